@@ -1,0 +1,69 @@
+//! Library error type. The binary edge wraps these in `anyhow`; everything below it is typed.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("storage error: {0}")]
+    Store(#[from] sled::Error),
+
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("{path}:{line}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+
+    #[error("configuration error: {0}")]
+    Config(String),
+
+    #[error(
+        "data directory {dir} was written by schema version {found}, this build understands up to {supported}; upgrade a2rag"
+    )]
+    SchemaTooNew {
+        dir: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+
+    #[error(
+        "knowledge base was embedded with `{stored}` but the configuration asks for `{configured}`; run `a2rag reindex` to re-embed"
+    )]
+    EmbedderMismatch { stored: String, configured: String },
+
+    #[error("corrupt record {key}: {message}")]
+    Corrupt { key: String, message: String },
+
+    #[error("index error: {0}")]
+    Index(String),
+
+    #[error("embedding error: {0}")]
+    Embed(String),
+
+    #[error("llm error: {0}")]
+    Llm(#[from] crate::llm::LlmError),
+
+    #[error("not found: {0}")]
+    NotFound(String),
+
+    #[error("invalid input: {0}")]
+    Invalid(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Ingestion: read sources, chunk, extract, summarise, embed ([`Pipeline::prepare`]), then
+//! commit each document atomically into the KB ([`ingest_paths`]).
+
+pub mod chunk;
+pub mod extract;
+pub mod source;
+pub mod summary;
+pub mod triples;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::config::{ExtractorKind, Settings, SummarizerKind};
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+use crate::kb::model::EdgeOrigin;
+use crate::kb::PreparedChunk;
+use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
+use extract::{Extractor, RuleExtractor};
+use source::{SourceDoc, SourceProblem};
+use summary::{ExtractiveSummarizer, Summarizer};
+use triples::TripleImport;
+
+/// Everything that turns a [`SourceDoc`] into a [`PreparedDoc`].
+pub struct Pipeline {
+    pub chunk_tokens: usize,
+    pub chunk_overlap: usize,
+    pub extractor: Arc<dyn Extractor>,
+    pub summarizer: Arc<dyn Summarizer>,
+    pub embedder: Arc<dyn Embedder>,
+    pub triples: Option<TripleImport>,
+}
+
+impl Pipeline {
+    /// The pipeline the settings describe, with the embedded defaults where no LLM is used.
+    pub fn from_settings(
+        settings: &Settings,
+        embedder: Arc<dyn Embedder>,
+        llm: Option<Arc<dyn crate::llm::LanguageModel>>,
+    ) -> Result<Pipeline> {
+        let extractor: Arc<dyn Extractor> = match (settings.ingest.extractor, &llm) {
+            (ExtractorKind::Rules, _) => Arc::new(RuleExtractor),
+            (ExtractorKind::Llm, Some(model)) => Arc::new(crate::llm::roles::LlmExtractor::new(model.clone(), settings)?),
+            (ExtractorKind::Llm, None) => {
+                return Err(Error::Config("ingest.extractor = \"llm\" needs an [llm] provider other than \"embedded\"".into()));
+            }
+        };
+        let summarizer: Arc<dyn Summarizer> = match (settings.ingest.summarizer, &llm) {
+            (SummarizerKind::Extractive, _) => Arc::new(ExtractiveSummarizer {
+                sentences: settings.ingest.summary_sentences,
+                entities: settings.ingest.summary_entities,
+            }),
+            (SummarizerKind::Llm, Some(model)) => Arc::new(crate::llm::roles::LlmSummarizer::new(model.clone(), settings)?),
+            (SummarizerKind::Llm, None) => {
+                return Err(Error::Config("ingest.summarizer = \"llm\" needs an [llm] provider other than \"embedded\"".into()));
+            }
+        };
+        Ok(Pipeline {
+            chunk_tokens: settings.ingest.chunk_tokens,
+            chunk_overlap: settings.ingest.chunk_overlap,
+            extractor,
+            summarizer,
+            embedder,
+            triples: None,
+        })
+    }
+
+    pub fn prepare(&self, doc: SourceDoc) -> Result<PreparedDoc> {
+        let content_hash = content_hash(&doc.title, &doc.text);
+        let spans = chunk::chunk_spans(&doc.text, self.chunk_tokens, self.chunk_overlap);
+        let imported = self
+            .triples
+            .as_ref()
+            .and_then(|t| t.for_document(&doc.title, &doc.text));
+        let mut chunks = Vec::with_capacity(spans.len());
+        let mut triples = Vec::new();
+        let mut all_entities = Vec::new();
+        let indexed: Vec<String> = spans
+            .iter()
+            .map(|r| format!("{}\n{}", doc.title, &doc.text[r.clone()]))
+            .collect();
+        let refs: Vec<&str> = indexed.iter().map(String::as_str).collect();
+        let vectors = self.embedder.embed(&refs)?;
+        for (ordinal, (span, vector)) in spans.iter().zip(vectors).enumerate() {
+            let text = doc.text[span.clone()].to_string();
+            let extraction = self.extractor.extract(&doc.title, &text)?;
+            if imported.is_none() {
+                triples.extend(extraction.triples.into_iter().map(|triple| PreparedTriple {
+                    triple,
+                    chunk: ordinal,
+                    origin: EdgeOrigin::Extracted,
+                }));
+            }
+            all_entities.extend(extraction.entities.iter().cloned());
+            chunks.push(PreparedChunk {
+                span: (span.start, span.end),
+                text,
+                vector,
+                entities: extraction.entities,
+            });
+        }
+        if let Some(imported) = imported {
+            for t in imported {
+                let chunk = t
+                    .chunk
+                    .map(|c| c as usize)
+                    .filter(|c| *c < chunks.len())
+                    .unwrap_or_else(|| chunk_mentioning(&chunks, &t.triple.subject, &t.triple.object));
+                triples.push(PreparedTriple {
+                    triple: t.triple,
+                    chunk,
+                    origin: EdgeOrigin::Imported,
+                });
+            }
+        }
+        all_entities.dedup();
+        let summary = self.summarizer.summarize(&doc.title, &doc.text, &all_entities)?;
+        let summary_vector = self.embedder.embed_one(&summary)?;
+        Ok(PreparedDoc {
+            id: doc.id,
+            title: doc.title,
+            source: doc.source,
+            content_hash,
+            summary,
+            summary_vector,
+            chunks,
+            triples,
+        })
+    }
+}
+
+/// The first chunk that mentions the subject, else the object, else the first chunk.
+fn chunk_mentioning(chunks: &[PreparedChunk], subject: &str, object: &str) -> usize {
+    let find = |needle: &str| {
+        let needle = needle.to_lowercase();
+        chunks.iter().position(|c| c.text.to_lowercase().contains(&needle))
+    };
+    find(subject).or_else(|| find(object)).unwrap_or(0)
+}
+
+pub fn content_hash(title: &str, text: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(title.as_bytes());
+    h.update([0u8]);
+    h.update(text.as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What an ingest run did. `failed` problems make the CLI exit non-zero.
+#[derive(Debug, Default, Serialize)]
+pub struct IngestReport {
+    pub files: usize,
+    pub added: usize,
+    pub replaced: usize,
+    pub unchanged: usize,
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+impl IngestReport {
+    pub fn failed(&self) -> bool {
+        !self.errors.is_empty()
+    }
+
+    fn record(&mut self, outcome: IngestOutcome) {
+        match outcome {
+            IngestOutcome::Added => self.added += 1,
+            IngestOutcome::Replaced => self.replaced += 1,
+            IngestOutcome::Unchanged => self.unchanged += 1,
+        }
+    }
+
+    fn problem(&mut self, p: SourceProblem) {
+        match p {
+            SourceProblem::Error(e) => self.errors.push(e.to_string()),
+            SourceProblem::Skipped { path, reason } => {
+                self.warnings.push(format!("{}: skipped: {reason}", path.display()))
+            }
+        }
+    }
+}
+
+/// Progress callbacks so the CLI can draw a bar and the daemon can send notifications.
+pub trait Progress {
+    fn start(&mut self, _total_docs: usize) {}
+    fn advance(&mut self, _doc_id: &str) {}
+    fn finish(&mut self) {}
+}
+
+impl Progress for () {}
+
+/// Ingests files and directories. Each document commits on its own; a failure in one file
+/// is recorded in the report and the others go on.
+pub fn ingest_paths(kb: &mut Kb, pipeline: &Pipeline, paths: &[PathBuf], progress: &mut dyn Progress) -> Result<IngestReport> {
+    let mut report = IngestReport::default();
+    let (files, problems) = source::collect_files(paths);
+    problems.into_iter().for_each(|p| report.problem(p));
+    let mut docs = Vec::new();
+    for file in &files {
+        report.files += 1;
+        let read = source::read_file(file);
+        read.problems.into_iter().for_each(|p| report.problem(p));
+        docs.extend(read.docs);
+    }
+    ingest_docs(kb, pipeline, docs, progress, &mut report)?;
+    kb.flush()?;
+    Ok(report)
+}
+
+/// Ingests documents already in memory (inline documents of the daemon, tests).
+pub fn ingest_docs(
+    kb: &mut Kb,
+    pipeline: &Pipeline,
+    docs: Vec<SourceDoc>,
+    progress: &mut dyn Progress,
+    report: &mut IngestReport,
+) -> Result<()> {
+    progress.start(docs.len());
+    for doc in docs {
+        let id = doc.id.clone();
+        // Skip the preparation work for unchanged documents.
+        let unchanged = kb
+            .doc_by_id(&doc.id)
+            .is_some_and(|d| d.content_hash == content_hash(&doc.title, &doc.text));
+        if unchanged {
+            report.record(IngestOutcome::Unchanged);
+        } else {
+            match pipeline.prepare(doc).and_then(|p| kb.commit_document(p)) {
+                Ok(outcome) => report.record(outcome),
+                // Storage failures are not the document's fault: stop rather than skip.
+                Err(e @ Error::Store(_)) => return Err(e),
+                Err(e) => report.errors.push(format!("document {id}: {e}")),
+            }
+        }
+        progress.advance(&id);
+    }
+    progress.finish();
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! The hybrid matcher: decides whether two mentions name the same entity, and how well a
+//! query phrase aligns with a node. Edit similarity (strsim) and embedding cosine must agree,
+//! except for the acronym rule, which neither measure sees ("CFH" vs "CFH Clearing").
+
+use crate::config::AliasSettings;
+use crate::embed::cosine;
+use crate::text::normalize_entity;
+
+pub struct Mention<'a> {
+    pub surface: &'a str,
+    pub key: &'a str,
+    pub vector: &'a [f32],
+}
+
+pub fn edit_similarity(a_key: &str, b_key: &str) -> f32 {
+    strsim::normalized_levenshtein(a_key, b_key) as f32
+}
+
+/// Both measures above their thresholds, or the acronym rule.
+pub fn same_entity(a: &Mention<'_>, b: &Mention<'_>, settings: &AliasSettings) -> bool {
+    if a.key == b.key {
+        return true;
+    }
+    let confident = edit_similarity(a.key, b.key) >= settings.edit_threshold
+        && cosine(a.vector, b.vector) >= settings.cosine_threshold;
+    confident || acronym_of(a.surface, b.surface) || acronym_of(b.surface, a.surface)
+}
+
+/// `short` is an all-caps acronym (2-6 letters, tags stripped) that either heads `long`
+/// ("CFH" / "CFH Clearing") or spells the initials of its capitalised words
+/// ("AIP" / "American Institute of Physics").
+pub fn acronym_of(short: &str, long: &str) -> bool {
+    let short_key = normalize_entity(short);
+    let letters: String = short
+        .split(['[', ']'])
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 0)
+        .map(|(_, s)| s)
+        .collect::<String>()
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .collect();
+    let is_acronym = (2..=6).contains(&letters.len())
+        && letters.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        && letters.chars().any(|c| c.is_ascii_uppercase());
+    if !is_acronym {
+        return false;
+    }
+    let long_key = normalize_entity(long);
+    if long_key == short_key {
+        return false;
+    }
+    if long_key.starts_with(&format!("{short_key} ")) {
+        return true;
+    }
+    let initials: String = long
+        .split_whitespace()
+        .filter_map(|w| w.chars().next())
+        .filter(|c| c.is_uppercase())
+        .collect();
+    initials.len() >= 2 && initials == letters
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+    use crate::embed::{Embedder, HashEmbedder};
+
+    fn mention<'a>(surface: &'a str, key: &'a str, v: &'a [f32]) -> Mention<'a> {
+        Mention { surface, key, vector: v }
+    }
+
+    #[test]
+    fn merges_tag_variants_and_acronyms_but_not_relatives() {
+        let s = Settings::defaults().alias;
+        let e = HashEmbedder::new(512);
+        let pairs = [
+            ("CFH", "CFH Clearing", true),
+            ("[GUI] CFH", "CFH", true),
+            ("[GUI] CFH", "CFH Clearing", true),
+            ("AIP", "American Institute of Physics", true),
+            ("Colour Research", "Color Research", true),
+            ("Barack Obama", "Barack Obama Sr.", false),
+            ("Paris", "Paris Hilton", false),
+            ("John Smith", "Jane Smith", false),
+        ];
+        for (a, b, expected) in pairs {
+            let (ka, kb) = (normalize_entity(a), normalize_entity(b));
+            let (va, vb) = (e.embed_one(a).unwrap(), e.embed_one(b).unwrap());
+            assert_eq!(
+                same_entity(&mention(a, &ka, &va), &mention(b, &kb, &vb), &s),
+                expected,
+                "{a} vs {b}"
+            );
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! Okapi BM25 over chunks, kept incrementally (documents come and go).
+
+use std::collections::HashMap;
+
+use crate::config::Bm25Settings;
+use crate::text;
+
+#[derive(Default)]
+pub struct Bm25 {
+    postings: HashMap<String, HashMap<u64, u32>>,
+    lengths: HashMap<u64, u32>,
+    total_len: u64,
+    k1: f32,
+    b: f32,
+}
+
+impl Bm25 {
+    pub fn new(settings: &Bm25Settings) -> Self {
+        Bm25 {
+            k1: settings.k1,
+            b: settings.b,
+            ..Default::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lengths.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lengths.is_empty()
+    }
+
+    pub fn vocabulary(&self) -> usize {
+        self.postings.len()
+    }
+
+    pub fn insert(&mut self, key: u64, content: &str) {
+        self.remove(key);
+        let mut tf: HashMap<String, u32> = HashMap::new();
+        let mut len = 0u32;
+        for term in text::content_terms(content) {
+            *tf.entry(term).or_default() += 1;
+            len += 1;
+        }
+        for (term, n) in tf {
+            self.postings.entry(term).or_default().insert(key, n);
+        }
+        self.lengths.insert(key, len);
+        self.total_len += len as u64;
+    }
+
+    pub fn remove(&mut self, key: u64) {
+        let Some(len) = self.lengths.remove(&key) else { return };
+        self.total_len -= len as u64;
+        self.postings.retain(|_, docs| {
+            docs.remove(&key);
+            !docs.is_empty()
+        });
+    }
+
+    /// Top `k` keys by BM25 score for `query`, best first.
+    pub fn search(&self, query: &str, k: usize) -> Vec<(u64, f32)> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let n = self.lengths.len() as f32;
+        let avg = self.total_len as f32 / n;
+        let mut scores: HashMap<u64, f32> = HashMap::new();
+        let mut terms = text::content_terms(query);
+        terms.sort();
+        terms.dedup();
+        for term in terms {
+            let Some(docs) = self.postings.get(&term) else { continue };
+            let df = docs.len() as f32;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for (key, tf) in docs {
+                let tf = *tf as f32;
+                let dl = self.lengths[key] as f32;
+                let s = idf * tf * (self.k1 + 1.0) / (tf + self.k1 * (1.0 - self.b + self.b * dl / avg));
+                *scores.entry(*key).or_default() += s;
+            }
+        }
+        let mut ranked: Vec<(u64, f32)> = scores.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked.truncate(k);
+        ranked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+
+    #[test]
+    fn ranks_by_rare_terms_and_forgets_removed_docs() {
+        let mut bm = Bm25::new(&Settings::defaults().bm25);
+        bm.insert(1, "the cat sat on the mat");
+        bm.insert(2, "the dog sat on the log");
+        bm.insert(3, "a zebra grazes");
+        let hits = bm.search("zebra mat", 3);
+        assert_eq!(hits.len(), 2);
+        bm.remove(3);
+        assert_eq!(bm.search("zebra", 3), vec![]);
+        assert_eq!(bm.search("cat", 3)[0].0, 1);
+        assert_eq!(bm.len(), 2);
+    }
+}

@@ -1,0 +1,315 @@
+//! The knowledge base: sled as the source of truth plus the in-memory indexes derived from
+//! it (graph, HNSW vectors, BM25). All writes go through [`Kb::commit_document`],
+//! [`Kb::delete_document`] and [`Kb::add_curated_triple`], which stage every change, commit it
+//! to sled in one batch, and only then update memory, so memory never runs ahead of disk.
+
+pub mod align;
+pub mod bm25;
+pub mod graph;
+pub mod model;
+pub mod store;
+pub mod vector;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+
+use crate::config::Settings;
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+use crate::rank::reciprocal_rank_fusion;
+use bm25::Bm25;
+use graph::{Csr, KnowledgeGraph};
+use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId};
+use store::{Family, Store};
+use vector::VectorIndex;
+
+pub use write::{IngestOutcome, PreparedChunk, PreparedDoc, PreparedTriple};
+
+pub struct Kb {
+    settings: Arc<Settings>,
+    store: Store,
+    embedder: Arc<dyn Embedder>,
+    docs: HashMap<DocKey, Document>,
+    doc_ids: HashMap<String, DocKey>,
+    chunks: HashMap<ChunkId, Chunk>,
+    /// Reverse provenance: which nodes mention a chunk.
+    chunk_nodes: HashMap<ChunkId, Vec<NodeId>>,
+    nodes: HashMap<NodeId, Node>,
+    /// Normalised alias -> node, for every alias of every node.
+    node_keys: HashMap<String, NodeId>,
+    edges: HashMap<EdgeId, Edge>,
+    /// Distinct relation labels with their embedding and use count.
+    relations: HashMap<String, RelationLabel>,
+    graph: KnowledgeGraph,
+    chunk_index: VectorIndex,
+    summary_index: VectorIndex,
+    node_index: VectorIndex,
+    bm25: Bm25,
+    /// PPR snapshot, rebuilt lazily after a write.
+    csr: Mutex<Option<Arc<Csr>>>,
+}
+
+pub struct RelationLabel {
+    pub vector: Vec<f32>,
+    pub count: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    Bm25,
+    Vector,
+    Hybrid,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Stats {
+    pub documents: usize,
+    pub chunks: usize,
+    pub nodes: usize,
+    pub edges: usize,
+    pub aliases_merged: usize,
+    pub relation_labels: usize,
+    pub chunk_vectors: usize,
+    pub summary_vectors: usize,
+    pub entity_vectors: usize,
+    pub bm25_terms: usize,
+    pub vector_index_bytes: usize,
+    pub embedder: String,
+}
+
+impl Kb {
+    /// Opens the knowledge base in `settings.data_dir` and rebuilds the in-memory indexes.
+    /// Refuses a KB embedded by a different embedder (vectors would not be comparable).
+    pub fn open(settings: Arc<Settings>, embedder: Arc<dyn Embedder>) -> Result<Kb> {
+        let store = Store::open(&settings.data_dir)?;
+        match store.embedder_id()? {
+            Some(stored) if stored != embedder.id() => {
+                return Err(Error::EmbedderMismatch {
+                    stored,
+                    configured: embedder.id(),
+                });
+            }
+            Some(_) => {}
+            None => store.set_embedder_id(&embedder.id())?,
+        }
+        let dim = embedder.dim();
+        let mut kb = Kb {
+            chunk_index: VectorIndex::new(dim, &settings.index)?,
+            summary_index: VectorIndex::new(dim, &settings.index)?,
+            node_index: VectorIndex::new(dim, &settings.index)?,
+            bm25: Bm25::new(&settings.bm25),
+            settings,
+            store,
+            embedder,
+            docs: HashMap::new(),
+            doc_ids: HashMap::new(),
+            chunks: HashMap::new(),
+            chunk_nodes: HashMap::new(),
+            nodes: HashMap::new(),
+            node_keys: HashMap::new(),
+            edges: HashMap::new(),
+            relations: HashMap::new(),
+            graph: KnowledgeGraph::default(),
+            csr: Mutex::new(None),
+        };
+        kb.load()?;
+        Ok(kb)
+    }
+
+    fn load(&mut self) -> Result<()> {
+        for doc in self.store.docs() {
+            let doc = doc?;
+            self.doc_ids.insert(doc.id.clone(), doc.key);
+            self.docs.insert(doc.key, doc);
+        }
+        for chunk in self.store.chunks() {
+            let chunk = chunk?;
+            let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
+            self.bm25.insert(chunk.id as u64, &format!("{title}\n{}", chunk.text));
+            self.chunks.insert(chunk.id, chunk);
+        }
+        let nodes: Vec<Node> = self.store.nodes().collect::<Result<_>>()?;
+        for node in nodes {
+            self.index_node_in_memory(node);
+        }
+        let edges: Vec<Edge> = self.store.edges().collect::<Result<_>>()?;
+        for edge in edges {
+            self.index_edge_in_memory(edge)?;
+        }
+        let families = [
+            (Family::ChunkVec, &self.chunk_index),
+            (Family::SummaryVec, &self.summary_index),
+            (Family::NodeVec, &self.node_index),
+        ];
+        for (family, index) in families {
+            for item in self.store.scan_vectors(family) {
+                let (id, v) = item?;
+                index.upsert(id, &v)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn index_node_in_memory(&mut self, node: Node) {
+        for alias in &node.aliases {
+            self.node_keys.insert(crate::text::normalize_entity(alias), node.id);
+        }
+        for c in &node.chunks {
+            self.chunk_nodes.entry(*c).or_default().push(node.id);
+        }
+        self.graph.add_node(node.id);
+        self.nodes.insert(node.id, node);
+    }
+
+    fn index_edge_in_memory(&mut self, edge: Edge) -> Result<()> {
+        match self.relations.get_mut(&edge.relation) {
+            Some(label) => label.count += 1,
+            None => {
+                let vector = self.embedder.embed_one(&edge.relation)?;
+                self.relations.insert(edge.relation.clone(), RelationLabel { vector, count: 1 });
+            }
+        }
+        self.graph.add_edge(edge.id, edge.subject, edge.object);
+        self.edges.insert(edge.id, edge);
+        Ok(())
+    }
+
+    fn forget_edge_in_memory(&mut self, id: EdgeId) {
+        if let Some(edge) = self.edges.remove(&id) {
+            self.graph.remove_edge(id);
+            if let Some(label) = self.relations.get_mut(&edge.relation) {
+                label.count -= 1;
+                if label.count == 0 {
+                    self.relations.remove(&edge.relation);
+                }
+            }
+        }
+    }
+
+    fn invalidate_snapshot(&self) {
+        *self.csr.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+    pub fn embedder(&self) -> &Arc<dyn Embedder> {
+        &self.embedder
+    }
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+    pub fn graph(&self) -> &KnowledgeGraph {
+        &self.graph
+    }
+    pub fn doc(&self, key: DocKey) -> Option<&Document> {
+        self.docs.get(&key)
+    }
+    pub fn doc_by_id(&self, id: &str) -> Option<&Document> {
+        self.doc_ids.get(id).and_then(|k| self.docs.get(k))
+    }
+    pub fn docs(&self) -> impl Iterator<Item = &Document> {
+        self.docs.values()
+    }
+    pub fn chunk(&self, id: ChunkId) -> Option<&Chunk> {
+        self.chunks.get(&id)
+    }
+    pub fn chunk_ids(&self) -> impl Iterator<Item = ChunkId> + '_ {
+        self.chunks.keys().copied()
+    }
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(&id)
+    }
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.values()
+    }
+    pub fn node_by_alias(&self, mention: &str) -> Option<NodeId> {
+        self.node_keys.get(&crate::text::normalize_entity(mention)).copied()
+    }
+    pub fn edge(&self, id: EdgeId) -> Option<&Edge> {
+        self.edges.get(&id)
+    }
+    pub fn edges(&self) -> impl Iterator<Item = &Edge> {
+        self.edges.values()
+    }
+    pub fn relations(&self) -> &HashMap<String, RelationLabel> {
+        &self.relations
+    }
+    pub fn nodes_in_chunk(&self, chunk: ChunkId) -> &[NodeId] {
+        self.chunk_nodes.get(&chunk).map_or(&[], Vec::as_slice)
+    }
+    pub fn chunk_index(&self) -> &VectorIndex {
+        &self.chunk_index
+    }
+    pub fn summary_index(&self) -> &VectorIndex {
+        &self.summary_index
+    }
+    pub fn node_index(&self) -> &VectorIndex {
+        &self.node_index
+    }
+    pub fn bm25(&self) -> &Bm25 {
+        &self.bm25
+    }
+
+    /// The current PPR snapshot (built on first use after a write).
+    pub fn csr(&self) -> Arc<Csr> {
+        let mut slot = self.csr.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert_with(|| Arc::new(self.graph.csr())).clone()
+    }
+
+    /// Title of a chunk's document, for display and for indexing ("title\ntext").
+    pub fn chunk_title(&self, chunk: &Chunk) -> &str {
+        self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str())
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            documents: self.docs.len(),
+            chunks: self.chunks.len(),
+            nodes: self.nodes.len(),
+            edges: self.edges.len(),
+            aliases_merged: self.nodes.values().map(|n| n.aliases.len().saturating_sub(1)).sum(),
+            relation_labels: self.relations.len(),
+            chunk_vectors: self.chunk_index.len(),
+            summary_vectors: self.summary_index.len(),
+            entity_vectors: self.node_index.len(),
+            bm25_terms: self.bm25.vocabulary(),
+            vector_index_bytes: self.chunk_index.memory_bytes()
+                + self.summary_index.memory_bytes()
+                + self.node_index.memory_bytes(),
+            embedder: self.embedder.id(),
+        }
+    }
+
+    /// Text retrieval over chunks: the quick sanity tool and the baselines' engine.
+    pub fn search(&self, query: &str, mode: SearchMode, k: usize) -> Result<Vec<(ChunkId, f32)>> {
+        let candidates = k.max(self.settings.retrieve.text_candidates);
+        let lexical = || self.bm25.search(query, candidates);
+        let dense = || -> Result<Vec<(u64, f32)>> {
+            let q = self.embedder.embed_one(query)?;
+            self.chunk_index.search(&q, candidates)
+        };
+        let mut ranked: Vec<(u64, f32)> = match mode {
+            SearchMode::Bm25 => lexical(),
+            SearchMode::Vector => dense()?,
+            SearchMode::Hybrid => {
+                let lists = [keys(&lexical()), keys(&dense()?)];
+                reciprocal_rank_fusion(&lists, self.settings.retrieve.rrf_k)
+            }
+        };
+        ranked.truncate(k);
+        Ok(ranked.into_iter().map(|(id, s)| (id as ChunkId, s)).collect())
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        self.store.flush()
+    }
+}
+
+fn keys(list: &[(u64, f32)]) -> Vec<u64> {
+    list.iter().map(|(k, _)| *k).collect()
+}

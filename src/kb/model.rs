@@ -1,0 +1,76 @@
+//! The records a knowledge base is made of. Every record is persisted in sled; the in-memory
+//! indexes are derived from them at startup.
+
+use serde::{Deserialize, Serialize};
+
+pub type DocKey = u32;
+pub type ChunkId = u32;
+pub type NodeId = u32;
+pub type EdgeId = u64;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Document {
+    pub key: DocKey,
+    /// The caller-visible identity (given id, title, or path); re-ingesting the same id
+    /// replaces the document.
+    pub id: String,
+    pub title: String,
+    pub source: String,
+    /// Hex SHA-256 of title + text: unchanged content is a no-op on re-ingest.
+    pub content_hash: String,
+    pub summary: String,
+    pub chunks: Vec<ChunkId>,
+    pub edges: Vec<EdgeId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chunk {
+    pub id: ChunkId,
+    pub doc: DocKey,
+    pub ordinal: u32,
+    /// Byte span of this chunk in the document text.
+    pub span: (usize, usize),
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub id: NodeId,
+    /// Display name: the first mention seen.
+    pub name: String,
+    /// Every distinct surface form merged into this node, `name` included.
+    pub aliases: Vec<String>,
+    /// Provenance: chunks that mention this entity (sorted, unique). Invariant: a superset of
+    /// the chunks of every incident edge, so a node without chunks has no edges.
+    pub chunks: Vec<ChunkId>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EdgeOrigin {
+    /// Found by the configured extractor at ingest.
+    Extracted,
+    /// Imported from a precomputed triples file.
+    Imported,
+    /// Approved by a person from a proposal.
+    Curated,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Edge {
+    pub id: EdgeId,
+    pub subject: NodeId,
+    pub relation: String,
+    pub object: NodeId,
+    /// Provenance: the chunk this triple was read from.
+    pub chunk: ChunkId,
+    pub origin: EdgeOrigin,
+}
+
+/// A triple as extracted, before its mentions are resolved to nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RawTriple {
+    pub subject: String,
+    pub relation: String,
+    pub object: String,
+}

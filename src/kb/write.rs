@@ -1,0 +1,378 @@
+//! Staged writes. A [`Staging`] reads the committed KB, records every change in an overlay
+//! and a sled batch; the batch commits atomically, then [`Changes`] are applied to memory.
+
+use std::collections::HashMap;
+
+use super::align::{Mention, same_entity};
+use super::model::{Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple};
+use super::store::{Family, KbBatch};
+use super::Kb;
+use crate::error::{Error, Result};
+use crate::text::normalize_entity;
+
+/// A document ready to commit: chunked, extracted, summarised and embedded.
+#[derive(Debug, Clone)]
+pub struct PreparedDoc {
+    pub id: String,
+    pub title: String,
+    pub source: String,
+    pub content_hash: String,
+    pub summary: String,
+    pub summary_vector: Vec<f32>,
+    pub chunks: Vec<PreparedChunk>,
+    pub triples: Vec<PreparedTriple>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PreparedChunk {
+    pub span: (usize, usize),
+    pub text: String,
+    pub vector: Vec<f32>,
+    pub entities: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PreparedTriple {
+    pub triple: RawTriple,
+    /// Index into `PreparedDoc::chunks`.
+    pub chunk: usize,
+    pub origin: EdgeOrigin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IngestOutcome {
+    Added,
+    Replaced,
+    Unchanged,
+}
+
+#[derive(Default)]
+struct Changes {
+    doc_removed: Option<Document>,
+    doc_added: Option<(Document, Vec<f32>)>,
+    chunks_removed: Vec<ChunkId>,
+    chunks_added: Vec<(Chunk, Vec<f32>)>,
+    /// Final state of every touched node; `None` = deleted.
+    nodes: HashMap<NodeId, Option<Node>>,
+    node_vectors: HashMap<NodeId, Vec<f32>>,
+    edges_removed: Vec<EdgeId>,
+    edges_added: Vec<Edge>,
+}
+
+struct Staging<'kb> {
+    kb: &'kb Kb,
+    batch: KbBatch,
+    changes: Changes,
+    /// Alias keys created in this staging (new nodes and new aliases).
+    keys: HashMap<String, NodeId>,
+}
+
+impl<'kb> Staging<'kb> {
+    fn new(kb: &'kb Kb) -> Self {
+        Staging {
+            kb,
+            batch: KbBatch::default(),
+            changes: Changes::default(),
+            keys: HashMap::new(),
+        }
+    }
+
+    fn node(&self, id: NodeId) -> Option<Node> {
+        match self.changes.nodes.get(&id) {
+            Some(staged) => staged.clone(),
+            None => self.kb.nodes.get(&id).cloned(),
+        }
+    }
+
+    fn live(&self, id: NodeId) -> bool {
+        self.node(id).is_some()
+    }
+
+    fn put_node(&mut self, node: Node) {
+        self.changes.nodes.insert(node.id, Some(node));
+    }
+
+    fn stage_delete_doc(&mut self, doc: &Document) {
+        for edge in &doc.edges {
+            self.batch.remove_edge(*edge);
+            self.changes.edges_removed.push(*edge);
+        }
+        for chunk in &doc.chunks {
+            self.batch.remove_chunk(*chunk);
+            self.changes.chunks_removed.push(*chunk);
+            for node_id in self.kb.nodes_in_chunk(*chunk).to_vec() {
+                let Some(mut node) = self.node(node_id) else { continue };
+                node.chunks.retain(|c| c != chunk);
+                if node.chunks.is_empty() {
+                    self.changes.nodes.insert(node_id, None);
+                } else {
+                    self.put_node(node);
+                }
+            }
+        }
+        self.batch.remove_doc(doc);
+        self.changes.doc_removed = Some(doc.clone());
+    }
+
+    /// Resolves a mention to a node (exact alias, confident hybrid match, or a new node) and
+    /// records `chunk` as its provenance. `None` for mentions with no content.
+    fn resolve(&mut self, mention: &str, chunk: ChunkId) -> Result<Option<NodeId>> {
+        let key = normalize_entity(mention);
+        if key.is_empty() {
+            return Ok(None);
+        }
+        let exact = self
+            .keys
+            .get(&key)
+            .copied()
+            .or_else(|| self.kb.node_keys.get(&key).copied())
+            .filter(|id| self.live(*id));
+        let id = match exact {
+            Some(id) => id,
+            None => self.match_or_create(mention, &key)?,
+        };
+        let mut node = self.node(id).ok_or_else(|| Error::Corrupt {
+            key: format!("node/{id}"),
+            message: "resolved to a missing node".into(),
+        })?;
+        if !node.aliases.iter().any(|a| a == mention) {
+            node.aliases.push(mention.to_string());
+        }
+        if let Err(pos) = node.chunks.binary_search(&chunk) {
+            node.chunks.insert(pos, chunk);
+        }
+        self.keys.insert(key, id);
+        self.put_node(node);
+        Ok(Some(id))
+    }
+
+    fn match_or_create(&mut self, mention: &str, key: &str) -> Result<NodeId> {
+        let vector = self.kb.embedder.embed_one(mention)?;
+        let alias = &self.kb.settings.alias;
+        if alias.enabled {
+            let me = Mention { surface: mention, key, vector: &vector };
+            let mut candidates: Vec<(NodeId, Vec<f32>)> = self
+                .kb
+                .node_index
+                .search(&vector, alias.candidates)?
+                .into_iter()
+                .filter_map(|(id, _)| {
+                    let id = id as NodeId;
+                    self.kb.node_index.get(id as u64).map(|v| (id, v))
+                })
+                .collect();
+            candidates.extend(self.changes.node_vectors.iter().map(|(id, v)| (*id, v.clone())));
+            for (id, v) in candidates {
+                let Some(node) = self.node(id) else { continue };
+                let node_key = normalize_entity(&node.name);
+                let other = Mention { surface: &node.name, key: &node_key, vector: &v };
+                if same_entity(&me, &other, alias) {
+                    return Ok(id);
+                }
+            }
+        }
+        let id = self.kb.store.next_id()? as NodeId;
+        self.put_node(Node {
+            id,
+            name: mention.to_string(),
+            aliases: Vec::new(),
+            chunks: Vec::new(),
+        });
+        self.changes.node_vectors.insert(id, vector);
+        Ok(id)
+    }
+
+    fn add_edge(&mut self, triple: &RawTriple, chunk: ChunkId, origin: EdgeOrigin) -> Result<Option<Edge>> {
+        let (Some(subject), Some(object)) = (self.resolve(&triple.subject, chunk)?, self.resolve(&triple.object, chunk)?) else {
+            return Ok(None);
+        };
+        let relation = triple.relation.trim().to_lowercase();
+        if relation.is_empty() {
+            return Ok(None);
+        }
+        let edge = Edge {
+            id: self.kb.store.next_id()?,
+            subject,
+            relation,
+            object,
+            chunk,
+            origin,
+        };
+        self.batch.put_edge(&edge);
+        self.changes.edges_added.push(edge.clone());
+        Ok(Some(edge))
+    }
+
+    fn finish(mut self) -> Result<Changes> {
+        for (id, node) in &self.changes.nodes {
+            match node {
+                Some(node) => self.batch.put_node(node),
+                None => self.batch.remove_node(*id),
+            }
+        }
+        for (id, v) in &self.changes.node_vectors {
+            if self.changes.nodes.get(id).is_some_and(Option::is_some) {
+                self.batch.put_vector(Family::NodeVec, *id as u64, v);
+            }
+        }
+        self.kb.store.commit(self.batch)?;
+        Ok(self.changes)
+    }
+}
+
+impl Kb {
+    /// Adds or replaces one document atomically. Unchanged content is a no-op.
+    pub fn commit_document(&mut self, doc: PreparedDoc) -> Result<IngestOutcome> {
+        let previous = self.doc_by_id(&doc.id).cloned();
+        if previous.as_ref().is_some_and(|p| p.content_hash == doc.content_hash) {
+            return Ok(IngestOutcome::Unchanged);
+        }
+        let mut staging = Staging::new(self);
+        if let Some(prev) = &previous {
+            staging.stage_delete_doc(prev);
+        }
+        let key = self.store.next_id()? as u32;
+        let mut chunk_ids = Vec::with_capacity(doc.chunks.len());
+        for (ordinal, prepared) in doc.chunks.iter().enumerate() {
+            let chunk = Chunk {
+                id: self.store.next_id()? as ChunkId,
+                doc: key,
+                ordinal: ordinal as u32,
+                span: prepared.span,
+                text: prepared.text.clone(),
+            };
+            staging.batch.put_chunk(&chunk);
+            staging.batch.put_vector(Family::ChunkVec, chunk.id as u64, &prepared.vector);
+            for entity in &prepared.entities {
+                staging.resolve(entity, chunk.id)?;
+            }
+            chunk_ids.push(chunk.id);
+            staging.changes.chunks_added.push((chunk, prepared.vector.clone()));
+        }
+        let mut edge_ids = Vec::new();
+        for t in &doc.triples {
+            let Some(&chunk) = chunk_ids.get(t.chunk) else { continue };
+            if let Some(edge) = staging.add_edge(&t.triple, chunk, t.origin)? {
+                edge_ids.push(edge.id);
+            }
+        }
+        let document = Document {
+            key,
+            id: doc.id,
+            title: doc.title,
+            source: doc.source,
+            content_hash: doc.content_hash,
+            summary: doc.summary,
+            chunks: chunk_ids,
+            edges: edge_ids,
+        };
+        staging.batch.put_doc(&document);
+        staging.batch.put_vector(Family::SummaryVec, key as u64, &doc.summary_vector);
+        staging.changes.doc_added = Some((document, doc.summary_vector));
+        let changes = staging.finish()?;
+        self.apply(changes)?;
+        Ok(if previous.is_some() {
+            IngestOutcome::Replaced
+        } else {
+            IngestOutcome::Added
+        })
+    }
+
+    /// Removes a document with its chunks, edges, vectors and the nodes only it mentioned.
+    pub fn delete_document(&mut self, id: &str) -> Result<bool> {
+        let Some(doc) = self.doc_by_id(id).cloned() else {
+            return Ok(false);
+        };
+        let mut staging = Staging::new(self);
+        staging.stage_delete_doc(&doc);
+        let changes = staging.finish()?;
+        self.apply(changes)?;
+        Ok(true)
+    }
+
+    /// Inserts an approved triple whose provenance is `chunk`, live and on disk.
+    pub fn add_curated_triple(&mut self, triple: &RawTriple, chunk: ChunkId) -> Result<EdgeId> {
+        let chunk_rec = self
+            .chunk(chunk)
+            .ok_or_else(|| Error::NotFound(format!("chunk {chunk}")))?;
+        let mut doc = self
+            .doc(chunk_rec.doc)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("document of chunk {chunk}")))?;
+        let mut staging = Staging::new(self);
+        let edge = staging
+            .add_edge(triple, chunk, EdgeOrigin::Curated)?
+            .ok_or_else(|| Error::Invalid("triple has an empty subject, relation or object".into()))?;
+        doc.edges.push(edge.id);
+        staging.batch.put_doc(&doc);
+        let mut changes = staging.finish()?;
+        let summary = self
+            .summary_index
+            .get(doc.key as u64)
+            .unwrap_or_else(|| vec![0.0; self.embedder.dim()]);
+        changes.doc_added = Some((doc, summary));
+        self.apply(changes)?;
+        Ok(edge.id)
+    }
+
+    fn apply(&mut self, changes: Changes) -> Result<()> {
+        for id in &changes.edges_removed {
+            self.forget_edge_in_memory(*id);
+        }
+        for id in &changes.chunks_removed {
+            self.chunks.remove(id);
+            self.chunk_nodes.remove(id);
+            self.bm25.remove(*id as u64);
+            self.chunk_index.remove(*id as u64)?;
+        }
+        if let Some(doc) = &changes.doc_removed {
+            self.docs.remove(&doc.key);
+            self.doc_ids.remove(&doc.id);
+            self.summary_index.remove(doc.key as u64)?;
+        }
+        if let Some((doc, summary)) = changes.doc_added {
+            self.summary_index.upsert(doc.key as u64, &summary)?;
+            self.doc_ids.insert(doc.id.clone(), doc.key);
+            self.docs.insert(doc.key, doc);
+        }
+        for (chunk, vector) in changes.chunks_added {
+            let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
+            self.bm25.insert(chunk.id as u64, &format!("{title}\n{}", chunk.text));
+            self.chunk_index.upsert(chunk.id as u64, &vector)?;
+            self.chunks.insert(chunk.id, chunk);
+        }
+        for (id, node) in changes.nodes {
+            if let Some(old) = self.nodes.remove(&id) {
+                for alias in &old.aliases {
+                    let key = normalize_entity(alias);
+                    if self.node_keys.get(&key) == Some(&id) {
+                        self.node_keys.remove(&key);
+                    }
+                }
+                for c in &old.chunks {
+                    if let Some(list) = self.chunk_nodes.get_mut(c) {
+                        list.retain(|n| *n != id);
+                    }
+                }
+            }
+            match node {
+                Some(node) => {
+                    if let Some(v) = changes.node_vectors.get(&id) {
+                        self.node_index.upsert(id as u64, v)?;
+                    }
+                    self.index_node_in_memory(node);
+                }
+                None => {
+                    self.graph.remove_node(id);
+                    self.node_index.remove(id as u64)?;
+                }
+            }
+        }
+        for edge in changes.edges_added {
+            self.index_edge_in_memory(edge)?;
+        }
+        self.invalidate_snapshot();
+        Ok(())
+    }
+}

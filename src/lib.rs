@@ -1,0 +1,12 @@
+//! a2rag: adaptive agentic graph retrieval. See ARCHITECTURE.md for the map.
+
+pub mod config;
+pub mod embed;
+pub mod error;
+pub mod ingest;
+pub mod kb;
+pub mod llm;
+pub mod rank;
+pub mod text;
+
+pub use error::{Error, Result};

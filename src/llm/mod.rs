@@ -1,0 +1,90 @@
+//! Language models behind one trait. Each LLM-backed step (reader, validators, rewriter,
+//! extractor, summariser) has an embedded deterministic implementation and an LLM one that
+//! goes through [`LanguageModel`]; see [`roles`]. Providers: [`provider`] (rig-core).
+
+pub mod parse;
+pub mod prompts;
+pub mod roles;
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum LlmError {
+    #[error("provider request failed: {0}")]
+    Provider(String),
+    #[error("provider timed out after {0} ms")]
+    Timeout(u64),
+    #[error("provider rate limited the request: {0}")]
+    RateLimited(String),
+    #[error("model output could not be parsed: {0}")]
+    Malformed(String),
+    #[error("configuration: {0}")]
+    Config(String),
+}
+
+impl LlmError {
+    /// Worth trying again after a pause.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, LlmError::Timeout(_) | LlmError::RateLimited(_) | LlmError::Provider(_))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionRequest {
+    pub system: Option<String>,
+    pub prompt: String,
+    pub max_tokens: u32,
+    pub temperature: f64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// True when the provider reported no usage and the numbers are estimates.
+    pub estimated: bool,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+
+    pub fn estimate(request: &CompletionRequest, completion: &str) -> Usage {
+        let prompt = request.system.as_deref().map_or(0, crate::text::estimate_tokens)
+            + crate::text::estimate_tokens(&request.prompt);
+        Usage {
+            prompt_tokens: prompt,
+            completion_tokens: crate::text::estimate_tokens(completion),
+            estimated: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    pub text: String,
+    pub usage: Usage,
+}
+
+#[async_trait]
+pub trait LanguageModel: Send + Sync {
+    /// "openai:gpt-4o-mini", "ollama:llama3", ...
+    fn name(&self) -> String;
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError>;
+}
+
+/// Runs an async LLM call from synchronous code (ingest runs on blocking threads).
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => tokio::task::block_in_place(|| handle.block_on(future)),
+        Err(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a current-thread runtime can always be built")
+            .block_on(future),
+    }
+}

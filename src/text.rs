@@ -1,0 +1,170 @@
+//! Text primitives shared by ingestion, retrieval and the embedded reader: one tokenizer,
+//! one sentence splitter, one normaliser, so that every stage sees the same terms.
+
+use std::ops::Range;
+
+const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
+    "before", "being", "both", "but", "by", "can", "could", "did", "do", "does", "during", "each",
+    "for", "from", "had", "has", "have", "he", "her", "hers", "him", "his", "how", "i", "if", "in",
+    "into", "is", "it", "its", "many", "me", "more", "most", "much", "my", "no", "not", "of", "on",
+    "one", "or", "other", "our", "out", "over", "she", "so", "some", "such", "than", "that", "the",
+    "their", "them", "then", "there", "these", "they", "this", "those", "through", "to", "under",
+    "until", "up", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "whose", "why", "will", "with", "would", "you", "your", "s", "t", "same", "name", "named",
+];
+
+static STOPWORD_SET: std::sync::LazyLock<std::collections::HashSet<&'static str>> =
+    std::sync::LazyLock::new(|| STOPWORDS.iter().copied().collect());
+
+pub fn is_stopword(word: &str) -> bool {
+    STOPWORD_SET.contains(word)
+}
+
+/// Lowercased alphanumeric terms. Apostrophes split ("Smith's" -> "smith", "s").
+pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_lowercase())
+}
+
+/// Terms that carry content: `words` minus stopwords.
+pub fn content_terms(text: &str) -> Vec<String> {
+    words(text).filter(|w| !is_stopword(w)).collect()
+}
+
+/// Token count estimate used where a provider reports no usage: whitespace words scaled by
+/// the ~1.3 sub-word tokens per English word that BPE tokenizers average.
+pub fn estimate_tokens(text: &str) -> u64 {
+    let words = text.split_whitespace().count() as f64;
+    (words * 1.3).ceil() as u64
+}
+
+/// Byte ranges of sentences. Splits after `.`, `!`, `?` followed by whitespace and an
+/// upper-case letter, digit or quote, but not after common abbreviations or initials.
+pub fn sentence_spans(text: &str) -> Vec<Range<usize>> {
+    let mut spans = Vec::new();
+    let mut start = 0;
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if matches!(b, b'.' | b'!' | b'?') && i + 1 < bytes.len() && bytes[i + 1].is_ascii_whitespace() {
+            let mut j = i + 1;
+            while j < bytes.len() && bytes[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            let next_starts_sentence = text[j..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_uppercase() || c.is_ascii_digit() || c == '"' || c == '\'');
+            if next_starts_sentence && !ends_with_abbreviation(&text[start..=i]) {
+                push_trimmed(text, start..i + 1, &mut spans);
+                start = j;
+                i = j;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    push_trimmed(text, start..text.len(), &mut spans);
+    spans
+}
+
+fn push_trimmed(text: &str, range: Range<usize>, spans: &mut Vec<Range<usize>>) {
+    let slice = &text[range.clone()];
+    let lead = slice.len() - slice.trim_start().len();
+    let trail = slice.len() - slice.trim_end().len();
+    if lead + trail < slice.len() {
+        spans.push(range.start + lead..range.end - trail);
+    }
+}
+
+fn ends_with_abbreviation(sentence: &str) -> bool {
+    const ABBREVIATIONS: &[&str] = &[
+        "mr.", "mrs.", "ms.", "dr.", "st.", "jr.", "sr.", "vs.", "no.", "inc.", "co.", "ltd.",
+        "mt.", "ft.", "gen.", "col.", "lt.", "u.s.", "e.g.", "i.e.", "etc.", "approx.", "jan.",
+        "feb.", "aug.", "sept.", "oct.", "nov.", "dec.",
+    ];
+    let last = sentence.rsplit(char::is_whitespace).next().unwrap_or("");
+    let lower = last.to_lowercase();
+    // A single capital letter and a dot is an initial ("John F. Kennedy").
+    let is_initial = last.len() == 2 && last.as_bytes()[0].is_ascii_uppercase();
+    is_initial || ABBREVIATIONS.contains(&lower.as_str())
+}
+
+/// Canonical key of an entity mention: lowercased, bracketed tags removed ("[GUI] CFH" ->
+/// "cfh"), punctuation dropped, whitespace collapsed.
+pub fn normalize_entity(mention: &str) -> String {
+    let mut out = String::with_capacity(mention.len());
+    let mut depth = 0usize;
+    for c in mention.chars() {
+        match c {
+            '[' | '(' | '{' => depth += 1,
+            ']' | ')' | '}' => depth = depth.saturating_sub(1),
+            _ if depth > 0 => {}
+            c if c.is_alphanumeric() => out.extend(c.to_lowercase()),
+            _ => out.push(' '),
+        }
+    }
+    let collapsed: Vec<&str> = out.split_whitespace().collect();
+    let key = collapsed.join(" ");
+    if key.is_empty() {
+        // Everything was inside brackets: keep the bracketed text rather than lose the mention.
+        mention.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect::<Vec<_>>().join(" ")
+    } else {
+        key
+    }
+}
+
+/// SQuAD answer normalisation: lowercase, drop punctuation and articles, collapse whitespace.
+pub fn normalize_answer(answer: &str) -> String {
+    let lower = answer.to_lowercase();
+    let no_punct: String = lower
+        .chars()
+        .map(|c| if c.is_ascii_punctuation() { ' ' } else { c })
+        .collect();
+    no_punct
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "a" | "an" | "the"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_terms_drop_stopwords() {
+        assert_eq!(content_terms("Who is the spouse of Obama's"), vec!["spouse", "obama"]);
+    }
+
+    #[test]
+    fn sentences_split_but_not_on_initials_or_abbreviations() {
+        let text = "John F. Kennedy was born in 1917. He lived in Washington, D.C. for years. Dr. Smith agreed! Did he?";
+        let got: Vec<&str> = sentence_spans(text).into_iter().map(|r| &text[r]).collect();
+        assert_eq!(
+            got,
+            vec![
+                "John F. Kennedy was born in 1917.",
+                "He lived in Washington, D.C. for years.",
+                "Dr. Smith agreed!",
+                "Did he?"
+            ]
+        );
+    }
+
+    #[test]
+    fn entity_normalisation_strips_tags_and_punctuation() {
+        assert_eq!(normalize_entity("[GUI] CFH"), "cfh");
+        assert_eq!(normalize_entity("  CFH   Clearing, Inc. "), "cfh clearing inc");
+        assert_eq!(normalize_entity("(x)"), "x");
+    }
+
+    #[test]
+    fn squad_normalisation() {
+        assert_eq!(normalize_answer("The  Beatles!"), "beatles");
+        assert_eq!(normalize_answer("an Apple, a day"), "apple day");
+    }
+}
