@@ -163,6 +163,12 @@ pub struct ServerSettings {
 impl Settings {
     /// Defaults, then `file` (if any), then `A2RAG__SECTION__KEY` environment overrides.
     pub fn load(file: Option<&Path>) -> Result<Settings> {
+        Settings::load_with_policy(file, None)
+    }
+
+    /// Like [`Settings::load`], with a policy profile layered between the file and the
+    /// environment.
+    pub fn load_with_policy(file: Option<&Path>, policy: Option<&Path>) -> Result<Settings> {
         let mut builder = config::Config::builder().add_source(config::File::from_str(
             DEFAULT_TOML,
             config::FileFormat::Toml,
@@ -172,6 +178,9 @@ impl Settings {
                 return Err(Error::Config(format!("config file {} does not exist", path.display())));
             }
             builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml));
+        }
+        if let Some(path) = policy {
+            builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml).required(true));
         }
         builder = builder.add_source(
             config::Environment::with_prefix("A2RAG")

@@ -1,12 +1,15 @@
 //! a2rag: adaptive agentic graph retrieval. See ARCHITECTURE.md for the map.
 
 pub mod config;
+pub mod control;
 pub mod embed;
+pub mod engine;
 pub mod error;
 pub mod ingest;
 pub mod kb;
 pub mod llm;
 pub mod rank;
+pub mod retrieve;
 pub mod text;
 
 pub use error::{Error, Result};

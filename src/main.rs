@@ -1,1 +1,264 @@
-fn main() {}
+//! The `a2rag` command line: the binary edge, where library errors become `anyhow` reports.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use a2rag::config::{LogFormat, Settings};
+use a2rag::control::QueryRequest;
+use a2rag::engine::Engine;
+use a2rag::ingest::{self, triples::TripleImport};
+use a2rag::kb::SearchMode;
+
+#[derive(Parser)]
+#[command(name = "a2rag", version, about = "Adaptive agentic graph retrieval over your documents")]
+struct Cli {
+    /// Configuration file (TOML); only the keys it sets override the defaults.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Data directory (overrides `data_dir`).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    /// Log output format.
+    #[arg(long, global = true, value_parser = ["human", "json"])]
+    log_format: Option<String>,
+    /// More logging (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Ingest files or directories (.txt, .md, .jsonl, corpus .json).
+    Ingest {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Precomputed triples (OpenIE JSON or JSONL) used instead of the extractor.
+        #[arg(long)]
+        triples: Option<PathBuf>,
+    },
+    /// Remove a document (by id) and everything derived from it.
+    Delete { id: String },
+    /// Counts and index sizes.
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Text search over chunks (sanity tool).
+    Search {
+        query: String,
+        #[arg(long, value_enum, default_value = "hybrid")]
+        mode: ModeArg,
+        #[arg(short, default_value_t = 5)]
+        k: usize,
+    },
+    /// Ask a question: gate, retrieve, answer, verify, rewrite.
+    Ask {
+        question: String,
+        /// Named policy from the policies directory.
+        #[arg(long)]
+        policy: Option<String>,
+        /// Print the full response as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ModeArg {
+    Bm25,
+    Vector,
+    Hybrid,
+}
+
+impl From<ModeArg> for SearchMode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Bm25 => SearchMode::Bm25,
+            ModeArg::Vector => SearchMode::Vector,
+            ModeArg::Hybrid => SearchMode::Hybrid,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_settings(cli: &Cli) -> Result<Settings> {
+    let mut settings = Settings::load(cli.config.as_deref())?;
+    if let Some(dir) = &cli.data_dir {
+        settings.data_dir = dir.clone();
+    }
+    if let Some(format) = &cli.log_format {
+        settings.log.format = if format == "json" { LogFormat::Json } else { LogFormat::Human };
+    }
+    match cli.verbose {
+        0 => {}
+        1 => settings.log.level = "info".into(),
+        _ => settings.log.level = "debug".into(),
+    }
+    Ok(settings)
+}
+
+fn init_tracing(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log.level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match settings.log.format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Human => builder.init(),
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let settings = load_settings(&cli)?;
+    init_tracing(&settings);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let open = |settings: Settings| Engine::open(settings, cli.config.as_deref()).context("opening the knowledge base");
+    match &cli.command {
+        Command::Ingest { paths, triples } => {
+            let mut engine = open(settings)?;
+            if let Some(file) = triples {
+                engine.pipeline.triples = Some(TripleImport::load(file)?);
+            }
+            let mut bar = ProgressBar::default();
+            let report = {
+                let kb = engine.kb.get_mut();
+                ingest::ingest_paths(kb, &engine.pipeline, paths, &mut bar)?
+            };
+            for w in &report.warnings {
+                eprintln!("warning: {w}");
+            }
+            for e in &report.errors {
+                eprintln!("error: {e}");
+            }
+            let stats = engine.kb.get_mut().stats();
+            println!(
+                "{} files: {} added, {} replaced, {} unchanged, {} errors; KB has {} documents, {} chunks, {} nodes, {} edges",
+                report.files, report.added, report.replaced, report.unchanged, report.errors.len(), stats.documents, stats.chunks, stats.nodes, stats.edges
+            );
+            Ok(if report.failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        }
+        Command::Delete { id } => {
+            let mut engine = open(settings)?;
+            let kb = engine.kb.get_mut();
+            if kb.delete_document(id)? {
+                kb.flush()?;
+                println!("deleted {id}");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!("error: no document with id `{id}`");
+                Ok(ExitCode::FAILURE)
+            }
+        }
+        Command::Stats { json } => {
+            let mut engine = open(settings)?;
+            let stats = engine.kb.get_mut().stats();
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&stats)?);
+            } else {
+                let v = serde_json::to_value(&stats)?;
+                for (k, v) in v.as_object().into_iter().flatten() {
+                    println!("{k:>18}: {v}");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Search { query, mode, k } => {
+            let mut engine = open(settings)?;
+            let kb = engine.kb.get_mut();
+            for (rank, (id, score)) in kb.search(query, (*mode).into(), *k)?.into_iter().enumerate() {
+                if let Some(chunk) = kb.chunk(id) {
+                    println!("{:>2}. [{score:.4}] {} — {}", rank + 1, kb.chunk_title(chunk), preview(&chunk.text, 160));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ask { question, policy, json } => {
+            let engine = open(settings)?;
+            let request = QueryRequest { question: question.clone(), policy: policy.clone(), budget: None };
+            let response = runtime.block_on(engine.query(&request))?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&response)?);
+            } else {
+                print_response(&response);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_response(r: &a2rag::control::QueryResponse) {
+    match (&r.answer, &r.abstained) {
+        (Some(a), _) => println!("Answer: {a}"),
+        (None, Some(reason)) => println!("Abstained: {reason}"),
+        _ => println!("No answer"),
+    }
+    println!("Stage: {:?}   iterations: {}   LLM calls: {}   tokens: {}", r.stage, r.iterations, r.ledger.llm_calls, r.ledger.tokens());
+    println!("\nEvidence:");
+    for (i, e) in r.evidence.iter().take(5).enumerate() {
+        let cited = if r.cited.contains(&e.chunk) { "*" } else { " " };
+        println!("{cited}{:>2}. {} (chunk {}, bytes {}..{}): {}", i + 1, e.title, e.chunk, e.span.0, e.span.1, preview(&e.text, 140));
+    }
+    if !r.paths.is_empty() {
+        println!("\nGraph paths:");
+        for p in r.paths.iter().take(3) {
+            let hops: Vec<String> = p.iter().map(|h| format!("{} -[{}]-> {}", h.subject, h.relation, h.object)).collect();
+            println!("  {}", hops.join(" ; "));
+        }
+    }
+    println!("\nTrace:");
+    for t in &r.trace {
+        println!("  [{}] {} -> {} {}", t.iteration, t.from, t.to, t.detail);
+    }
+    for (i, verdicts) in r.verdicts.iter().enumerate() {
+        let v: Vec<String> = verdicts.iter().map(|v| format!("{:?}={}", v.check, if v.pass { "pass" } else { "fail" })).collect();
+        println!("  verify #{}: {}", i + 1, v.join(", "));
+    }
+}
+
+fn preview(text: &str, n: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &flat[..i]),
+        None => flat,
+    }
+}
+
+/// indicatif bar for ingest; hidden when stderr is not a terminal.
+#[derive(Default)]
+struct ProgressBar(Option<indicatif::ProgressBar>);
+
+impl ingest::Progress for ProgressBar {
+    fn start(&mut self, total: usize) {
+        let bar = indicatif::ProgressBar::new(total as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} ingest [{bar:40}] {pos}/{len} docs {per_sec} eta {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        self.0 = Some(bar);
+    }
+    fn advance(&mut self, _doc: &str) {
+        if let Some(b) = &self.0 {
+            b.inc(1);
+        }
+    }
+    fn finish(&mut self) {
+        if let Some(b) = self.0.take() {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -121,6 +121,7 @@ impl Kb {
     }
 
     fn load(&mut self) -> Result<()> {
+        let started = std::time::Instant::now();
         for doc in self.store.docs() {
             let doc = doc?;
             self.doc_ids.insert(doc.id.clone(), doc.key);
@@ -132,6 +133,7 @@ impl Kb {
             self.bm25.insert(chunk.id as u64, &format!("{title}\n{}", chunk.text));
             self.chunks.insert(chunk.id, chunk);
         }
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded documents and chunks");
         let nodes: Vec<Node> = self.store.nodes().collect::<Result<_>>()?;
         for node in nodes {
             self.index_node_in_memory(node);
@@ -140,6 +142,7 @@ impl Kb {
         for edge in edges {
             self.index_edge_in_memory(edge)?;
         }
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
         let families = [
             (Family::ChunkVec, &self.chunk_index),
             (Family::SummaryVec, &self.summary_index),
@@ -150,6 +153,7 @@ impl Kb {
                 let (id, v) = item?;
                 index.upsert(id, &v)?;
             }
+            tracing::debug!(ms = started.elapsed().as_millis() as u64, ?family, "loaded vectors");
         }
         Ok(())
     }

@@ -1,0 +1,141 @@
+//! The per-query budget and the cost ledger. Every LLM call is admitted by
+//! [`Ledger::admit`] *before* it is made, with a conservative bound on its tokens, so no
+//! budget is ever overrun; what the provider then reports is what the ledger records.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::BudgetSettings;
+use crate::llm::Usage;
+
+/// Per-request overrides of [`BudgetSettings`]; unset fields keep the policy's value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetOverride {
+    pub max_iterations: Option<u32>,
+    pub max_llm_calls: Option<u32>,
+    pub max_tokens: Option<u64>,
+    pub deadline_ms: Option<u64>,
+}
+
+impl BudgetOverride {
+    pub fn apply(&self, base: BudgetSettings) -> BudgetSettings {
+        BudgetSettings {
+            max_iterations: self.max_iterations.unwrap_or(base.max_iterations).max(1),
+            max_llm_calls: self.max_llm_calls.unwrap_or(base.max_llm_calls),
+            max_tokens: self.max_tokens.unwrap_or(base.max_tokens),
+            deadline_ms: self.deadline_ms.unwrap_or(base.deadline_ms),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Exceeded {
+    Iterations,
+    LlmCalls,
+    Tokens,
+    Deadline,
+}
+
+impl std::fmt::Display for Exceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Exceeded::Iterations => "iteration budget exhausted",
+            Exceeded::LlmCalls => "LLM call budget exhausted",
+            Exceeded::Tokens => "token budget exhausted",
+            Exceeded::Deadline => "deadline reached",
+        })
+    }
+}
+
+/// Cost of one step of the controller.
+#[derive(Debug, Clone, Serialize)]
+pub struct LedgerEntry {
+    pub step: String,
+    pub llm_calls: u32,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub tokens_estimated: bool,
+    pub micros: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Ledger {
+    pub budget: BudgetSettings,
+    pub llm_calls: u32,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub entries: Vec<LedgerEntry>,
+    #[serde(skip)]
+    started: Instant,
+}
+
+impl Ledger {
+    pub fn new(budget: BudgetSettings) -> Ledger {
+        Ledger {
+            budget,
+            llm_calls: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            entries: Vec::new(),
+            started: Instant::now(),
+        }
+    }
+
+    pub fn tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    pub fn remaining_time(&self) -> Duration {
+        Duration::from_millis(self.budget.deadline_ms).saturating_sub(self.elapsed())
+    }
+
+    pub fn check_deadline(&self) -> Result<(), Exceeded> {
+        if self.remaining_time().is_zero() {
+            Err(Exceeded::Deadline)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// May a call whose tokens are bounded by `token_bound` be made now?
+    pub fn admit(&self, token_bound: u64) -> Result<(), Exceeded> {
+        self.check_deadline()?;
+        if self.llm_calls + 1 > self.budget.max_llm_calls {
+            return Err(Exceeded::LlmCalls);
+        }
+        if self.tokens() + token_bound > self.budget.max_tokens {
+            return Err(Exceeded::Tokens);
+        }
+        Ok(())
+    }
+
+    pub fn record(&mut self, step: &str, usage: Option<Usage>, started: Instant) {
+        let usage_or_zero = usage.unwrap_or_default();
+        let calls = u32::from(usage.is_some());
+        self.llm_calls += calls;
+        self.prompt_tokens += usage_or_zero.prompt_tokens;
+        self.completion_tokens += usage_or_zero.completion_tokens;
+        self.entries.push(LedgerEntry {
+            step: step.to_string(),
+            llm_calls: calls,
+            prompt_tokens: usage_or_zero.prompt_tokens,
+            completion_tokens: usage_or_zero.completion_tokens,
+            tokens_estimated: usage_or_zero.estimated,
+            micros: started.elapsed().as_micros() as u64,
+        });
+    }
+}
+
+/// Upper bound on the tokens of one call: a byte-level tokenizer never makes more tokens
+/// than bytes, plus room for the chat template, plus the completion cap.
+pub fn token_bound(prompt: &str, max_completion_tokens: u32) -> u64 {
+    const CHAT_TEMPLATE_TOKENS: u64 = 64;
+    prompt.len() as u64 + CHAT_TEMPLATE_TOKENS + max_completion_tokens as u64
+}

@@ -1,0 +1,127 @@
+//! Seeds: the query's entity mentions and relation phrases, aligned to graph nodes and
+//! relation labels by the hybrid matcher. Only confident matches become seeds.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+
+use crate::config::RetrieveSettings;
+use crate::embed::cosine;
+use crate::error::Result;
+use crate::ingest::extract::entity_mentions;
+use crate::kb::Kb;
+use crate::kb::align::edit_similarity;
+use crate::kb::model::NodeId;
+use crate::text::{self, normalize_entity};
+
+/// Query n-grams up to this many words are looked up as exact aliases, which catches
+/// entities written in lower case ("the green performer").
+const MAX_NGRAM: usize = 4;
+const WH_WORDS: &[&str] = &["who", "what", "when", "where", "which", "why", "how", "whom", "whose"];
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct EntitySeed {
+    pub node: NodeId,
+    pub name: String,
+    pub mention: String,
+    pub score: f32,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RelationSeed {
+    pub label: String,
+    pub score: f32,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Seeds {
+    pub entities: Vec<EntitySeed>,
+    pub relations: Vec<RelationSeed>,
+    /// The query's relation phrase (content words outside entity mentions).
+    pub relation_phrase: String,
+}
+
+impl Seeds {
+    pub fn node_ids(&self) -> Vec<NodeId> {
+        self.entities.iter().map(|s| s.node).collect()
+    }
+}
+
+pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, query: &str) -> Result<Seeds> {
+    let mut best: HashMap<NodeId, EntitySeed> = HashMap::new();
+    let mut consider = |seed: EntitySeed| {
+        let keep = best.get(&seed.node).is_none_or(|old| seed.score > old.score);
+        if keep {
+            best.insert(seed.node, seed);
+        }
+    };
+    let mut mentioned_words: HashSet<String> = HashSet::new();
+    // Exact alias hits on query n-grams.
+    let words: Vec<&str> = query
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    for n in (1..=MAX_NGRAM).rev() {
+        for window in words.windows(n) {
+            let phrase = window.join(" ");
+            let key = normalize_entity(&phrase);
+            let content = text::content_terms(&key);
+            if content.is_empty() || (n == 1 && key.len() < 3) {
+                continue;
+            }
+            if let Some(node) = kb.node_by_alias(&phrase) {
+                let name = kb.node(node).map_or_else(String::new, |n| n.name.clone());
+                mentioned_words.extend(text::words(&phrase));
+                consider(EntitySeed { node, name, mention: phrase, score: 1.0 });
+            }
+        }
+    }
+    // Fuzzy alignment of capitalised mentions through the entity index.
+    let mentions = entity_mentions(query);
+    let embedder = kb.embedder();
+    for mention in &mentions {
+        mentioned_words.extend(text::words(mention));
+        let key = normalize_entity(mention);
+        let v = embedder.embed_one(mention)?;
+        for (id, cos) in kb.node_index().search(&v, 5)? {
+            let Some(node) = kb.node(id as NodeId) else { continue };
+            let edit = node
+                .aliases
+                .iter()
+                .map(|a| edit_similarity(&key, &normalize_entity(a)))
+                .fold(0.0f32, f32::max);
+            let score = edit.max(cos);
+            if score >= settings.seed_threshold {
+                consider(EntitySeed { node: node.id, name: node.name.clone(), mention: mention.clone(), score });
+            }
+        }
+    }
+    let mut entities: Vec<EntitySeed> = best.into_values().collect();
+    entities.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
+    entities.truncate(settings.max_entity_seeds);
+
+    let relation_phrase = text::content_terms(query)
+        .into_iter()
+        .filter(|w| !mentioned_words.contains(w) && !WH_WORDS.contains(&w.as_str()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let relations = align_relations(kb, settings.relation_threshold, &relation_phrase)?;
+    Ok(Seeds { entities, relations, relation_phrase })
+}
+
+/// Relation labels whose embedding is close to the query's relation phrase, best first.
+fn align_relations(kb: &Kb, threshold: f32, phrase: &str) -> Result<Vec<RelationSeed>> {
+    if phrase.is_empty() {
+        return Ok(Vec::new());
+    }
+    let v = kb.embedder().embed_one(phrase)?;
+    let mut found: Vec<RelationSeed> = kb
+        .relations()
+        .iter()
+        .map(|(label, rel)| RelationSeed { label: label.clone(), score: cosine(&v, &rel.vector) })
+        .filter(|r| r.score >= threshold)
+        .collect();
+    found.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.label.cmp(&b.label)));
+    found.truncate(32);
+    Ok(found)
+}
