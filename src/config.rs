@@ -77,7 +77,6 @@ pub struct AliasSettings {
     pub enabled: bool,
     pub edit_threshold: f32,
     pub cosine_threshold: f32,
-    pub candidates: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

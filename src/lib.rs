@@ -1,10 +1,12 @@
 //! a2rag: adaptive agentic graph retrieval. See ARCHITECTURE.md for the map.
 
+pub mod bench;
 pub mod config;
 pub mod control;
 pub mod embed;
 pub mod engine;
 pub mod error;
+pub mod eval;
 pub mod ingest;
 pub mod kb;
 pub mod llm;

@@ -66,6 +66,56 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Evaluate a2rag and the baselines on a dataset directory (corpus.json + questions.json).
+    Eval {
+        #[arg(long)]
+        dataset: PathBuf,
+        /// Precomputed triples to import instead of running the extractor.
+        #[arg(long)]
+        triples: Option<PathBuf>,
+        /// Shares of graph nodes to delete for the extraction-loss stress test.
+        #[arg(long, value_delimiter = ',', default_value = "0,0.1,0.2,0.3,0.4")]
+        drop_nodes: Vec<f64>,
+        /// Evaluate only the first N questions.
+        #[arg(long)]
+        limit: Option<usize>,
+        #[arg(long, default_value_t = 13)]
+        seed: u64,
+        /// Where report.json, report.md, node_deletion.svg and the eval KB go.
+        #[arg(long, default_value = "eval-out")]
+        out: PathBuf,
+        /// Rounds of the iterative (IRCoT-style) baseline.
+        #[arg(long, default_value_t = 3)]
+        iterative_steps: usize,
+    },
+    /// Benchmarks; each prints a ratio against a baseline measured in the same run.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Ingest throughput (passages/s) with the configured (default: embedded) pipeline.
+    Ingest {
+        #[arg(long, default_value = "../shared/datasets/hotpotqa/corpus.json")]
+        corpus: PathBuf,
+    },
+    /// PPR latency on a synthetic graph: power iteration vs forward push.
+    Ppr {
+        #[arg(long, default_value_t = 200_000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 1_000_000)]
+        edges: usize,
+        #[arg(long, default_value_t = 100)]
+        queries: usize,
+    },
+    /// Retrieval latency (all stages, no LLM) over a dataset's questions.
+    Retrieve {
+        #[arg(long, default_value = "../shared/datasets/musique")]
+        dataset: PathBuf,
+        #[arg(long)]
+        triples: Option<PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -195,6 +245,34 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 print_response(&response);
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Eval { dataset, triples, drop_nodes, limit, seed, out, iterative_steps } => {
+            let options = a2rag::eval::EvalOptions {
+                dataset: dataset.clone(),
+                triples: triples.clone(),
+                drop_nodes: drop_nodes.clone(),
+                limit: *limit,
+                seed: *seed,
+                out_dir: out.clone(),
+                iterative_steps: *iterative_steps,
+            };
+            let report = a2rag::eval::run(settings, &options, &mut ProgressBar::default())?;
+            println!("{}", a2rag::eval::report_markdown(&report));
+            println!("(written to {})", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(bench) => {
+            let scratch = std::env::temp_dir().join(format!("a2rag-bench-{}", std::process::id()));
+            let text = match bench {
+                BenchCommand::Ingest { corpus } => a2rag::bench::ingest(settings, corpus, &scratch)?,
+                BenchCommand::Ppr { nodes, edges, queries } => {
+                    a2rag::bench::ppr(*nodes, *edges, *queries, settings.retrieve.restart_prob, settings.retrieve.ppr_tolerance)
+                }
+                BenchCommand::Retrieve { dataset, triples } => a2rag::bench::retrieve(settings, dataset, triples.as_deref(), &scratch)?,
+            };
+            let _ = std::fs::remove_dir_all(&scratch);
+            println!("{text}");
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -133,6 +133,14 @@ impl Controller {
         }
     }
 
+    /// Embedded roles with the reader metered as an LLM call (see [`roles::MeteredReader`]).
+    pub fn metered(settings: &Settings) -> Result<Controller> {
+        let mut c = Controller::embedded();
+        c.reader = Box::new(roles::MeteredReader { prompts: Prompts::load(&settings.llm.prompts_dir)? });
+        c.max_completion_tokens = settings.llm.max_completion_tokens;
+        Ok(c)
+    }
+
     /// LLM roles when a model is configured, embedded ones otherwise.
     pub fn from_settings(settings: &Settings, model: Option<Arc<dyn LanguageModel>>) -> Result<Controller> {
         let Some(model) = model else { return Ok(Controller::embedded()) };

@@ -330,3 +330,23 @@ impl Rewriter for LlmRewriter {
         Ok(reply.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().trim_matches('"').to_string())
     }
 }
+
+/// The extractive reader, metered as if an LLM had read the answer prompt: one call and
+/// the prompt's estimated tokens per read. Lets `a2rag eval` compare the cost of control
+/// strategies (a2rag vs the iterative baseline) without a model.
+pub struct MeteredReader {
+    pub prompts: Prompts,
+}
+
+#[async_trait]
+impl Reader for MeteredReader {
+    async fn read(&self, question: &str, evidence: &Retrieval, gate: &mut CallGate<'_>) -> Result<ReaderAnswer, RoleError> {
+        let prompt = self.prompts.render(PromptId::Answer, &[("question", question), ("evidence", &format_evidence(evidence))]);
+        gate.ledger.admit(token_bound(&prompt, gate.max_completion_tokens)).map_err(RoleError::Budget)?;
+        let started = Instant::now();
+        let answer = extract_answer(question, evidence);
+        let request = CompletionRequest { system: None, prompt, max_tokens: gate.max_completion_tokens, temperature: 0.0 };
+        gate.ledger.record("answer", Some(crate::llm::Usage::estimate(&request, &answer.answer)), started);
+        Ok(answer)
+    }
+}

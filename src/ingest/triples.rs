@@ -92,18 +92,15 @@ impl TripleImport {
     }
 
     /// The triples for a document, exact duplicates removed (first occurrence kept).
+    /// `Some(empty)` when the file lists the passage with no triples: the import still
+    /// speaks for it, so the extractor must not add its own.
     pub fn for_document(&self, title: &str, text: &str) -> Option<Vec<ImportedTriple>> {
-        let mut found: Vec<ImportedTriple> = self
-            .by_passage
-            .get(&(title.to_string(), text.to_string()))
-            .into_iter()
-            .chain(self.by_title.get(title))
-            .flatten()
-            .cloned()
-            .collect();
-        if found.is_empty() {
+        let passage = self.by_passage.get(&(title.to_string(), text.to_string()));
+        let titled = self.by_title.get(title);
+        if passage.is_none() && titled.is_none() {
             return None;
         }
+        let mut found: Vec<ImportedTriple> = passage.into_iter().chain(titled).flatten().cloned().collect();
         let mut seen = std::collections::HashSet::new();
         found.retain(|t| seen.insert(t.triple.clone()));
         Some(found)

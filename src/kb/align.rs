@@ -12,6 +12,29 @@ pub struct Mention<'a> {
     pub vector: &'a [f32],
 }
 
+/// Blocking keys of a mention: the 4-character prefix of each content word of its key, and
+/// its capital initials. Two mentions can only be merged when they share a key, which makes
+/// candidate generation exact and deterministic (unlike an approximate vector search).
+pub fn blocking_keys(surface: &str) -> Vec<String> {
+    let key = normalize_entity(surface);
+    let mut keys: Vec<String> = key
+        .split_whitespace()
+        .filter(|w| !crate::text::is_stopword(w))
+        .map(|w| format!("w:{}", w.chars().take(4).collect::<String>()))
+        .collect();
+    let initials: String = surface.split_whitespace().filter_map(|w| w.chars().next()).filter(|c| c.is_uppercase()).collect();
+    if initials.len() >= 2 {
+        keys.push(format!("i:{initials}"));
+    }
+    let letters: String = surface.chars().filter(|c| c.is_alphanumeric()).collect();
+    if (2..=6).contains(&letters.len()) && letters.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) {
+        keys.push(format!("i:{letters}"));
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
 pub fn edit_similarity(a_key: &str, b_key: &str) -> f32 {
     strsim::normalized_levenshtein(a_key, b_key) as f32
 }

@@ -40,6 +40,8 @@ pub struct Kb {
     nodes: HashMap<NodeId, Node>,
     /// Normalised alias -> node, for every alias of every node.
     node_keys: HashMap<String, NodeId>,
+    /// Blocking key -> nodes with an alias carrying it (alias candidate generation).
+    alias_blocks: HashMap<String, Vec<NodeId>>,
     edges: HashMap<EdgeId, Edge>,
     /// Distinct relation labels with their embedding and use count.
     relations: HashMap<String, RelationLabel>,
@@ -111,6 +113,7 @@ impl Kb {
             chunk_nodes: HashMap::new(),
             nodes: HashMap::new(),
             node_keys: HashMap::new(),
+            alias_blocks: HashMap::new(),
             edges: HashMap::new(),
             relations: HashMap::new(),
             graph: KnowledgeGraph::default(),
@@ -161,6 +164,12 @@ impl Kb {
     fn index_node_in_memory(&mut self, node: Node) {
         for alias in &node.aliases {
             self.node_keys.insert(crate::text::normalize_entity(alias), node.id);
+            for block in align::blocking_keys(alias) {
+                let ids = self.alias_blocks.entry(block).or_default();
+                if !ids.contains(&node.id) {
+                    ids.push(node.id);
+                }
+            }
         }
         for c in &node.chunks {
             self.chunk_nodes.entry(*c).or_default().push(node.id);
@@ -231,6 +240,32 @@ impl Kb {
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
         self.nodes.values()
     }
+    /// Nodes sharing a blocking key with `mention`: the only possible alias matches.
+    pub fn alias_candidates(&self, mention: &str) -> Vec<NodeId> {
+        let mut out: Vec<NodeId> = align::blocking_keys(mention)
+            .iter()
+            .filter_map(|k| self.alias_blocks.get(k))
+            .flatten()
+            .copied()
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    fn unblock_node(&mut self, node: &Node) {
+        for alias in &node.aliases {
+            for block in align::blocking_keys(alias) {
+                if let Some(ids) = self.alias_blocks.get_mut(&block) {
+                    ids.retain(|id| *id != node.id);
+                    if ids.is_empty() {
+                        self.alias_blocks.remove(&block);
+                    }
+                }
+            }
+        }
+    }
+
     pub fn node_by_alias(&self, mention: &str) -> Option<NodeId> {
         self.node_keys.get(&crate::text::normalize_entity(mention)).copied()
     }
@@ -316,4 +351,83 @@ impl Kb {
 
 fn keys(list: &[(u64, f32)]) -> Vec<u64> {
     list.iter().map(|(k, _)| *k).collect()
+}
+
+impl Kb {
+    /// Extraction-loss stress test: forgets nodes (and their edges) in memory only, text and
+    /// sled untouched, as if the extractor had missed those entities.
+    pub fn forget_nodes_in_memory(&mut self, ids: &[NodeId]) -> Result<()> {
+        for id in ids {
+            let Some(node) = self.nodes.remove(id) else { continue };
+            self.unblock_node(&node);
+            for step in self.graph.steps(*id) {
+                self.forget_edge_in_memory(step.edge);
+            }
+            self.graph.remove_node(*id);
+            self.node_index.remove(*id as u64)?;
+            for alias in &node.aliases {
+                let key = crate::text::normalize_entity(alias);
+                if self.node_keys.get(&key) == Some(id) {
+                    self.node_keys.remove(&key);
+                }
+            }
+            for c in &node.chunks {
+                if let Some(list) = self.chunk_nodes.get_mut(c) {
+                    list.retain(|n| n != id);
+                }
+            }
+        }
+        self.invalidate_snapshot();
+        Ok(())
+    }
+}
+
+impl Kb {
+    /// Checks the cross-record invariants (provenance, edge endpoints, manifest); returns
+    /// every violation found. Empty means consistent.
+    pub fn integrity_violations(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for doc in self.docs.values() {
+            for c in &doc.chunks {
+                if !self.chunks.contains_key(c) {
+                    problems.push(format!("document {} lists missing chunk {c}", doc.id));
+                }
+            }
+            for e in &doc.edges {
+                if !self.edges.contains_key(e) {
+                    problems.push(format!("document {} lists missing edge {e}", doc.id));
+                }
+            }
+            if self.summary_index.get(doc.key as u64).is_none() {
+                problems.push(format!("document {} has no summary vector", doc.id));
+            }
+        }
+        for chunk in self.chunks.values() {
+            if !self.docs.contains_key(&chunk.doc) {
+                problems.push(format!("chunk {} belongs to missing document {}", chunk.id, chunk.doc));
+            }
+        }
+        for edge in self.edges.values() {
+            for end in [edge.subject, edge.object] {
+                match self.nodes.get(&end) {
+                    None => problems.push(format!("edge {} points at missing node {end}", edge.id)),
+                    Some(n) if n.chunks.binary_search(&edge.chunk).is_err() => {
+                        problems.push(format!("node {end} lacks provenance chunk {} of edge {}", edge.chunk, edge.id))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        for node in self.nodes.values() {
+            if node.chunks.is_empty() {
+                problems.push(format!("node {} has no provenance", node.id));
+            }
+            for c in &node.chunks {
+                if !self.chunks.contains_key(c) {
+                    problems.push(format!("node {} cites missing chunk {c}", node.id));
+                }
+            }
+        }
+        problems
+    }
 }

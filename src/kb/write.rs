@@ -152,17 +152,24 @@ impl<'kb> Staging<'kb> {
         let alias = &self.kb.settings.alias;
         if alias.enabled {
             let me = Mention { surface: mention, key, vector: &vector };
+            let blocks = super::align::blocking_keys(mention);
             let mut candidates: Vec<(NodeId, Vec<f32>)> = self
                 .kb
-                .node_index
-                .search(&vector, alias.candidates)?
+                .alias_candidates(mention)
                 .into_iter()
-                .filter_map(|(id, _)| {
-                    let id = id as NodeId;
-                    self.kb.node_index.get(id as u64).map(|v| (id, v))
-                })
+                .filter_map(|id| self.kb.node_index.get(id as u64).map(|v| (id, v)))
                 .collect();
-            candidates.extend(self.changes.node_vectors.iter().map(|(id, v)| (*id, v.clone())));
+            let mut staged: Vec<(NodeId, Vec<f32>)> = self
+                .changes
+                .node_vectors
+                .iter()
+                .filter(|(id, _)| {
+                    self.node(**id).is_some_and(|n| n.aliases.iter().chain([&n.name]).any(|a| super::align::blocking_keys(a).iter().any(|k| blocks.contains(k))))
+                })
+                .map(|(id, v)| (*id, v.clone()))
+                .collect();
+            staged.sort_by_key(|(id, _)| *id);
+            candidates.extend(staged);
             for (id, v) in candidates {
                 let Some(node) = self.node(id) else { continue };
                 let node_key = normalize_entity(&node.name);
@@ -344,6 +351,7 @@ impl Kb {
         }
         for (id, node) in changes.nodes {
             if let Some(old) = self.nodes.remove(&id) {
+                self.unblock_node(&old);
                 for alias in &old.aliases {
                     let key = normalize_entity(alias);
                     if self.node_keys.get(&key) == Some(&id) {

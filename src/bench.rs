@@ -1,0 +1,139 @@
+//! `a2rag bench ...`: throughput and latency measurements. Each prints its numbers next to
+//! a baseline measured in the same run, never a bare absolute.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rand::{Rng, SeedableRng};
+
+use crate::config::Settings;
+use crate::error::Result;
+use crate::eval::dataset::Dataset;
+use crate::ingest::{self, Pipeline, source};
+use crate::kb::Kb;
+use crate::kb::graph::Csr;
+use crate::retrieve::ppr::{self, PprParams};
+use crate::retrieve::{RetrieveOptions, Retriever, Stage, Strategy};
+
+fn percentile_ms(mut xs: Vec<f64>, q: f64) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let rank = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len().max(1));
+    xs.get(rank - 1).copied().unwrap_or(0.0)
+}
+
+/// Ingest throughput in passages/s on a corpus, against the parse-and-chunk-only baseline
+/// (the floor no ingest can beat) measured on the same corpus.
+pub fn ingest(settings: Settings, corpus: &Path, scratch: &Path) -> Result<String> {
+    let t = Instant::now();
+    let read = source::read_file(corpus);
+    let docs = read.docs;
+    let n = docs.len();
+    let chunks: usize = docs.iter().map(|d| ingest::chunk::chunk_spans(&d.text, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap).len()).sum();
+    let baseline = n as f64 / t.elapsed().as_secs_f64();
+    let mut settings = settings;
+    settings.data_dir = scratch.to_path_buf();
+    if scratch.exists() {
+        std::fs::remove_dir_all(scratch).map_err(|e| crate::Error::io(scratch, e))?;
+    }
+    let settings = Arc::new(settings);
+    let embedder = crate::embed::from_settings(&settings.embed)?;
+    let mut kb = Kb::open(settings.clone(), embedder.clone())?;
+    let pipeline = Pipeline::from_settings(&settings, embedder, None)?;
+    let t = Instant::now();
+    let mut report = ingest::IngestReport::default();
+    ingest::ingest_docs(&mut kb, &pipeline, docs, &mut (), &mut report)?;
+    kb.flush()?;
+    let secs = t.elapsed().as_secs_f64();
+    let rate = n as f64 / secs;
+    let stats = kb.stats();
+    Ok(format!(
+        "ingest {}: {n} passages ({chunks} chunks) in {secs:.2} s = {rate:.0} passages/s (target >= 500)\n  \
+         baseline parse+chunk only: {baseline:.0} passages/s; full ingest is {:.1}x slower than the floor\n  \
+         KB: {} nodes, {} edges, {} aliases merged",
+        corpus.display(), baseline / rate, stats.nodes, stats.edges, stats.aliases_merged
+    ))
+}
+
+/// PPR on a synthetic graph: power iteration vs forward push, p50/p95 over `queries`.
+pub fn ppr(nodes: usize, edges: usize, queries: usize, restart_prob: f64, tolerance: f64) -> String {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    // Preferential-attachment-like skew: endpoints drawn from a squared uniform.
+    let list: Vec<(u32, u32)> = (0..edges)
+        .map(|_| {
+            let a = (rng.random::<f64>().powi(2) * nodes as f64) as u32;
+            let b = rng.random_range(0..nodes as u32);
+            (a.min(nodes as u32 - 1), b)
+        })
+        .collect();
+    let csr = Csr::from_edges(nodes, &list);
+    let seeds: Vec<Vec<usize>> = (0..queries).map(|_| (0..3).map(|_| rng.random_range(0..nodes)).collect()).collect();
+    let params = PprParams { restart_prob, tolerance, max_iterations: 100 };
+    let mut power = Vec::new();
+    let mut push = Vec::new();
+    let mut agree = 0usize;
+    for s in &seeds {
+        let p = ppr::personalization(&csr, s);
+        let t = Instant::now();
+        let (exact, _) = ppr::power_iteration(&csr, &p, params);
+        power.push(t.elapsed().as_secs_f64() * 1000.0);
+        let t = Instant::now();
+        let approx = ppr::forward_push(&csr, &p, restart_prob, 1e-7);
+        push.push(t.elapsed().as_secs_f64() * 1000.0);
+        let top = |v: &[f64]| {
+            let mut idx: Vec<usize> = (0..v.len()).collect();
+            idx.select_nth_unstable_by(10, |a, b| v[*b].total_cmp(&v[*a]));
+            let mut t: Vec<usize> = idx[..10].to_vec();
+            t.sort();
+            t
+        };
+        agree += top(&exact).iter().filter(|i| top(&approx).contains(i)).count();
+    }
+    let (p50, p95) = (percentile_ms(power.clone(), 0.5), percentile_ms(power, 0.95));
+    let (q50, q95) = (percentile_ms(push.clone(), 0.5), percentile_ms(push, 0.95));
+    format!(
+        "ppr: {nodes} nodes, {edges} edges, {queries} queries of 3 seeds, restart {restart_prob}\n  \
+         power iteration (tol {tolerance:e}): p50 {p50:.2} ms  p95 {p95:.2} ms   (target p50 <= 30 ms)\n  \
+         forward push (eps 1e-7):          p50 {q50:.2} ms  p95 {q95:.2} ms   ({:.1}x faster at p50; top-10 overlap {:.0}%)",
+        p50 / q50.max(1e-9), agree as f64 / (queries * 10) as f64 * 100.0
+    )
+}
+
+/// Retrieval latency (all stages, no LLM) over a dataset's questions on an ingested KB,
+/// against the hybrid text retriever measured on the same KB.
+pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, scratch: &Path) -> Result<String> {
+    let dataset = Dataset::load(dataset_dir)?;
+    let mut settings = settings;
+    settings.data_dir = scratch.to_path_buf();
+    if scratch.exists() {
+        std::fs::remove_dir_all(scratch).map_err(|e| crate::Error::io(scratch, e))?;
+    }
+    let settings = Arc::new(settings);
+    let embedder = crate::embed::from_settings(&settings.embed)?;
+    let mut kb = Kb::open(settings.clone(), embedder.clone())?;
+    let mut pipeline = Pipeline::from_settings(&settings, embedder, None)?;
+    if let Some(t) = triples {
+        pipeline.triples = Some(ingest::triples::TripleImport::load(t)?);
+    }
+    ingest::ingest_paths(&mut kb, &pipeline, std::slice::from_ref(&dataset.corpus), &mut ())?;
+    let time = |strategy| -> Result<Vec<f64>> {
+        let mut out = Vec::new();
+        for q in &dataset.questions {
+            let t = Instant::now();
+            Retriever::new(&kb).retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k: 10 })?;
+            out.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        Ok(out)
+    };
+    // Warm-up builds the PPR snapshot once, as a running daemon would have.
+    time(Strategy::Adaptive)?;
+    let a2rag = time(Strategy::Adaptive)?;
+    let hybrid = time(Strategy::Text(crate::kb::SearchMode::Hybrid))?;
+    let (a50, a95) = (percentile_ms(a2rag.clone(), 0.5), percentile_ms(a2rag, 0.95));
+    let (h50, h95) = (percentile_ms(hybrid.clone(), 0.5), percentile_ms(hybrid, 0.95));
+    Ok(format!(
+        "retrieve {} ({} questions): a2rag p50 {a50:.2} ms p95 {a95:.2} ms (target p50 <= 10 ms)\n  \
+         baseline hybrid text retrieval: p50 {h50:.2} ms p95 {h95:.2} ms; a2rag/hybrid at p50 = {:.1}x",
+        dataset.name, dataset.questions.len(), a50 / h50.max(1e-9)
+    ))
+}

@@ -1,0 +1,44 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use a2rag::config::Settings;
+use a2rag::ingest::{self, Pipeline};
+use a2rag::kb::Kb;
+
+/// `A2RAG_DATASETS` or `../shared/datasets`; `None` (with a loud message) where absent.
+pub fn datasets() -> Option<PathBuf> {
+    let dir = std::env::var_os("A2RAG_DATASETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/datasets"));
+    if dir.join("musique/corpus.json").exists() {
+        Some(dir)
+    } else {
+        eprintln!("\n=== SKIPPED: shared datasets not found at {} (set A2RAG_DATASETS) ===\n", dir.display());
+        None
+    }
+}
+
+pub fn settings_in(dir: &std::path::Path) -> Settings {
+    let mut s = Settings::defaults();
+    s.data_dir = dir.to_path_buf();
+    s
+}
+
+pub fn open(settings: &Settings) -> (Kb, Pipeline) {
+    let settings = Arc::new(settings.clone());
+    let embedder = a2rag::embed::from_settings(&settings.embed).unwrap();
+    let kb = Kb::open(settings.clone(), embedder.clone()).unwrap();
+    let pipeline = Pipeline::from_settings(&settings, embedder, None).unwrap();
+    (kb, pipeline)
+}
+
+pub fn ingest(kb: &mut Kb, pipeline: &Pipeline, paths: &[PathBuf]) -> ingest::IngestReport {
+    ingest::ingest_paths(kb, pipeline, paths, &mut ()).unwrap()
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_a2rag")
+}

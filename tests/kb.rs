@@ -1,0 +1,177 @@
+//! Knowledge-base foundation: ingestion into real sled on disk, re-ingest, crash safety,
+//! bad input.
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::Command;
+
+use a2rag::ingest::triples::TripleImport;
+use common::*;
+
+#[test]
+fn musique_with_openie_import_gives_every_passage_and_triple() {
+    let Some(data) = datasets() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let settings = settings_in(dir.path());
+    let (mut kb, mut pipeline) = open(&settings);
+    let triples_file = data.join("musique/openie_triples.json");
+    pipeline.triples = Some(TripleImport::load(&triples_file).unwrap());
+    let report = ingest(&mut kb, &pipeline, &[data.join("musique/corpus.json")]);
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(report.added, 1890);
+
+    // Expected edges: valid triples of each passage, exact duplicates within a passage removed.
+    let raw: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&triples_file).unwrap()).unwrap();
+    let expected: usize = raw
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            p["triples"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| {
+                    let t = t.as_array()?;
+                    let parts: Vec<String> = t.iter().filter_map(|x| x.as_str().map(|s| s.trim().to_string())).collect();
+                    (t.len() == 3 && parts.len() == 3 && parts.iter().all(|s| !s.is_empty())).then_some(parts)
+                })
+                .collect::<HashSet<_>>()
+                .len()
+        })
+        .sum();
+    let stats = kb.stats();
+    assert_eq!(stats.documents, 1890);
+    assert_eq!(stats.edges, expected, "one edge per distinct valid triple");
+    assert!(stats.aliases_merged > 0, "alias normalisation merged some mentions");
+    assert!(kb.integrity_violations().is_empty(), "{:?}", &kb.integrity_violations()[..3.min(kb.integrity_violations().len())]);
+
+    // Re-ingesting unchanged content is a no-op.
+    let again = ingest(&mut kb, &pipeline, &[data.join("musique/corpus.json")]);
+    assert_eq!((again.added, again.replaced, again.unchanged), (0, 0, 1890));
+    assert_eq!(kb.stats().edges, stats.edges);
+    assert_eq!(kb.stats().nodes, stats.nodes);
+
+    // Restart: the same KB comes back from sled.
+    drop(kb);
+    let (kb, _) = open(&settings);
+    let reopened = kb.stats();
+    assert_eq!((reopened.documents, reopened.chunks, reopened.nodes, reopened.edges), (stats.documents, stats.chunks, stats.nodes, stats.edges));
+}
+
+fn write_corpus(dir: &std::path::Path, n: usize) -> PathBuf {
+    let path = dir.join("corpus.jsonl");
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            serde_json::json!({
+                "id": format!("doc-{i}"),
+                "title": format!("Town {i}"),
+                "text": format!("Town {i} is a village in Province {}. It was founded by Mayor {} Smith in {}. The Town {i} Museum holds the Charter of Town {i}.", i % 7, i, 1800 + i)
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    path
+}
+
+#[test]
+fn changed_document_replaces_its_chunks_and_edges_and_delete_removes_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = settings_in(&dir.path().join("kb"));
+    let (mut kb, pipeline) = open(&settings);
+    let file = dir.path().join("a.jsonl");
+    std::fs::write(&file, "{\"id\":\"x\",\"title\":\"Alpha\",\"text\":\"Alpha Corp was founded by Jane Doe in Paris.\"}\n{\"id\":\"y\",\"title\":\"Beta\",\"text\":\"Beta Ltd is based in Paris.\"}\n").unwrap();
+    ingest(&mut kb, &pipeline, std::slice::from_ref(&file));
+    assert!(kb.node_by_alias("Jane Doe").is_some());
+    std::fs::write(&file, "{\"id\":\"x\",\"title\":\"Alpha\",\"text\":\"Alpha Corp was founded by John Roe in Berlin.\"}\n{\"id\":\"y\",\"title\":\"Beta\",\"text\":\"Beta Ltd is based in Paris.\"}\n").unwrap();
+    let report = ingest(&mut kb, &pipeline, std::slice::from_ref(&file));
+    assert_eq!((report.replaced, report.unchanged), (1, 1));
+    assert!(kb.node_by_alias("Jane Doe").is_none(), "node only the old version mentioned is gone");
+    assert!(kb.node_by_alias("John Roe").is_some());
+    assert!(kb.node_by_alias("Paris").is_some(), "Beta still mentions Paris");
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+    assert!(kb.delete_document("x").unwrap());
+    assert!(kb.node_by_alias("John Roe").is_none());
+    assert!(kb.search("Berlin", a2rag::kb::SearchMode::Bm25, 5).unwrap().is_empty());
+    assert_eq!(kb.stats().documents, 1);
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+}
+
+#[test]
+fn killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(dir.path(), 1500);
+    let crashed = dir.path().join("crashed");
+    let mut child = Command::new(bin()).args(["--data-dir"]).arg(&crashed).arg("ingest").arg(&corpus).spawn().unwrap();
+    // Kill it once some documents have been committed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        let size: u64 = std::fs::read_dir(crashed.join("db")).map(|d| d.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum()).unwrap_or(0);
+        if size > 200_000 || std::time::Instant::now() > deadline {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the ingest was killed before it finished");
+
+    let settings = settings_in(&crashed);
+    let (mut kb, pipeline) = open(&settings);
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+    let partial = kb.stats().documents;
+    assert!(partial < 1500, "killed mid-way ({partial} documents)");
+    let report = ingest(&mut kb, &pipeline, std::slice::from_ref(&corpus));
+    assert_eq!(report.unchanged, partial, "committed documents are not redone");
+    let finished = kb.stats();
+
+    let clean_settings = settings_in(&dir.path().join("clean"));
+    let (mut clean, pipeline) = open(&clean_settings);
+    ingest(&mut clean, &pipeline, std::slice::from_ref(&corpus));
+    let reference = clean.stats();
+    assert_eq!((finished.documents, finished.chunks, finished.nodes, finished.edges), (reference.documents, reference.chunks, reference.nodes, reference.edges));
+}
+
+#[test]
+fn bad_input_is_reported_and_does_not_stop_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::write(input.join("good.md"), "# Good\nGood Corp is in Oslo.").unwrap();
+    std::fs::write(input.join("bad.jsonl"), "{\"text\":\"fine line\",\"title\":\"F\"}\nnot json\n").unwrap();
+    std::fs::write(input.join("latin1.txt"), [0x41u8, 0xe9, 0xff, 0x00]).unwrap();
+    std::fs::write(input.join("empty.txt"), "   \n").unwrap();
+    std::fs::write(input.join("broken.json"), "[{\"title\": ").unwrap();
+    let out = Command::new(bin()).arg("--data-dir").arg(dir.path().join("kb")).arg("ingest").arg(&input).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "errors make the exit code non-zero");
+    assert!(stderr.contains("bad.jsonl:2:"), "names file and line: {stderr}");
+    assert!(stderr.contains("broken.json:"), "{stderr}");
+    assert!(stderr.contains("latin1.txt: skipped: not valid UTF-8"), "{stderr}");
+    assert!(stdout.contains("2 added"), "good.md and the good jsonl line still ingested: {stdout}");
+    assert!(!stderr.contains("panicked"));
+}
+
+#[test]
+fn newer_schema_and_other_embedder_are_refused_with_clear_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb_dir = dir.path().join("kb");
+    let doc = dir.path().join("d.txt");
+    std::fs::write(&doc, "Some text about Oslo.").unwrap();
+    assert!(Command::new(bin()).arg("--data-dir").arg(&kb_dir).arg("ingest").arg(&doc).status().unwrap().success());
+    let out = Command::new(bin()).arg("--data-dir").arg(&kb_dir).arg("stats").env("A2RAG__EMBED__DIM", "64").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a2rag reindex"), "{}", String::from_utf8_lossy(&out.stderr));
+    {
+        let db = sled::open(kb_dir.join("db")).unwrap();
+        db.open_tree("kb").unwrap().insert(b"meta/schema", &999u32.to_be_bytes()).unwrap();
+        db.flush().unwrap();
+    }
+    let out = Command::new(bin()).arg("--data-dir").arg(&kb_dir).arg("stats").output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("schema version 999"));
+}
