@@ -306,14 +306,22 @@ fn role_failure(e: RoleError) -> State {
     State::Abstain { reason }
 }
 
-/// Max cosine between the question and any document summary.
+/// Scope score of a question: the max cosine between it and any document summary, or the
+/// share of its key terms the corpus vocabulary knows, whichever is higher. The lexical
+/// half matters for the hash embedder, whose cosines between short unrelated texts have a
+/// noise floor near 0.2 over a corpus of thousands of summaries.
 pub fn gate_similarity(kb: &Kb, question: &str) -> f32 {
-    kb.embedder()
+    let cosine = kb
+        .embedder()
         .embed_one(question)
         .ok()
         .and_then(|v| kb.summary_index().search(&v, 1).ok())
         .and_then(|hits| hits.first().map(|(_, s)| *s))
-        .unwrap_or(0.0)
+        .unwrap_or(0.0);
+    let terms = text::content_terms(question);
+    let known = terms.iter().filter(|t| kb.bm25().knows(t)).count();
+    let coverage = if terms.is_empty() { 0.0 } else { known as f32 / terms.len() as f32 };
+    cosine.max(coverage)
 }
 
 fn empty_retrieval() -> Retrieval {

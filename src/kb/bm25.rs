@@ -35,6 +35,11 @@ impl Bm25 {
         self.postings.len()
     }
 
+    /// Whether any indexed chunk contains `term` (already lowercased).
+    pub fn knows(&self, term: &str) -> bool {
+        self.postings.contains_key(term)
+    }
+
     pub fn insert(&mut self, key: u64, content: &str) {
         self.remove(key);
         let mut tf: HashMap<String, u32> = HashMap::new();

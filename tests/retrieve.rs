@@ -1,0 +1,104 @@
+//! The retriever's stages on a small hand-built graph (triples imported from JSONL).
+
+mod common;
+
+use a2rag::ingest::triples::TripleImport;
+use a2rag::kb::Kb;
+use a2rag::retrieve::{RetrieveOptions, Retriever, Stage, Strategy, bridge, local, mapback, seeds};
+use common::*;
+
+/// Alice --married to--> Bob --born in--> Paris; Carol --works at--> Acme --located in--> Paris;
+/// Alice --born in--> Rome.
+fn graph_kb(dir: &std::path::Path) -> Kb {
+    let settings = settings_in(&dir.join("kb"));
+    let (mut kb, mut pipeline) = open(&settings);
+    let docs = dir.join("docs.jsonl");
+    std::fs::write(
+        &docs,
+        [
+            r#"{"id":"d1","title":"Alice","text":"Alice Moreau married Bob Lenoir in 1990. Alice Moreau was born in Rome."}"#,
+            r#"{"id":"d2","title":"Bob","text":"Bob Lenoir was born in Paris."}"#,
+            r#"{"id":"d3","title":"Carol","text":"Carol Diaz works at Acme Tools."}"#,
+            r#"{"id":"d4","title":"Acme","text":"Acme Tools is located in Paris."}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let triples = dir.join("t.jsonl");
+    std::fs::write(
+        &triples,
+        [
+            r#"{"doc_title":"Alice","subject":"Alice Moreau","relation":"married to","object":"Bob Lenoir"}"#,
+            r#"{"doc_title":"Alice","subject":"Alice Moreau","relation":"born in","object":"Rome"}"#,
+            r#"{"doc_title":"Bob","subject":"Bob Lenoir","relation":"born in","object":"Paris"}"#,
+            r#"{"doc_title":"Carol","subject":"Carol Diaz","relation":"works at","object":"Acme Tools"}"#,
+            r#"{"doc_title":"Acme","subject":"Acme Tools","relation":"located in","object":"Paris"}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    pipeline.triples = Some(TripleImport::load(&triples).unwrap());
+    ingest(&mut kb, &pipeline, &[docs]);
+    kb
+}
+
+#[test]
+fn local_stage_keeps_only_edges_consistent_with_relation_seeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = graph_kb(dir.path());
+    let s = seeds::find_seeds(&kb, &kb.settings().retrieve, "Where was Alice Moreau born in?").unwrap();
+    assert_eq!(s.entities[0].name, "Alice Moreau");
+    assert!(s.relations.iter().any(|r| r.label == "born in"), "{:?}", s.relations);
+    let edges = local::expand(&kb, &s, 10);
+    let relations: Vec<&str> = edges.iter().map(|(e, _)| kb.edge(*e).unwrap().relation.as_str()).collect();
+    assert!(relations.contains(&"born in"));
+    assert!(!relations.contains(&"married to"), "filtered by the relation seed: {relations:?}");
+}
+
+#[test]
+fn bridge_stage_finds_the_node_between_two_seeds_with_its_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = graph_kb(dir.path());
+    let alice = kb.node_by_alias("Alice Moreau").unwrap();
+    let carol = kb.node_by_alias("Carol Diaz").unwrap();
+    let paris = kb.node_by_alias("Paris").unwrap();
+    let params = bridge::BridgeParams { hops: 2, max_bridges: 5, max_paths: 3 };
+    let found = bridge::find_bridges(&kb, &[alice, carol], &params);
+    assert!(found.iter().any(|b| b.node == paris), "Paris is 2 hops from both seeds");
+    let paris_bridge = found.iter().find(|b| b.node == paris).unwrap();
+    assert_eq!(paris_bridge.paths.len(), 2, "one shortest path from each seed");
+    assert!(paris_bridge.paths.iter().all(|p| p.len() == 2));
+    assert!(bridge::find_bridges(&kb, &[alice], &params).is_empty(), "one seed has no bridges");
+    let params1 = bridge::BridgeParams { hops: 1, ..params };
+    assert!(!bridge::find_bridges(&kb, &[alice, carol], &params1).iter().any(|b| b.node == paris), "hop cap respected");
+}
+
+#[test]
+fn map_back_ranks_chunks_by_their_evidence_and_escalation_is_monotonic() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = graph_kb(dir.path());
+    let bob = kb.node_by_alias("Bob Lenoir").unwrap();
+    let rome = kb.node_by_alias("Rome").unwrap();
+    let mut scores = std::collections::HashMap::new();
+    mapback::from_nodes(&kb, &[(bob, 1.0), (rome, 0.1)], &mut scores);
+    let ranked = mapback::ranked(&scores);
+    let top_doc = &kb.doc(kb.chunk(ranked[0].0).unwrap().doc).unwrap().id;
+    assert!(top_doc == "d1" || top_doc == "d2");
+    assert!(ranked.windows(2).all(|w| w[0].1 >= w[1].1), "sorted by score");
+
+    let r = Retriever::new(&kb)
+        .retrieve("Which city links Alice Moreau and Carol Diaz?", RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 })
+        .unwrap();
+    let stages: Vec<Stage> = r.stages.iter().map(|s| s.stage).collect();
+    assert!(stages.windows(2).all(|w| w[0] < w[1]), "each stage at most once, in order: {stages:?}");
+    assert!(stages.len() >= 2, "two unconnected seeds escalate past local: {stages:?}");
+    assert!(r.paths.iter().any(|p| p.iter().any(|h| h.object == "Paris")), "bridge paths reach Paris: {:?}", r.paths);
+    let docs: Vec<&str> = r.chunks.iter().map(|c| c.doc_id.as_str()).collect();
+    assert!(docs.contains(&"d2") || docs.contains(&"d4"), "{docs:?}");
+
+    let fallback = Retriever::new(&kb)
+        .retrieve("zzz qqq located", RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 })
+        .unwrap();
+    assert_eq!(fallback.stage, Stage::Fallback, "no seed aligns");
+    assert_eq!(fallback.chunks[0].doc_id, "d4", "dense + BM25 still find text");
+}
