@@ -16,6 +16,19 @@ use crate::kb::graph::Csr;
 use crate::retrieve::ppr::{self, PprParams};
 use crate::retrieve::{RetrieveOptions, Retriever, Stage, Strategy};
 
+/// An empty KB in `dir` (wiped first) with the embedded pipeline, for benches and eval.
+pub fn scratch_kb(mut settings: Settings, dir: &Path) -> Result<(Kb, Pipeline)> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
+    }
+    settings.data_dir = dir.to_path_buf();
+    let settings = Arc::new(settings);
+    let embedder = crate::embed::from_settings(&settings.embed)?;
+    let kb = Kb::open(settings.clone(), embedder.clone())?;
+    let pipeline = Pipeline::from_settings(&settings, embedder, None)?;
+    Ok((kb, pipeline))
+}
+
 fn percentile_ms(mut xs: Vec<f64>, q: f64) -> f64 {
     xs.sort_by(f64::total_cmp);
     let rank = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len().max(1));
@@ -31,15 +44,7 @@ pub fn ingest(settings: Settings, corpus: &Path, scratch: &Path) -> Result<Strin
     let n = docs.len();
     let chunks: usize = docs.iter().map(|d| ingest::chunk::chunk_spans(&d.text, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap).len()).sum();
     let baseline = n as f64 / t.elapsed().as_secs_f64();
-    let mut settings = settings;
-    settings.data_dir = scratch.to_path_buf();
-    if scratch.exists() {
-        std::fs::remove_dir_all(scratch).map_err(|e| crate::Error::io(scratch, e))?;
-    }
-    let settings = Arc::new(settings);
-    let embedder = crate::embed::from_settings(&settings.embed)?;
-    let mut kb = Kb::open(settings.clone(), embedder.clone())?;
-    let pipeline = Pipeline::from_settings(&settings, embedder, None)?;
+    let (mut kb, pipeline) = scratch_kb(settings, scratch)?;
     let t = Instant::now();
     let mut report = ingest::IngestReport::default();
     ingest::ingest_docs(&mut kb, &pipeline, docs, &mut (), &mut report)?;
@@ -103,15 +108,7 @@ pub fn ppr(nodes: usize, edges: usize, queries: usize, restart_prob: f64, tolera
 /// against the hybrid text retriever measured on the same KB.
 pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, scratch: &Path) -> Result<String> {
     let dataset = Dataset::load(dataset_dir)?;
-    let mut settings = settings;
-    settings.data_dir = scratch.to_path_buf();
-    if scratch.exists() {
-        std::fs::remove_dir_all(scratch).map_err(|e| crate::Error::io(scratch, e))?;
-    }
-    let settings = Arc::new(settings);
-    let embedder = crate::embed::from_settings(&settings.embed)?;
-    let mut kb = Kb::open(settings.clone(), embedder.clone())?;
-    let mut pipeline = Pipeline::from_settings(&settings, embedder, None)?;
+    let (mut kb, mut pipeline) = scratch_kb(settings, scratch)?;
     if let Some(t) = triples {
         pipeline.triples = Some(ingest::triples::TripleImport::load(t)?);
     }

@@ -19,7 +19,7 @@ use crate::control::roles::{CallGate, MeteredReader, Reader};
 use crate::control::budget::Ledger;
 use crate::control::{Controller, QueryRequest};
 use crate::error::{Error, Result};
-use crate::ingest::{self, Pipeline, triples::TripleImport};
+use crate::ingest::{self, triples::TripleImport};
 use crate::kb::model::NodeId;
 use crate::kb::{Kb, SearchMode};
 use crate::llm::prompts::Prompts;
@@ -137,17 +137,10 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         return Err(Error::Invalid("the dataset has no questions".into()));
     }
     std::fs::create_dir_all(&options.out_dir).map_err(|e| Error::io(&options.out_dir, e))?;
-    let kb_dir = options.out_dir.join(format!("kb-{}", dataset.name));
-    if kb_dir.exists() {
-        std::fs::remove_dir_all(&kb_dir).map_err(|e| Error::io(&kb_dir, e))?;
-    }
-    settings.data_dir = kb_dir;
     // Retrieval depth must cover Recall@5 in documents even when chunks repeat a document.
     settings.retrieve.top_k = settings.retrieve.top_k.max(10);
-    let settings = Arc::new(settings);
-    let embedder = crate::embed::from_settings(&settings.embed)?;
-    let mut kb = Kb::open(settings.clone(), embedder.clone())?;
-    let mut pipeline = Pipeline::from_settings(&settings, embedder, None)?;
+    let (mut kb, mut pipeline) = crate::bench::scratch_kb(settings, &options.out_dir.join(format!("kb-{}", dataset.name)))?;
+    let settings = Arc::new(kb.settings().clone());
     if let Some(t) = &options.triples {
         pipeline.triples = Some(TripleImport::load(t)?);
     }
