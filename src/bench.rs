@@ -61,7 +61,8 @@ pub fn ingest(settings: Settings, corpus: &Path, scratch: &Path) -> Result<Strin
 }
 
 /// PPR on a synthetic graph: power iteration vs forward push, p50/p95 over `queries`.
-pub fn ppr(nodes: usize, edges: usize, queries: usize, restart_prob: f64, tolerance: f64) -> String {
+pub fn ppr(nodes: usize, edges: usize, queries: usize, settings: &crate::config::RetrieveSettings) -> String {
+    let (restart_prob, tolerance, epsilon) = (settings.restart_prob, settings.ppr_tolerance, settings.ppr_push_epsilon);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     // Preferential-attachment-like skew: endpoints drawn from a squared uniform.
     let list: Vec<(u32, u32)> = (0..edges)
@@ -83,7 +84,7 @@ pub fn ppr(nodes: usize, edges: usize, queries: usize, restart_prob: f64, tolera
         let (exact, _) = ppr::power_iteration(&csr, &p, params);
         power.push(t.elapsed().as_secs_f64() * 1000.0);
         let t = Instant::now();
-        let approx = ppr::forward_push(&csr, &p, restart_prob, 1e-7);
+        let approx = ppr::forward_push(&csr, &p, restart_prob, epsilon);
         push.push(t.elapsed().as_secs_f64() * 1000.0);
         let top = |v: &[f64]| {
             let mut idx: Vec<usize> = (0..v.len()).collect();
@@ -99,7 +100,7 @@ pub fn ppr(nodes: usize, edges: usize, queries: usize, restart_prob: f64, tolera
     format!(
         "ppr: {nodes} nodes, {edges} edges, {queries} queries of 3 seeds, restart {restart_prob}\n  \
          power iteration (tol {tolerance:e}): p50 {p50:.2} ms  p95 {p95:.2} ms   (target p50 <= 30 ms)\n  \
-         forward push (eps 1e-7):          p50 {q50:.2} ms  p95 {q95:.2} ms   ({:.1}x faster at p50; top-10 overlap {:.0}%)",
+         forward push (eps {epsilon:e}):       p50 {q50:.2} ms  p95 {q95:.2} ms   ({:.1}x faster at p50; top-10 overlap {:.0}%)",
         p50 / q50.max(1e-9), agree as f64 / (queries * 10) as f64 * 100.0
     )
 }

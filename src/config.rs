@@ -103,12 +103,23 @@ pub struct RetrieveSettings {
     pub bridge_max_nodes: usize,
     pub bridge_max_paths: usize,
     pub restart_prob: f64,
+    pub ppr_method: PprMethod,
     pub ppr_tolerance: f64,
+    pub ppr_push_epsilon: f64,
     pub ppr_max_iterations: usize,
     pub ppr_top_nodes: usize,
     pub sufficiency_coverage: f32,
     pub rrf_k: f32,
     pub text_candidates: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PprMethod {
+    /// Power iteration over the whole graph to `ppr_tolerance`.
+    Power,
+    /// Forward push with residual threshold `ppr_push_epsilon`: cost independent of graph size.
+    Push,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

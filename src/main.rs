@@ -267,7 +267,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let text = match bench {
                 BenchCommand::Ingest { corpus } => a2rag::bench::ingest(settings, corpus, &scratch)?,
                 BenchCommand::Ppr { nodes, edges, queries } => {
-                    a2rag::bench::ppr(*nodes, *edges, *queries, settings.retrieve.restart_prob, settings.retrieve.ppr_tolerance)
+                    a2rag::bench::ppr(*nodes, *edges, *queries, &settings.retrieve)
                 }
                 BenchCommand::Retrieve { dataset, triples } => a2rag::bench::retrieve(settings, dataset, triples.as_deref(), &scratch)?,
             };
