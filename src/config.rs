@@ -110,6 +110,8 @@ pub struct RetrieveSettings {
     pub ppr_top_nodes: usize,
     pub sufficiency_coverage: f32,
     pub rrf_k: f32,
+    pub graph_weight: f32,
+    pub rule_graph_weight: f32,
     pub text_candidates: usize,
 }
 

@@ -6,10 +6,16 @@ use std::collections::HashMap;
 /// Reciprocal rank fusion (Cormack et al. 2009): score(d) = sum over lists of 1 / (k + rank).
 /// Ties break by key so results are deterministic.
 pub fn reciprocal_rank_fusion(lists: &[Vec<u64>], k: f32) -> Vec<(u64, f32)> {
+    let weighted: Vec<(&[u64], f32)> = lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
+    weighted_rank_fusion(&weighted, k)
+}
+
+/// RRF where each list's votes are scaled by its weight.
+pub fn weighted_rank_fusion(lists: &[(&[u64], f32)], k: f32) -> Vec<(u64, f32)> {
     let mut scores: HashMap<u64, f32> = HashMap::new();
-    for list in lists {
+    for (list, weight) in lists {
         for (rank, key) in list.iter().enumerate() {
-            *scores.entry(*key).or_default() += 1.0 / (k + rank as f32 + 1.0);
+            *scores.entry(*key).or_default() += weight / (k + rank as f32 + 1.0);
         }
     }
     let mut fused: Vec<(u64, f32)> = scores.into_iter().collect();

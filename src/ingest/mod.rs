@@ -32,6 +32,8 @@ pub struct Pipeline {
     pub summarizer: Arc<dyn Summarizer>,
     pub embedder: Arc<dyn Embedder>,
     pub triples: Option<TripleImport>,
+    /// Origin recorded on the extractor's edges (rules or LLM).
+    pub extracted_origin: EdgeOrigin,
 }
 
 impl Pipeline {
@@ -65,6 +67,10 @@ impl Pipeline {
             summarizer,
             embedder,
             triples: None,
+            extracted_origin: match settings.ingest.extractor {
+                ExtractorKind::Rules => EdgeOrigin::Extracted,
+                ExtractorKind::Llm => EdgeOrigin::Llm,
+            },
         })
     }
 
@@ -91,7 +97,7 @@ impl Pipeline {
                 triples.extend(extraction.triples.into_iter().map(|triple| PreparedTriple {
                     triple,
                     chunk: ordinal,
-                    origin: EdgeOrigin::Extracted,
+                    origin: self.extracted_origin,
                 }));
             }
             all_entities.extend(extraction.entities.iter().cloned());

@@ -43,6 +43,8 @@ pub struct Kb {
     /// Blocking key -> nodes with an alias carrying it (alias candidate generation).
     alias_blocks: HashMap<String, Vec<NodeId>>,
     edges: HashMap<EdgeId, Edge>,
+    /// Edges extracted by the rule extractor (the rest are imported, LLM-made or curated).
+    rule_edges: usize,
     /// Distinct relation labels with their embedding and use count.
     relations: HashMap<String, RelationLabel>,
     graph: KnowledgeGraph,
@@ -116,6 +118,7 @@ impl Kb {
             alias_blocks: HashMap::new(),
             edges: HashMap::new(),
             relations: HashMap::new(),
+            rule_edges: 0,
             graph: KnowledgeGraph::default(),
             csr: Mutex::new(None),
         };
@@ -187,6 +190,7 @@ impl Kb {
             }
         }
         self.graph.add_edge(edge.id, edge.subject, edge.object);
+        self.rule_edges += usize::from(edge.origin == model::EdgeOrigin::Extracted);
         self.edges.insert(edge.id, edge);
         Ok(())
     }
@@ -194,6 +198,7 @@ impl Kb {
     fn forget_edge_in_memory(&mut self, id: EdgeId) {
         if let Some(edge) = self.edges.remove(&id) {
             self.graph.remove_edge(id);
+            self.rule_edges -= usize::from(edge.origin == model::EdgeOrigin::Extracted);
             if let Some(label) = self.relations.get_mut(&edge.relation) {
                 label.count -= 1;
                 if label.count == 0 {
@@ -275,6 +280,11 @@ impl Kb {
     pub fn edges(&self) -> impl Iterator<Item = &Edge> {
         self.edges.values()
     }
+    /// Share of edges that came from the rule extractor (0 for an empty graph).
+    pub fn rule_edge_share(&self) -> f32 {
+        if self.edges.is_empty() { 0.0 } else { self.rule_edges as f32 / self.edges.len() as f32 }
+    }
+
     pub fn relations(&self) -> &HashMap<String, RelationLabel> {
         &self.relations
     }

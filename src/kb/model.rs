@@ -48,8 +48,10 @@ pub struct Node {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EdgeOrigin {
-    /// Found by the configured extractor at ingest.
+    /// Found by the embedded rule-based extractor at ingest (noisy: weighs less in fusion).
     Extracted,
+    /// Found by an LLM extractor at ingest.
+    Llm,
     /// Imported from a precomputed triples file.
     Imported,
     /// Approved by a person from a proposal.

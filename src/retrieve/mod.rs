@@ -19,7 +19,7 @@ use crate::config::{PprMethod, RetrieveSettings};
 use crate::error::Result;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
 use crate::kb::{Kb, SearchMode};
-use crate::rank::reciprocal_rank_fusion;
+use crate::rank::weighted_rank_fusion;
 use seeds::Seeds;
 use sufficiency::{CoverageCheck, Judgement, StageEvidence, SufficiencyCheck};
 
@@ -173,12 +173,14 @@ impl<'kb> Retriever<'kb> {
         let graph_ranked = mapback::ranked(&state.chunk_scores);
         let hits = match options.strategy {
             Strategy::Adaptive => {
-                let text = kb.search(query, SearchMode::Hybrid, settings.text_candidates)?;
-                let lists = [
-                    graph_ranked.iter().map(|(c, _)| *c as u64).collect::<Vec<_>>(),
-                    text.iter().map(|(c, _)| *c as u64).collect(),
-                ];
-                reciprocal_rank_fusion(&lists, settings.rrf_k)
+                let ids = |hits: Vec<(ChunkId, f32)>| hits.into_iter().map(|(c, _)| c as u64).collect::<Vec<_>>();
+                let graph = ids(graph_ranked);
+                let text = ids(kb.search(query, SearchMode::Hybrid, settings.text_candidates)?);
+                // How much the graph's vote counts depends on how its edges were made.
+                let rule = kb.rule_edge_share();
+                let weight = settings.graph_weight * (1.0 - rule) + settings.rule_graph_weight * rule;
+                let lists = [(graph.as_slice(), weight), (text.as_slice(), 1.0)];
+                weighted_rank_fusion(&lists, settings.rrf_k)
                     .into_iter()
                     .map(|(c, s)| (c as ChunkId, s))
                     .collect()
