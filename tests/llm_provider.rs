@@ -403,3 +403,23 @@ fn ollama_and_anthropic_build() {
         assert_eq!(built.name(), "anthropic:mock-model");
     }
 }
+
+#[test]
+fn synchronous_callers_can_call_repeatedly_through_block_on() {
+    // Ingest calls models from plain threads through `block_on`, which builds a fresh
+    // runtime per call when none is current; a connection kept from an earlier, dropped
+    // runtime must not break the next call.
+    let server_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("server runtime");
+    let server = server_runtime.block_on(MockServer::start(vec![chat_reply("again", 2, 1)]));
+    let llm = model(&settings(&server.base_url));
+    for _ in 0..3 {
+        let completion = a2rag::llm::block_on(llm.complete(&request())).expect("completion");
+        assert_eq!(completion.text, "again");
+    }
+    assert_eq!(server.hits(), 3);
+    drop(server);
+}
