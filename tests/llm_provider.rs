@@ -423,3 +423,44 @@ fn synchronous_callers_can_call_repeatedly_through_block_on() {
     assert_eq!(server.hits(), 3);
     drop(server);
 }
+
+#[tokio::test]
+async fn ollama_uses_the_daemons_openai_compatible_chat_endpoint() {
+    let server = MockServer::start(vec![chat_reply("Paris.", 9, 2)]).await;
+    let root = server.base_url.trim_end_matches("/v1").to_string();
+    let mut config = settings(&root);
+    config.provider = "ollama".to_string();
+    let completion = model(&config).complete(&request()).await.expect("completion");
+    assert_eq!(completion.text, "Paris.");
+    assert_eq!((completion.usage.prompt_tokens, completion.usage.completion_tokens), (9, 2));
+    assert!(server.seen()[0].request_line.starts_with("POST /v1/chat/completions "));
+}
+
+#[tokio::test]
+async fn anthropic_uses_the_messages_api_and_its_usage() {
+    if std::env::var("CARGO_PKG_NAME").is_err() {
+        eprintln!("CARGO_PKG_NAME unset; not run outside cargo");
+        return;
+    }
+    let reply = serde_json::json!({
+        "id": "msg_mock", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [{"type": "text", "text": "Paris."}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 11, "output_tokens": 2}
+    });
+    let server = MockServer::start(vec![Reply::Json(200, reply.to_string())]).await;
+    let root = server.base_url.trim_end_matches("/v1").to_string();
+    let mut config = settings(&root);
+    config.provider = "anthropic".to_string();
+    config.model = "claude-test".to_string();
+    config.api_key_env = "CARGO_PKG_NAME".to_string();
+    let completion = model(&config).complete(&request()).await.expect("completion");
+    assert_eq!(completion.text, "Paris.");
+    assert_eq!((completion.usage.prompt_tokens, completion.usage.completion_tokens), (11, 2));
+    assert!(!completion.usage.estimated);
+    let sent = &server.seen()[0];
+    assert!(sent.request_line.starts_with("POST /v1/messages "), "{}", sent.request_line);
+    let body: Value = serde_json::from_str(&sent.body).expect("JSON request body");
+    assert_eq!(body["model"], "claude-test");
+    assert_eq!(body["max_tokens"], 42);
+}
