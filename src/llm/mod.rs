@@ -4,12 +4,15 @@
 
 pub mod parse;
 pub mod prompts;
+pub mod provider;
 pub mod roles;
 
 use std::future::Future;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+
+pub use provider::{RetryPolicy, Retrying, RigModel, from_settings};
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum LlmError {

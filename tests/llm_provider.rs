@@ -1,0 +1,466 @@
+//! The `openai` provider against a scripted OpenAI-compatible server on 127.0.0.1: usage
+//! numbers, retries, rate limits, timeouts, malformed replies and what is sent.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use a2rag::config::LlmSettings;
+use a2rag::llm::{CompletionRequest, LanguageModel, LlmError, from_settings};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the mock does with one request.
+#[derive(Clone)]
+enum Reply {
+    /// Status code and JSON body.
+    Json(u16, String),
+    /// Status 200 with a body that is not JSON.
+    Garbage,
+    /// Read the request, then never answer (the connection stays open).
+    Hang,
+}
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    request_line: String,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+struct MockServer {
+    base_url: String,
+    hits: Arc<AtomicUsize>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl MockServer {
+    /// Serves `script` in order, one entry per request; past its end, the last entry again.
+    async fn start(script: Vec<Reply>) -> MockServer {
+        assert!(!script.is_empty());
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        let hits = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(script);
+        let task = {
+            let hits = Arc::clone(&hits);
+            let seen = Arc::clone(&seen);
+            tokio::spawn(async move {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else { return };
+                    let hits = Arc::clone(&hits);
+                    let seen = Arc::clone(&seen);
+                    let script = Arc::clone(&script);
+                    tokio::spawn(async move {
+                        serve(stream, &hits, &seen, &script).await;
+                    });
+                }
+            })
+        };
+        MockServer { base_url: format!("http://{addr}/v1"), hits, seen, task }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().expect("seen lock").clone()
+    }
+}
+
+/// Answers every request on one connection (clients may keep it alive).
+async fn serve(mut stream: TcpStream, hits: &AtomicUsize, seen: &Mutex<Vec<Seen>>, script: &[Reply]) {
+    let mut buffer = Vec::new();
+    loop {
+        let Some(request) = read_request(&mut stream, &mut buffer).await else { return };
+        let index = hits.fetch_add(1, Ordering::SeqCst);
+        seen.lock().expect("seen lock").push(request);
+        let reply = script.get(index).or(script.last()).cloned().unwrap_or(Reply::Garbage);
+        let (status, body, content_type) = match reply {
+            Reply::Json(status, body) => (status, body, "application/json"),
+            Reply::Garbage => (200, "this is <not> json {".to_string(), "application/json"),
+            Reply::Hang => {
+                tokio::time::sleep(Duration::from_secs(120)).await;
+                return;
+            }
+        };
+        let response = format!(
+            "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+            reason(status),
+            body.len()
+        );
+        if stream.write_all(response.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        _ => "Status",
+    }
+}
+
+/// Reads one request (head and `content-length` body); `None` at end of stream.
+async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Seen> {
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(position) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+            break position;
+        }
+        let read = stream.read(&mut chunk).await.ok()?;
+        if read == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    };
+    let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let request_line = lines.next()?.to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
+        .collect();
+    let length = headers
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.parse::<usize>().ok())
+        .unwrap_or(0);
+    let body_start = head_end + 4;
+    while buffer.len() < body_start + length {
+        let read = stream.read(&mut chunk).await.ok()?;
+        if read == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    }
+    let body = String::from_utf8_lossy(&buffer[body_start..body_start + length]).to_string();
+    buffer.drain(..body_start + length);
+    Some(Seen { request_line, headers, body })
+}
+
+fn chat_reply(text: &str, prompt_tokens: u64, completion_tokens: u64) -> Reply {
+    let body = serde_json::json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "mock-model",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop"
+        }],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens
+        }
+    });
+    Reply::Json(200, body.to_string())
+}
+
+fn error_reply(status: u16, message: &str) -> Reply {
+    let body = serde_json::json!({"error": {"message": message, "type": "mock_error"}});
+    Reply::Json(status, body.to_string())
+}
+
+fn settings(base_url: &str) -> LlmSettings {
+    LlmSettings {
+        provider: "openai".to_string(),
+        model: "mock-model".to_string(),
+        base_url: base_url.to_string(),
+        api_key_env: "A2RAG_TEST_KEY_THAT_IS_NEVER_SET".to_string(),
+        timeout_ms: 5_000,
+        max_retries: 2,
+        retry_backoff_ms: 10,
+        max_completion_tokens: 64,
+        temperature: 0.0,
+        prompts_dir: PathBuf::new(),
+    }
+}
+
+fn model(settings: &LlmSettings) -> Arc<dyn LanguageModel> {
+    from_settings(settings).expect("valid settings").expect("a network provider")
+}
+
+fn request() -> CompletionRequest {
+    CompletionRequest {
+        system: Some("You are terse.".to_string()),
+        prompt: "What is the capital of France?".to_string(),
+        max_tokens: 42,
+        temperature: 0.25,
+    }
+}
+
+#[tokio::test]
+async fn success_reports_usage_from_the_response() {
+    let server = MockServer::start(vec![chat_reply("Paris.", 17, 3)]).await;
+    let llm = model(&settings(&server.base_url));
+    assert_eq!(llm.name(), "openai:mock-model");
+
+    let completion = llm.complete(&request()).await.expect("completion");
+    assert_eq!(completion.text, "Paris.");
+    assert_eq!(completion.usage.prompt_tokens, 17);
+    assert_eq!(completion.usage.completion_tokens, 3);
+    assert!(!completion.usage.estimated);
+    assert_eq!(server.hits(), 1);
+}
+
+#[tokio::test]
+async fn request_uses_chat_completions_and_carries_the_parameters() {
+    let server = MockServer::start(vec![chat_reply("Paris.", 17, 3)]).await;
+    let llm = model(&settings(&server.base_url));
+    llm.complete(&request()).await.expect("completion");
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    let sent = &seen[0];
+    assert!(
+        sent.request_line.starts_with("POST /v1/chat/completions "),
+        "not the Chat Completions API: {}",
+        sent.request_line
+    );
+    // No key configured: a local server must not get an Authorization header.
+    assert_eq!(sent.header("authorization"), None);
+
+    let body: Value = serde_json::from_str(&sent.body).expect("JSON request body");
+    assert_eq!(body["model"], "mock-model");
+    assert_eq!(body["max_tokens"], 42);
+    assert_eq!(body["temperature"], 0.25);
+    let messages = body["messages"].as_array().expect("messages array");
+    let text = serde_json::to_string(messages).expect("serialize");
+    assert!(text.contains("What is the capital of France?"), "prompt missing: {text}");
+    assert!(text.contains("You are terse."), "system prompt missing: {text}");
+    assert_eq!(messages.first().and_then(|m| m["role"].as_str()), Some("system"));
+    // llama-cpp-python rejects content given as an array of parts.
+    for message in messages {
+        assert!(message["content"].is_string(), "content is not a plain string: {message}");
+    }
+}
+
+#[tokio::test]
+async fn api_key_comes_from_the_named_environment_variable() {
+    // A variable cargo sets for every test process, so the test needs no unsafe set_var.
+    let Ok(expected) = std::env::var("CARGO_PKG_NAME") else {
+        eprintln!("CARGO_PKG_NAME unset; not run outside cargo");
+        return;
+    };
+    let server = MockServer::start(vec![chat_reply("ok", 1, 1)]).await;
+    let mut with_key = settings(&server.base_url);
+    with_key.api_key_env = "CARGO_PKG_NAME".to_string();
+    model(&with_key).complete(&request()).await.expect("completion");
+    let authorization = server.seen()[0].header("authorization").map(str::to_string);
+    assert_eq!(authorization, Some(format!("Bearer {expected}")));
+}
+
+#[tokio::test]
+async fn server_error_is_retried_until_success() {
+    let server =
+        MockServer::start(vec![error_reply(500, "boom"), chat_reply("recovered", 5, 1)]).await;
+    let llm = model(&settings(&server.base_url));
+    let completion = llm.complete(&request()).await.expect("second attempt succeeds");
+    assert_eq!(completion.text, "recovered");
+    assert_eq!(server.hits(), 2);
+}
+
+#[tokio::test]
+async fn rate_limit_every_time_gives_rate_limited_after_all_retries() {
+    let server = MockServer::start(vec![error_reply(429, "slow down")]).await;
+    let mut config = settings(&server.base_url);
+    config.max_retries = 3;
+    let error = model(&config).complete(&request()).await.expect_err("always 429");
+    assert!(matches!(error, LlmError::RateLimited(_)), "got {error:?}");
+    assert_eq!(server.hits(), 4, "max_retries + 1 attempts");
+}
+
+#[tokio::test]
+async fn silent_server_times_out_within_the_bound() {
+    let server = MockServer::start(vec![Reply::Hang]).await;
+    let mut config = settings(&server.base_url);
+    config.timeout_ms = 300;
+    config.max_retries = 1;
+    config.retry_backoff_ms = 10;
+    let started = Instant::now();
+    let error = model(&config).complete(&request()).await.expect_err("never answers");
+    let elapsed = started.elapsed();
+    assert_eq!(error, LlmError::Timeout(300));
+    assert_eq!(server.hits(), 2);
+    // Two 300 ms attempts and a 10 ms pause, with room for a slow shared machine.
+    assert!(elapsed >= Duration::from_millis(600), "returned too early: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+}
+
+#[tokio::test]
+async fn malformed_body_is_an_error_not_a_panic() {
+    let server = MockServer::start(vec![Reply::Garbage]).await;
+    let error = model(&settings(&server.base_url)).complete(&request()).await.expect_err("garbage");
+    assert!(
+        matches!(error, LlmError::Malformed(_) | LlmError::Provider(_)),
+        "got {error:?}"
+    );
+}
+
+#[tokio::test]
+async fn reply_without_choices_shape_is_an_error() {
+    let server = MockServer::start(vec![Reply::Json(200, r#"{"unexpected": true}"#.into())]).await;
+    let result = model(&settings(&server.base_url)).complete(&request()).await;
+    assert!(result.is_err(), "got {result:?}");
+}
+
+#[tokio::test]
+async fn missing_usage_falls_back_to_estimates() {
+    let body = serde_json::json!({
+        "id": "x", "object": "chat.completion", "created": 1, "model": "mock-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Paris is the capital."},
+                     "finish_reason": "stop"}]
+    });
+    let server = MockServer::start(vec![Reply::Json(200, body.to_string())]).await;
+    let completion =
+        model(&settings(&server.base_url)).complete(&request()).await.expect("completion");
+    assert_eq!(completion.text, "Paris is the capital.");
+    assert!(completion.usage.estimated);
+    assert!(completion.usage.prompt_tokens > 0);
+    assert!(completion.usage.completion_tokens > 0);
+}
+
+#[tokio::test]
+async fn bad_credentials_are_a_config_error_and_not_retried() {
+    let server = MockServer::start(vec![error_reply(401, "invalid api key")]).await;
+    let error = model(&settings(&server.base_url)).complete(&request()).await.expect_err("401");
+    assert!(matches!(error, LlmError::Config(_)), "got {error:?}");
+    assert_eq!(server.hits(), 1);
+}
+
+#[test]
+fn embedded_provider_builds_no_model() {
+    let mut config = settings("");
+    config.provider = "embedded".to_string();
+    assert!(from_settings(&config).expect("embedded is valid").is_none());
+}
+
+#[test]
+fn unknown_provider_is_a_config_error() {
+    let mut config = settings("");
+    config.provider = "telepathy".to_string();
+    match from_settings(&config) {
+        Err(LlmError::Config(message)) => assert!(message.contains("telepathy"), "{message}"),
+        Err(other) => panic!("wrong error: {other:?}"),
+        Ok(_) => panic!("unknown provider accepted"),
+    }
+}
+
+#[test]
+fn anthropic_without_key_is_a_config_error() {
+    let mut config = settings("");
+    config.provider = "anthropic".to_string();
+    config.model = "claude-test".to_string();
+    assert!(matches!(from_settings(&config), Err(LlmError::Config(_))));
+}
+
+#[test]
+fn missing_model_name_is_a_config_error() {
+    let mut config = settings("http://127.0.0.1:9/v1");
+    config.model = "  ".to_string();
+    assert!(matches!(from_settings(&config), Err(LlmError::Config(_))));
+}
+
+#[test]
+fn ollama_and_anthropic_build() {
+    let mut ollama = settings("http://127.0.0.1:11434");
+    ollama.provider = "ollama".to_string();
+    let built = from_settings(&ollama).expect("ollama settings").expect("a model");
+    assert_eq!(built.name(), "ollama:mock-model");
+
+    let mut anthropic = settings("");
+    anthropic.provider = "anthropic".to_string();
+    anthropic.api_key_env = "CARGO_PKG_NAME".to_string();
+    if std::env::var("CARGO_PKG_NAME").is_ok() {
+        let built = from_settings(&anthropic).expect("anthropic settings").expect("a model");
+        assert_eq!(built.name(), "anthropic:mock-model");
+    }
+}
+
+#[test]
+fn synchronous_callers_can_call_repeatedly_through_block_on() {
+    // Ingest calls models from plain threads through `block_on`, which builds a fresh
+    // runtime per call when none is current; a connection kept from an earlier, dropped
+    // runtime must not break the next call.
+    let server_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("server runtime");
+    let server = server_runtime.block_on(MockServer::start(vec![chat_reply("again", 2, 1)]));
+    let llm = model(&settings(&server.base_url));
+    for _ in 0..3 {
+        let completion = a2rag::llm::block_on(llm.complete(&request())).expect("completion");
+        assert_eq!(completion.text, "again");
+    }
+    assert_eq!(server.hits(), 3);
+    drop(server);
+}
+
+#[tokio::test]
+async fn ollama_uses_the_daemons_openai_compatible_chat_endpoint() {
+    let server = MockServer::start(vec![chat_reply("Paris.", 9, 2)]).await;
+    let root = server.base_url.trim_end_matches("/v1").to_string();
+    let mut config = settings(&root);
+    config.provider = "ollama".to_string();
+    let completion = model(&config).complete(&request()).await.expect("completion");
+    assert_eq!(completion.text, "Paris.");
+    assert_eq!((completion.usage.prompt_tokens, completion.usage.completion_tokens), (9, 2));
+    assert!(server.seen()[0].request_line.starts_with("POST /v1/chat/completions "));
+}
+
+#[tokio::test]
+async fn anthropic_uses_the_messages_api_and_its_usage() {
+    if std::env::var("CARGO_PKG_NAME").is_err() {
+        eprintln!("CARGO_PKG_NAME unset; not run outside cargo");
+        return;
+    }
+    let reply = serde_json::json!({
+        "id": "msg_mock", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [{"type": "text", "text": "Paris."}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 11, "output_tokens": 2}
+    });
+    let server = MockServer::start(vec![Reply::Json(200, reply.to_string())]).await;
+    let root = server.base_url.trim_end_matches("/v1").to_string();
+    let mut config = settings(&root);
+    config.provider = "anthropic".to_string();
+    config.model = "claude-test".to_string();
+    config.api_key_env = "CARGO_PKG_NAME".to_string();
+    let completion = model(&config).complete(&request()).await.expect("completion");
+    assert_eq!(completion.text, "Paris.");
+    assert_eq!((completion.usage.prompt_tokens, completion.usage.completion_tokens), (11, 2));
+    assert!(!completion.usage.estimated);
+    let sent = &server.seen()[0];
+    assert!(sent.request_line.starts_with("POST /v1/messages "), "{}", sent.request_line);
+    let body: Value = serde_json::from_str(&sent.body).expect("JSON request body");
+    assert_eq!(body["model"], "claude-test");
+    assert_eq!(body["max_tokens"], 42);
+}
