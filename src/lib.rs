@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod control;
+pub mod curate;
 pub mod embed;
 pub mod engine;
 pub mod error;
@@ -10,6 +11,7 @@ pub mod kb;
 pub mod llm;
 pub mod rank;
 pub mod retrieve;
+pub mod rpc;
 pub mod text;
 
 pub use error::{Error, Result};
