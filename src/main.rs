@@ -215,13 +215,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve { stdio, listen } => {
             let engine = std::sync::Arc::new(open(settings)?);
             let options = a2rag::rpc::ServeOptions { stdio: *stdio, listen: listen.clone(), ..Default::default() };
-            runtime.block_on(async {
+            let served = runtime.block_on(async {
                 let daemon = a2rag::rpc::Daemon::bind(engine, options).await?;
                 for address in daemon.addresses() {
                     eprintln!("a2rag: listening on {address}");
                 }
                 daemon.run().await
-            })?;
+            });
+            // Dropping the runtime would wait for a write that outlived the shutdown grace
+            // period; sled keeps each document's batch atomic, so exiting is safe.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            served?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Review { who } => {
