@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod config;
 pub mod control;
+pub mod curate;
 pub mod embed;
 pub mod engine;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod kb;
 pub mod llm;
 pub mod rank;
 pub mod retrieve;
+pub mod rpc;
 pub mod text;
 
 pub use error::{Error, Result};

@@ -66,6 +66,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// JSON-RPC 2.0 daemon (newline-delimited) on stdio and/or sockets; see docs/rpc.md.
+    Serve {
+        /// Serve on stdin/stdout.
+        #[arg(long)]
+        stdio: bool,
+        /// unix:PATH or tcp:HOST:PORT (repeatable).
+        #[arg(long, value_name = "ADDR")]
+        listen: Vec<a2rag::rpc::Listen>,
+    },
+    /// Review pending triple proposals: a=approve, r=reject, e=edit, s=skip, q=quit.
+    Review {
+        /// Name recorded in the audit log (default: $USER).
+        #[arg(long)]
+        who: Option<String>,
+    },
     /// Evaluate a2rag and the baselines on a dataset directory (corpus.json + questions.json).
     Eval {
         #[arg(long)]
@@ -273,6 +288,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let _ = std::fs::remove_dir_all(&scratch);
             println!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve { stdio, listen } => {
+            let engine = std::sync::Arc::new(open(settings)?);
+            let options = a2rag::rpc::ServeOptions { stdio: *stdio, listen: listen.clone(), ..Default::default() };
+            let served = runtime.block_on(async {
+                let daemon = a2rag::rpc::Daemon::bind(engine, options).await?;
+                for address in daemon.addresses() {
+                    eprintln!("a2rag: listening on {address}");
+                }
+                daemon.run().await
+            });
+            // Dropping the runtime would wait for a write that outlived the shutdown grace
+            // period; sled keeps each document's batch atomic, so exiting is safe.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            served?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Review { who } => {
+            let engine = open(settings)?;
+            let who = who.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "unknown".into());
+            a2rag::curate::review(&engine, std::io::stdin().lock(), std::io::stdout().lock(), &who)?;
             Ok(ExitCode::SUCCESS)
         }
     }

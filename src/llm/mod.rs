@@ -92,10 +92,3 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
     }
 }
 
-/// The configured model, or `None` for the embedded deterministic roles.
-pub fn from_settings(settings: &crate::config::LlmSettings) -> Result<Option<std::sync::Arc<dyn LanguageModel>>, LlmError> {
-    match settings.provider.as_str() {
-        "embedded" => Ok(None),
-        other => Err(LlmError::Config(format!("llm.provider `{other}` is not available in this build"))),
-    }
-}

@@ -1,0 +1,298 @@
+//! Human-in-the-loop triple curation. After an accepted answer the embedded extractor reads
+//! the cited chunks again, sentence by sentence; triples the graph does not already hold
+//! become pending [`Proposal`]s. A person approves (the edge goes live and to disk at once),
+//! rejects (the triple is never proposed again) or corrects them; every decision lands in an
+//! append-only audit log.
+//!
+//! Three sled trees next to the knowledge base: `proposals` (id -> proposal), `decisions`
+//! (normalised triple -> proposal id and status, the dedupe key) and `audit` (monotonic id ->
+//! entry).
+
+mod review;
+
+use std::collections::HashSet;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sled::Transactional;
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+
+use crate::control::QueryResponse;
+use crate::error::{Error, Result};
+use crate::ingest::extract::{Extractor, RuleExtractor};
+use crate::kb::Kb;
+use crate::kb::model::{ChunkId, EdgeId, RawTriple};
+use crate::text::{normalize_entity, sentence_spans};
+
+pub use review::{ReviewSummary, review};
+
+pub type ProposalId = u64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pending,
+    Approved,
+    Rejected,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Proposal {
+    pub id: ProposalId,
+    pub triple: RawTriple,
+    pub doc_id: String,
+    pub chunk: ChunkId,
+    /// Byte span of the sentence in the chunk the triple was read from.
+    pub span: (usize, usize),
+    pub sentence: String,
+    /// The question whose accepted answer cited the chunk.
+    pub question: String,
+    pub status: Status,
+    /// The triple as corrected by the reviewer, when it was edited before approval.
+    pub corrected: Option<RawTriple>,
+    /// The edge an approval created.
+    pub edge: Option<EdgeId>,
+    pub decided_by: Option<String>,
+    pub created_ms: u64,
+    pub decided_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Approve,
+    Reject,
+    Edit,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub seq: u64,
+    pub who: String,
+    /// Unix time in milliseconds.
+    pub when_ms: u64,
+    pub action: Action,
+    pub proposal: ProposalId,
+    /// The triple that went into the graph (the corrected one for an edit) or was rejected.
+    pub triple: RawTriple,
+    pub doc_id: String,
+    pub chunk: ChunkId,
+    pub edge: Option<EdgeId>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Decision {
+    proposal: ProposalId,
+    status: Status,
+}
+
+struct Trees {
+    db: sled::Db,
+    proposals: sled::Tree,
+    decisions: sled::Tree,
+    audit: sled::Tree,
+}
+
+impl Trees {
+    fn open(kb: &Kb) -> Result<Trees> {
+        let db = kb.store().db().clone();
+        Ok(Trees {
+            proposals: db.open_tree("proposals")?,
+            decisions: db.open_tree("decisions")?,
+            audit: db.open_tree("audit")?,
+            db,
+        })
+    }
+
+    fn get(&self, id: ProposalId) -> Result<Proposal> {
+        let bytes = self.proposals.get(id.to_be_bytes())?.ok_or_else(|| Error::NotFound(format!("proposal {id}")))?;
+        decode(&bytes, id)
+    }
+}
+
+fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8], id: u64) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Corrupt { key: format!("curation/{id}"), message: e.to_string() })
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|e| Error::Invalid(format!("cannot encode curation record: {e}")))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The dedupe identity of a triple: what `Kb` would resolve it to, modulo aliases it does not
+/// know yet.
+fn triple_key(t: &RawTriple) -> String {
+    format!("{}\u{1f}{}\u{1f}{}", normalize_entity(&t.subject), t.relation.trim().to_lowercase(), normalize_entity(&t.object))
+}
+
+/// Whether the graph already holds this triple between the nodes its mentions resolve to.
+fn in_graph(kb: &Kb, t: &RawTriple) -> bool {
+    let (Some(subject), Some(object)) = (kb.node_by_alias(&t.subject), kb.node_by_alias(&t.object)) else {
+        return false;
+    };
+    let relation = t.relation.trim().to_lowercase();
+    kb.graph()
+        .steps(subject)
+        .iter()
+        .filter(|s| s.forward && s.to == object)
+        .any(|s| kb.edge(s.edge).is_some_and(|e| e.relation == relation))
+}
+
+/// Proposes the triples of the chunks an accepted answer cites (the top evidence chunk when
+/// it cites none) that are neither in the graph, nor pending, nor decided already. Abstentions
+/// propose nothing: unverified evidence is no reason to grow the graph.
+pub fn propose_from_response(kb: &Kb, response: &QueryResponse) -> Result<Vec<Proposal>> {
+    if response.answer.is_none() {
+        return Ok(Vec::new());
+    }
+    let mut chunks: Vec<ChunkId> = response.cited.clone();
+    if chunks.is_empty() {
+        chunks.extend(response.evidence.first().map(|e| e.chunk));
+    }
+    let trees = Trees::open(kb)?;
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for chunk_id in chunks {
+        let Some(chunk) = kb.chunk(chunk_id) else { continue };
+        let Some(doc) = kb.doc(chunk.doc) else { continue };
+        for span in sentence_spans(&chunk.text) {
+            let sentence = &chunk.text[span.clone()];
+            for triple in RuleExtractor.extract(&doc.title, sentence)?.triples {
+                let key = triple_key(&triple);
+                if !seen.insert(key.clone()) || in_graph(kb, &triple) {
+                    continue;
+                }
+                let id = trees.db.generate_id()?;
+                let decision = encode(&Decision { proposal: id, status: Status::Pending })?;
+                // Compare-and-swap so that two queries racing on the same triple propose it once.
+                if trees.decisions.compare_and_swap(key.as_bytes(), None as Option<&[u8]>, Some(decision))?.is_err() {
+                    continue;
+                }
+                let proposal = Proposal {
+                    id,
+                    triple,
+                    doc_id: doc.id.clone(),
+                    chunk: chunk_id,
+                    span: (span.start, span.end),
+                    sentence: sentence.to_string(),
+                    question: response.question.clone(),
+                    status: Status::Pending,
+                    corrected: None,
+                    edge: None,
+                    decided_by: None,
+                    created_ms: now_ms(),
+                    decided_ms: None,
+                };
+                trees.proposals.insert(id.to_be_bytes(), encode(&proposal)?)?;
+                out.push(proposal);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Proposals in id order, optionally only those with `status`.
+pub fn list(kb: &Kb, status: Option<Status>) -> Result<Vec<Proposal>> {
+    let trees = Trees::open(kb)?;
+    let mut out = Vec::new();
+    for item in trees.proposals.iter() {
+        let (key, bytes) = item?;
+        let id = key.as_ref().try_into().map_or(0, u64::from_be_bytes);
+        let p: Proposal = decode(&bytes, id)?;
+        if status.is_none_or(|s| s == p.status) {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+pub fn get(kb: &Kb, id: ProposalId) -> Result<Proposal> {
+    Trees::open(kb)?.get(id)
+}
+
+/// The audit log, oldest first.
+pub fn audit_log(kb: &Kb) -> Result<Vec<AuditEntry>> {
+    let trees = Trees::open(kb)?;
+    trees.audit.iter().map(|item| {
+        let (key, bytes) = item?;
+        decode(&bytes, key.as_ref().try_into().map_or(0, u64::from_be_bytes))
+    }).collect()
+}
+
+/// Adds the proposal's triple to the graph (live and on disk) and records the approval.
+pub fn approve(kb: &mut Kb, id: ProposalId, who: &str) -> Result<Proposal> {
+    decide(kb, id, who, Action::Approve, None)
+}
+
+/// Records the rejection; the triple will not be proposed again.
+pub fn reject(kb: &mut Kb, id: ProposalId, who: &str) -> Result<Proposal> {
+    decide(kb, id, who, Action::Reject, None)
+}
+
+/// Approves `corrected` in place of the proposed triple.
+pub fn edit(kb: &mut Kb, id: ProposalId, who: &str, corrected: RawTriple) -> Result<Proposal> {
+    decide(kb, id, who, Action::Edit, Some(corrected))
+}
+
+fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Option<RawTriple>) -> Result<Proposal> {
+    let trees = Trees::open(kb)?;
+    let mut proposal = trees.get(id)?;
+    if proposal.status != Status::Pending {
+        return Err(Error::Invalid(format!("proposal {id} is already {:?}", proposal.status).to_lowercase()));
+    }
+    if who.trim().is_empty() {
+        return Err(Error::Invalid("who is empty".into()));
+    }
+    let applied = corrected.clone().unwrap_or_else(|| proposal.triple.clone());
+    // The edge commits first: if the decision below were lost the proposal stays pending and
+    // can be decided again, whereas the reverse order could record an approval with no edge.
+    let edge = match action {
+        Action::Reject => None,
+        Action::Approve | Action::Edit => Some(kb.add_curated_triple(&applied, proposal.chunk)?),
+    };
+    let status = if action == Action::Reject { Status::Rejected } else { Status::Approved };
+    let when = now_ms();
+    proposal.status = status;
+    proposal.corrected = corrected;
+    proposal.edge = edge;
+    proposal.decided_by = Some(who.to_string());
+    proposal.decided_ms = Some(when);
+    let seq = trees.db.generate_id()?;
+    let entry = AuditEntry {
+        seq,
+        who: who.to_string(),
+        when_ms: when,
+        action,
+        proposal: id,
+        triple: applied.clone(),
+        doc_id: proposal.doc_id.clone(),
+        chunk: proposal.chunk,
+        edge,
+    };
+    let proposal_bytes = encode(&proposal)?;
+    let entry_bytes = encode(&entry)?;
+    let decision = encode(&Decision { proposal: id, status })?;
+    let mut keys = vec![triple_key(&proposal.triple)];
+    if applied != proposal.triple {
+        keys.push(triple_key(&applied));
+    }
+    (&trees.proposals, &trees.decisions, &trees.audit)
+        .transaction(|(proposals, decisions, audit)| {
+            proposals.insert(&id.to_be_bytes(), proposal_bytes.as_slice())?;
+            for key in &keys {
+                decisions.insert(key.as_bytes(), decision.as_slice())?;
+            }
+            audit.insert(&seq.to_be_bytes(), entry_bytes.as_slice())?;
+            Ok::<_, ConflictableTransactionError<()>>(())
+        })
+        .map_err(|e| match e {
+            TransactionError::Storage(e) => Error::Store(e),
+            TransactionError::Abort(()) => Error::Invalid("curation transaction aborted".into()),
+        })?;
+    // A decision is a person's work: make it durable before saying it happened.
+    trees.db.flush()?;
+    Ok(proposal)
+}

@@ -1,0 +1,190 @@
+//! Load generator for a running daemon: sustained `query` throughput and latency
+//! percentiles at several client counts, each client one connection with one request in
+//! flight (the way an agent uses the daemon).
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+
+use super::Listen;
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub address: Listen,
+    /// Sent as the `auth` message first when set.
+    pub token: Option<String>,
+    /// Client counts to measure, one run each.
+    pub clients: Vec<usize>,
+    /// Queries per run, shared by its clients (questions are reused cyclically).
+    pub queries: usize,
+    pub policy: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRow {
+    pub clients: usize,
+    pub queries: usize,
+    pub errors: usize,
+    pub accepted: usize,
+    pub seconds: f64,
+    pub queries_per_second: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub max_ms: f64,
+}
+
+/// One line-delimited JSON-RPC connection.
+pub struct Client {
+    reader: Box<dyn AsyncBufRead + Unpin + Send>,
+    writer: Box<dyn AsyncWrite + Unpin + Send>,
+    next_id: u64,
+}
+
+impl Client {
+    pub async fn connect(address: &Listen, token: Option<&str>) -> Result<Client> {
+        let io = |e| Error::io(address.to_string(), e);
+        let mut client = match address {
+            Listen::Unix(path) => {
+                let (r, w) = tokio::net::UnixStream::connect(path).await.map_err(io)?.into_split();
+                Client { reader: Box::new(BufReader::new(r)), writer: Box::new(w), next_id: 0 }
+            }
+            Listen::Tcp(addr) => {
+                let stream = tokio::net::TcpStream::connect(addr.as_str()).await.map_err(io)?;
+                stream.set_nodelay(true).map_err(io)?;
+                let (r, w) = stream.into_split();
+                Client { reader: Box::new(BufReader::new(r)), writer: Box::new(w), next_id: 0 }
+            }
+        };
+        if let Some(token) = token {
+            let reply = client.call("auth", json!({"token": token})).await?;
+            if reply.get("error").is_some() {
+                return Err(Error::Invalid(format!("authentication refused: {reply}")));
+            }
+        }
+        Ok(client)
+    }
+
+    /// Sends one request and returns its whole response object (`result` or `error`),
+    /// skipping notifications.
+    pub async fn call(&mut self, method: &str, params: Value) -> Result<Value> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string() + "\n";
+        let io = |e| Error::io("<rpc connection>", e);
+        self.writer.write_all(line.as_bytes()).await.map_err(io)?;
+        self.writer.flush().await.map_err(io)?;
+        loop {
+            let mut buf = String::new();
+            if self.reader.read_line(&mut buf).await.map_err(io)? == 0 {
+                return Err(Error::Invalid("server closed the connection".into()));
+            }
+            let reply: Value = serde_json::from_str(&buf).map_err(|e| Error::Invalid(format!("bad reply from server: {e}")))?;
+            if reply.get("id") == Some(&json!(id)) {
+                return Ok(reply);
+            }
+        }
+    }
+}
+
+/// Runs one measurement per entry of `options.clients`.
+pub async fn bench_rpc(options: &BenchOptions, questions: &[String]) -> Result<Vec<BenchRow>> {
+    if questions.is_empty() {
+        return Err(Error::Invalid("no questions to ask".into()));
+    }
+    let questions: Arc<Vec<String>> = Arc::new(questions.to_vec());
+    let mut rows = Vec::new();
+    for &clients in &options.clients {
+        let clients = clients.max(1);
+        let next = Arc::new(AtomicUsize::new(0));
+        let started = Instant::now();
+        let mut tasks = Vec::with_capacity(clients);
+        for _ in 0..clients {
+            let mut client = Client::connect(&options.address, options.token.as_deref()).await?;
+            let (questions, next, total, policy) = (questions.clone(), next.clone(), options.queries, options.policy.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                let (mut errors, mut accepted) = (0usize, 0usize);
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= total {
+                        break;
+                    }
+                    let question = &questions[n % questions.len()];
+                    let sent = Instant::now();
+                    let reply = client.call("query", json!({"question": question, "policy": policy})).await?;
+                    latencies.push(sent.elapsed());
+                    match reply.get("result") {
+                        Some(result) if !result["answer"].is_null() => accepted += 1,
+                        Some(_) => {}
+                        None => errors += 1,
+                    }
+                }
+                Ok::<_, Error>((latencies, errors, accepted))
+            }));
+        }
+        let mut latencies: Vec<Duration> = Vec::new();
+        let (mut errors, mut accepted) = (0, 0);
+        for task in tasks {
+            let (l, e, a) = task.await.map_err(|e| Error::Invalid(format!("bench client failed: {e}")))??;
+            latencies.extend(l);
+            errors += e;
+            accepted += a;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        latencies.sort();
+        let ms = |q: f64| percentile(&latencies, q).as_secs_f64() * 1000.0;
+        rows.push(BenchRow {
+            clients,
+            queries: latencies.len(),
+            errors,
+            accepted,
+            seconds,
+            queries_per_second: latencies.len() as f64 / seconds.max(f64::EPSILON),
+            p50_ms: ms(0.50),
+            p95_ms: ms(0.95),
+            max_ms: ms(1.0),
+        });
+    }
+    Ok(rows)
+}
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+pub fn print_table(rows: &[BenchRow], mut out: impl Write) -> std::io::Result<()> {
+    writeln!(out, "{:>7} {:>8} {:>7} {:>9} {:>9} {:>10} {:>10} {:>10}", "clients", "queries", "errors", "accepted", "q/s", "p50 ms", "p95 ms", "max ms")?;
+    for r in rows {
+        writeln!(
+            out,
+            "{:>7} {:>8} {:>7} {:>9} {:>9.1} {:>10.2} {:>10.2} {:>10.2}",
+            r.clients, r.queries, r.errors, r.accepted, r.queries_per_second, r.p50_ms, r.p95_ms, r.max_ms
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let samples: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&samples, 0.5), Duration::from_millis(50));
+        assert_eq!(percentile(&samples, 0.95), Duration::from_millis(95));
+        assert_eq!(percentile(&samples, 1.0), Duration::from_millis(100));
+        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
+    }
+}

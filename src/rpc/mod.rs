@@ -1,0 +1,563 @@
+//! The daemon: JSON-RPC 2.0, one message per line, over stdio, unix sockets and TCP at once.
+//! See docs/rpc.md for the methods and error codes.
+//!
+//! Every request runs as its own task so that one connection can have many in flight and
+//! `$/cancelRequest` can abort them. A semaphore of `server.max_pending` permits bounds the
+//! work in flight across all connections; beyond it requests are refused ("overloaded")
+//! rather than queued. Shutdown (the `shutdown` method, SIGTERM, SIGINT) stops accepting
+//! connections and reading requests, waits a bounded time for the work in flight and its
+//! responses, then flushes sled.
+
+pub mod bench;
+mod methods;
+pub mod protocol;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::AbortHandle;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use protocol::{Frame, LineReader, RpcError, failure, success};
+
+/// Where to listen besides stdio.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Unix(PathBuf),
+    /// `host:port`; port 0 picks a free port.
+    Tcp(String),
+}
+
+impl FromStr for Listen {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Listen> {
+        match s.split_once(':') {
+            Some(("unix", path)) if !path.is_empty() => Ok(Listen::Unix(PathBuf::from(path))),
+            Some(("tcp", addr)) if addr.contains(':') => Ok(Listen::Tcp(addr.to_string())),
+            _ => Err(Error::Invalid(format!("listen address `{s}` is not unix:PATH or tcp:HOST:PORT"))),
+        }
+    }
+}
+
+impl fmt::Display for Listen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Listen::Unix(path) => write!(f, "unix:{}", path.display()),
+            Listen::Tcp(addr) => write!(f, "tcp:{addr}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub stdio: bool,
+    pub listen: Vec<Listen>,
+    /// How long shutdown waits for work in flight before exiting anyway.
+    pub grace: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions { stdio: false, listen: Vec::new(), grace: Duration::from_secs(30) }
+    }
+}
+
+/// State shared by every connection.
+pub struct Server {
+    engine: Arc<Engine>,
+    permits: Arc<Semaphore>,
+    max_pending: usize,
+    max_message_bytes: usize,
+    started: Instant,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Server {
+    fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    async fn shutdown_requested(&self) {
+        let mut rx = self.shutdown.subscribe();
+        // An error means the sender is gone, which only happens once everything is over.
+        let _ = rx.wait_for(|down| *down).await;
+    }
+}
+
+enum Bound {
+    Unix { listener: UnixListener, path: PathBuf },
+    Tcp { listener: TcpListener, token: Option<String> },
+}
+
+/// A server with its listeners bound, not yet serving: lets the caller report the actual
+/// addresses (a `tcp:…:0` listener gets a free port) before the first connection.
+pub struct Daemon {
+    server: Arc<Server>,
+    stdio: bool,
+    bound: Vec<(Bound, String)>,
+    grace: Duration,
+}
+
+impl Daemon {
+    pub async fn bind(engine: Arc<Engine>, options: ServeOptions) -> Result<Daemon> {
+        if !options.stdio && options.listen.is_empty() {
+            return Err(Error::Invalid("nothing to serve: give --stdio and/or --listen".into()));
+        }
+        let settings = engine.settings.server.clone();
+        let token = Some(settings.bearer_token.clone()).filter(|t| !t.is_empty());
+        let mut bound = Vec::new();
+        for listen in &options.listen {
+            let b = match listen {
+                Listen::Unix(path) => bind_unix(path)?,
+                Listen::Tcp(addr) => {
+                    let listener = TcpListener::bind(addr.as_str()).await.map_err(|e| Error::io(addr, e))?;
+                    let local = listener.local_addr().map_err(|e| Error::io(addr, e))?;
+                    if !local.ip().is_loopback() && token.is_none() {
+                        return Err(Error::Config(format!(
+                            "refusing to listen on non-loopback {local} without server.bearer_token"
+                        )));
+                    }
+                    Bound::Tcp { listener, token: token.clone() }
+                }
+            };
+            let name = match &b {
+                Bound::Unix { path, .. } => Listen::Unix(path.clone()).to_string(),
+                Bound::Tcp { listener, .. } => format!("tcp:{}", listener.local_addr().map_or_else(|_| "?".into(), |a: SocketAddr| a.to_string())),
+            };
+            bound.push((b, name));
+        }
+        let max_pending = settings.max_pending.max(1);
+        let server = Arc::new(Server {
+            engine,
+            permits: Arc::new(Semaphore::new(max_pending)),
+            max_pending,
+            max_message_bytes: settings.max_message_bytes.max(1),
+            started: Instant::now(),
+            shutdown: watch::channel(false).0,
+        });
+        Ok(Daemon { server, stdio: options.stdio, bound, grace: options.grace })
+    }
+
+    /// The listeners' addresses, with real ports.
+    pub fn addresses(&self) -> Vec<String> {
+        self.bound.iter().map(|(_, name)| name.clone()).collect()
+    }
+
+    /// Serves until shutdown, then flushes the KB.
+    pub async fn run(self) -> Result<()> {
+        let server = self.server;
+        // Every connection, request and writer holds a clone; recv() returning None means
+        // all of them have finished.
+        let (alive, mut all_done) = mpsc::channel::<()>(1);
+        let stdio_only = self.bound.is_empty();
+        for (bound, name) in self.bound {
+            tracing::info!(address = %name, "listening");
+            tokio::spawn(accept(server.clone(), bound, alive.clone()));
+        }
+        if self.stdio {
+            let (read, write) = stdio_streams()?;
+            let (server, alive) = (server.clone(), alive.clone());
+            tokio::spawn(async move {
+                connection(server.clone(), read, write, None, alive).await;
+                // With nothing else to serve, the client closing stdin is the end.
+                if stdio_only {
+                    server.begin_shutdown();
+                }
+            });
+        }
+        drop(alive);
+        tokio::spawn(watch_signals(server.clone()));
+        server.shutdown_requested().await;
+        tracing::info!("shutting down");
+        if tokio::time::timeout(self.grace, all_done.recv()).await.is_err() {
+            tracing::warn!(grace_s = self.grace.as_secs(), "work still in flight after the grace period; exiting anyway");
+        }
+        // A write that outlived the grace period holds the lock; sled's own batches keep the
+        // store consistent without this flush.
+        match server.engine.kb.try_read() {
+            Ok(kb) => kb.flush()?,
+            Err(_) => tracing::warn!("a write is still running; not flushing"),
+        }
+        Ok(())
+    }
+}
+
+/// Binds and serves until shutdown.
+pub async fn serve(engine: Arc<Engine>, options: ServeOptions) -> Result<()> {
+    Daemon::bind(engine, options).await?.run().await
+}
+
+async fn watch_signals(server: Arc<Server>) {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+        tracing::warn!("cannot install a SIGTERM handler");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    server.begin_shutdown();
+}
+
+/// Binds under a temporary name, restricts it to the owner, then renames it into place, so
+/// the socket is never reachable with looser permissions.
+fn bind_unix(path: &Path) -> Result<Bound> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(Error::Invalid(format!("{} exists and is not a socket", path.display())));
+        }
+        // A stale socket from a previous run that did not exit cleanly.
+        std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
+    }
+    let mut staging = path.as_os_str().to_owned();
+    staging.push(format!(".{}.tmp", std::process::id()));
+    let staging = PathBuf::from(staging);
+    let _ = std::fs::remove_file(&staging);
+    let listener = UnixListener::bind(&staging).map_err(|e| Error::io(&staging, e))?;
+    std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::io(&staging, e))?;
+    std::fs::rename(&staging, path).map_err(|e| Error::io(path, e))?;
+    Ok(Bound::Unix { listener, path: path.to_path_buf() })
+}
+
+async fn accept(server: Arc<Server>, bound: Bound, alive: mpsc::Sender<()>) {
+    loop {
+        tokio::select! {
+            _ = server.shutdown_requested() => break,
+            accepted = accept_one(&bound) => match accepted {
+                Ok(Accepted::Unix(stream)) => {
+                    let (r, w) = stream.into_split();
+                    tokio::spawn(connection(server.clone(), r, w, None, alive.clone()));
+                }
+                Ok(Accepted::Tcp(stream, token)) => {
+                    let _ = stream.set_nodelay(true);
+                    let (r, w) = stream.into_split();
+                    tokio::spawn(connection(server.clone(), r, w, token, alive.clone()));
+                }
+                Err(e) => {
+                    // Usually out of file descriptors: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+    if let Bound::Unix { path, .. } = &bound {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+enum Accepted {
+    Unix(tokio::net::UnixStream),
+    Tcp(tokio::net::TcpStream, Option<String>),
+}
+
+async fn accept_one(bound: &Bound) -> std::io::Result<Accepted> {
+    match bound {
+        Bound::Unix { listener, .. } => Ok(Accepted::Unix(listener.accept().await?.0)),
+        Bound::Tcp { listener, token } => Ok(Accepted::Tcp(listener.accept().await?.0, token.clone())),
+    }
+}
+
+/// stdin through a socket pair fed by a plain thread: tokio's stdin reads on a blocking-pool
+/// thread that can keep the runtime from shutting down while it waits for input.
+fn stdio_streams() -> Result<(tokio::net::UnixStream, tokio::io::Stdout)> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| Error::io("<stdin>", e))?;
+    ours.set_nonblocking(true).map_err(|e| Error::io("<stdin>", e))?;
+    std::thread::Builder::new()
+        .name("a2rag-stdin".into())
+        .spawn(move || {
+            let mut theirs = theirs;
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut theirs);
+        })
+        .map_err(|e| Error::io("<stdin>", e))?;
+    let read = tokio::net::UnixStream::from_std(ours).map_err(|e| Error::io("<stdin>", e))?;
+    Ok((read, tokio::io::stdout()))
+}
+
+/// One client. Outgoing lines go through a channel to a writer task so that responses,
+/// batch results and notifications from many tasks never interleave mid-line.
+struct Conn {
+    server: Arc<Server>,
+    out: mpsc::Sender<String>,
+    /// Requests in flight by id (as JSON text), for `$/cancelRequest`.
+    running: Mutex<HashMap<String, AbortHandle>>,
+    _alive: mpsc::Sender<()>,
+}
+
+async fn connection<R, W>(server: Arc<Server>, read: R, write: W, token: Option<String>, alive: mpsc::Sender<()>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out, mut lines) = mpsc::channel::<String>(1024);
+    let writer_alive = alive.clone();
+    tokio::spawn(async move {
+        let _alive = writer_alive;
+        let mut w = BufWriter::new(write);
+        while let Some(line) = lines.recv().await {
+            let written = async {
+                w.write_all(line.as_bytes()).await?;
+                w.write_all(b"\n").await?;
+                if lines.is_empty() {
+                    w.flush().await?;
+                }
+                Ok::<_, std::io::Error>(())
+            };
+            // The client went away: stop writing; senders see a closed channel and move on.
+            if written.await.is_err() {
+                break;
+            }
+        }
+    });
+    let conn = Arc::new(Conn { server: server.clone(), out, running: Mutex::new(HashMap::new()), _alive: alive });
+    let mut reader = LineReader::new(read, server.max_message_bytes);
+    let mut authenticated = token.is_none();
+    loop {
+        let frame = tokio::select! {
+            _ = server.shutdown_requested() => break,
+            frame = reader.next() => frame,
+        };
+        let bytes = match frame {
+            Ok(Some(Frame::Line(bytes))) => bytes,
+            Ok(Some(Frame::TooLarge)) => {
+                let max = server.max_message_bytes;
+                conn.send(failure(Value::Null, RpcError::new(protocol::INVALID_REQUEST, format!("message too large (limit {max} bytes)")))).await;
+                continue;
+            }
+            Ok(None) | Err(_) => break,
+        };
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if !authenticated {
+            match check_auth(&bytes, token.as_deref().unwrap_or_default()) {
+                Ok(reply) => {
+                    authenticated = true;
+                    if let Some(reply) = reply {
+                        conn.send(reply).await;
+                    }
+                    continue;
+                }
+                Err(reply) => {
+                    conn.send(reply).await;
+                    break;
+                }
+            }
+        }
+        conn.clone().handle_line(&bytes).await;
+    }
+}
+
+/// The first message of a connection that requires a token:
+/// `{"jsonrpc":"2.0","method":"auth","params":{"token":"…"}}` (an `id` is optional).
+fn check_auth(bytes: &[u8], token: &str) -> std::result::Result<Option<Value>, Value> {
+    let message: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    let id = message.get("id").cloned();
+    let given = (message.get("method").and_then(Value::as_str) == Some("auth"))
+        .then(|| message.pointer("/params/token").and_then(Value::as_str))
+        .flatten();
+    if given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+        Ok(id.map(|id| success(id, serde_json::json!({"authenticated": true}))))
+    } else {
+        Err(failure(id.unwrap_or(Value::Null), RpcError::new(protocol::UNAUTHORIZED, "unauthorized: the first message must be `auth` with the server's token")))
+    }
+}
+
+/// Equality whose time does not depend on where the first difference is.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A message's fate once it has been read: answered at once, running, or silent.
+enum Started {
+    Done(Option<Value>),
+    Running(tokio::task::JoinHandle<Option<Value>>),
+}
+
+impl Started {
+    async fn finish(self) -> Option<Value> {
+        match self {
+            Started::Done(v) => v,
+            // The outer task maps every failure of the handler to a response itself.
+            Started::Running(handle) => handle.await.ok().flatten(),
+        }
+    }
+}
+
+impl Conn {
+    async fn send(&self, message: Value) {
+        let _ = self.out.send(message.to_string()).await;
+    }
+
+    async fn handle_line(self: Arc<Self>, bytes: &[u8]) {
+        let message: Value = match serde_json::from_slice(bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                return self.send(failure(Value::Null, RpcError::new(protocol::PARSE_ERROR, format!("parse error: {e}")))).await;
+            }
+        };
+        match message {
+            Value::Array(batch) if batch.is_empty() => {
+                self.send(failure(Value::Null, RpcError::new(protocol::INVALID_REQUEST, "invalid request: empty batch"))).await;
+            }
+            Value::Array(batch) => {
+                // Start every element now (in order, so a later cancel finds them), answer
+                // once all are done.
+                let started: Vec<Started> = batch.into_iter().map(|m| self.clone().start(m)).collect();
+                let conn = self.clone();
+                tokio::spawn(async move {
+                    let mut replies = Vec::new();
+                    for s in started {
+                        replies.extend(s.finish().await);
+                    }
+                    if !replies.is_empty() {
+                        conn.send(Value::Array(replies)).await;
+                    }
+                });
+            }
+            message => match self.clone().start(message) {
+                Started::Done(reply) => {
+                    if let Some(reply) = reply {
+                        self.send(reply).await;
+                    }
+                }
+                Started::Running(handle) => {
+                    let conn = self.clone();
+                    tokio::spawn(async move {
+                        if let Ok(Some(reply)) = handle.await {
+                            conn.send(reply).await;
+                        }
+                    });
+                }
+            },
+        }
+    }
+
+    /// Validates one request and starts it. Synchronous up to the spawn so that requests
+    /// start in the order they arrived.
+    fn start(self: Arc<Self>, message: Value) -> Started {
+        let invalid = |id: Value, why: &str| Started::Done(Some(failure(id, RpcError::new(protocol::INVALID_REQUEST, format!("invalid request: {why}")))));
+        let Value::Object(mut m) = message else { return invalid(Value::Null, "not an object") };
+        let id = m.remove("id");
+        if id.as_ref().is_some_and(|id| !(id.is_string() || id.is_number() || id.is_null())) {
+            return invalid(Value::Null, "id must be a string, a number or null");
+        }
+        let reply_id = id.clone().unwrap_or(Value::Null);
+        if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return invalid(reply_id, "jsonrpc must be \"2.0\"");
+        }
+        let Some(Value::String(method)) = m.remove("method") else { return invalid(reply_id, "method must be a string") };
+        let params = m.remove("params").unwrap_or(Value::Null);
+        if !(params.is_object() || params.is_array() || params.is_null()) {
+            return invalid(reply_id, "params must be an object or an array");
+        }
+        let key = id.as_ref().map(Value::to_string);
+        // A request without an id is a notification: it runs, but nothing is sent back.
+        let reply = move |result: std::result::Result<Value, RpcError>| {
+            id.clone().map(|id| match result {
+                Ok(v) => success(id, v),
+                Err(e) => failure(id, e),
+            })
+        };
+        if method == "$/cancelRequest" {
+            return Started::Done(reply(self.cancel(params)));
+        }
+        if !methods::METHODS.contains(&method.as_str()) {
+            return Started::Done(reply(Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("method not found: {method}")))));
+        }
+        if self.server.is_shutting_down() {
+            return Started::Done(reply(Err(RpcError::new(protocol::SHUTTING_DOWN, "shutting down"))));
+        }
+        let Ok(permit) = self.server.permits.clone().try_acquire_owned() else {
+            return Started::Done(reply(Err(RpcError::new(protocol::OVERLOADED, "overloaded"))));
+        };
+
+        let cx = methods::Context { server: self.server.clone(), out: self.out.clone(), id: reply_id };
+        let inner = tokio::spawn(async move { methods::call(cx, &method, params).await });
+        if let Some(key) = &key {
+            self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), inner.abort_handle());
+        }
+        let conn = self.clone();
+        Started::Running(tokio::spawn(async move {
+            let result = guard(inner).await;
+            if let Some(key) = &key {
+                conn.running.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+            }
+            drop(permit);
+            reply(result)
+        }))
+    }
+
+    fn cancel(&self, params: Value) -> std::result::Result<Value, RpcError> {
+        let target = params
+            .get("id")
+            .filter(|id| id.is_string() || id.is_number())
+            .ok_or_else(|| RpcError::new(protocol::INVALID_PARAMS, "invalid params: missing field `id`"))?;
+        let handle = self.running.lock().unwrap_or_else(|e| e.into_inner()).get(&target.to_string()).cloned();
+        if let Some(h) = &handle {
+            h.abort();
+        }
+        Ok(serde_json::json!({"cancelled": handle.is_some()}))
+    }
+}
+
+/// A handler's outcome with its failures made into JSON-RPC errors: a panic becomes an
+/// internal error for this request only, an abort the "request cancelled" error.
+async fn guard(handle: tokio::task::JoinHandle<std::result::Result<Value, RpcError>>) -> std::result::Result<Value, RpcError> {
+    match handle.await {
+        Ok(result) => result,
+        Err(e) if e.is_cancelled() => Err(RpcError::new(protocol::REQUEST_CANCELLED, "request cancelled")),
+        Err(e) => {
+            tracing::error!(error = %e, "request handler panicked");
+            Err(RpcError::new(protocol::INTERNAL_ERROR, "internal error: the handler panicked"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_an_internal_error_and_an_abort_a_cancellation() {
+        let panicking = tokio::spawn(async { panic!("boom") });
+        assert_eq!(guard(panicking).await.unwrap_err().code, protocol::INTERNAL_ERROR);
+        let slow = tokio::spawn(async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(Value::Null)
+        });
+        slow.abort();
+        assert_eq!(guard(slow).await.unwrap_err().code, protocol::REQUEST_CANCELLED);
+    }
+
+    #[test]
+    fn listen_addresses_parse() {
+        assert_eq!("unix:/tmp/a.sock".parse::<Listen>().unwrap(), Listen::Unix("/tmp/a.sock".into()));
+        assert_eq!("tcp:127.0.0.1:7000".parse::<Listen>().unwrap(), Listen::Tcp("127.0.0.1:7000".into()));
+        assert!("tcp:7000".parse::<Listen>().is_err());
+        assert!("http://x".parse::<Listen>().is_err());
+    }
+
+    #[test]
+    fn auth_needs_the_exact_token() {
+        let ok = br#"{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":"s3cret"}}"#;
+        assert!(check_auth(ok, "s3cret").is_ok());
+        assert!(check_auth(ok, "s3cre").is_err());
+        assert!(check_auth(br#"{"jsonrpc":"2.0","method":"health"}"#, "s3cret").is_err());
+    }
+}

@@ -1,0 +1,141 @@
+//! Curation through the library: proposals from accepted answers, dedupe, the review loop,
+//! the audit log. A real sled directory per test; fixture documents from tests/fixtures/rpc.
+
+use std::path::{Path, PathBuf};
+
+use a2rag::config::Settings;
+use a2rag::control::{QueryRequest, QueryResponse};
+use a2rag::curate::{self, Action, Status};
+use a2rag::engine::Engine;
+use a2rag::ingest::{self, triples::TripleImport};
+use a2rag::kb::model::{EdgeOrigin, RawTriple};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rpc").join(name)
+}
+
+/// An engine over the fixtures; with `import`, the triples file stands in for the extractor
+/// so that the extractor's triples are new to the graph.
+fn engine(dir: &Path, import: bool) -> Engine {
+    let mut settings = Settings::load(None).unwrap();
+    settings.data_dir = dir.join("data");
+    let mut engine = Engine::open(settings, None).unwrap();
+    if import {
+        engine.pipeline.triples = Some(TripleImport::load(&fixture("triples.jsonl")).unwrap());
+    }
+    let paths = ["curie.txt", "prize.txt", "rivers.jsonl"].map(fixture);
+    let report = ingest::ingest_paths(engine.kb.get_mut(), &engine.pipeline, &paths, &mut ()).unwrap();
+    assert!(!report.failed(), "{:?}", report.errors);
+    engine
+}
+
+fn ask(engine: &Engine, question: &str) -> QueryResponse {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let request = QueryRequest { question: question.into(), policy: None, budget: None };
+    runtime.block_on(engine.query(&request)).unwrap()
+}
+
+fn relations(proposals: &[curate::Proposal]) -> Vec<&str> {
+    proposals.iter().map(|p| p.triple.relation.as_str()).collect()
+}
+
+#[test]
+fn accepted_answers_propose_new_triples_once_with_their_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), true);
+    let response = ask(&engine, "Where was Marie Curie born?");
+    assert_eq!(response.answer.as_deref(), Some("Warsaw"));
+    let kb = engine.kb.blocking_read();
+    let proposals = curate::propose_from_response(&kb, &response).unwrap();
+    assert_eq!(relations(&proposals), ["was born in", "discovered", "is the capital of"]);
+    for p in &proposals {
+        let chunk = kb.chunk(p.chunk).unwrap();
+        assert_eq!(&chunk.text[p.span.0..p.span.1], p.sentence);
+        assert_eq!(p.status, Status::Pending);
+        assert_eq!(p.question, "Where was Marie Curie born?");
+        assert!(p.doc_id.ends_with("curie.txt"));
+    }
+    // Pending triples are not proposed twice.
+    assert!(curate::propose_from_response(&kb, &response).unwrap().is_empty());
+    assert_eq!(curate::list(&kb, Some(Status::Pending)).unwrap(), proposals);
+}
+
+#[test]
+fn triples_already_in_the_graph_and_abstentions_propose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // Without the import the extractor's triples are the graph's own.
+    let engine = engine(dir.path(), false);
+    let response = ask(&engine, "Where was Marie Curie born?");
+    assert!(response.answer.is_some());
+    let kb = engine.kb.blocking_read();
+    assert!(curate::propose_from_response(&kb, &response).unwrap().is_empty());
+    drop(kb);
+    let abstained = ask(&engine, "Zebra quantum banana?");
+    assert!(abstained.answer.is_none());
+    assert!(curate::propose_from_response(&engine.kb.blocking_read(), &abstained).unwrap().is_empty());
+}
+
+#[test]
+fn review_loop_approves_rejects_edits_and_audits() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), true);
+    let response = ask(&engine, "Where was Marie Curie born?");
+    let proposals = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
+    let edges_before = engine.kb.blocking_read().stats().edges;
+
+    // x is not a key (asked again); a approves "was born in"; r rejects "discovered"; e edits
+    // "is the capital of" keeping subject and object.
+    let input = "x\na\nr\ne\n\nlargest city of\n\n";
+    let mut output = Vec::new();
+    let summary = curate::review(&engine, input.as_bytes(), &mut output, "tester").unwrap();
+    let output = String::from_utf8(output).unwrap();
+    assert_eq!((summary.approved, summary.rejected, summary.edited, summary.skipped), (1, 1, 1, 0), "{output}");
+    assert!(output.contains("3 pending proposal(s)"));
+    assert!(output.contains("please answer a, r, e, s or q"));
+    assert!(output.contains("Marie Curie was born in Warsaw."));
+
+    let kb = engine.kb.blocking_read();
+    assert_eq!(kb.stats().edges, edges_before + 2);
+    let curated: Vec<(String, String, String)> = kb
+        .edges()
+        .filter(|e| e.origin == EdgeOrigin::Curated)
+        .map(|e| (kb.node(e.subject).unwrap().name.clone(), e.relation.clone(), kb.node(e.object).unwrap().name.clone()))
+        .collect();
+    assert!(curated.contains(&("Marie Curie".into(), "was born in".into(), "Warsaw".into())));
+    assert!(curated.contains(&("Warsaw".into(), "largest city of".into(), "Poland".into())));
+
+    let decided = curate::list(&kb, None).unwrap();
+    assert_eq!(decided.iter().map(|p| p.status).collect::<Vec<_>>(), [Status::Approved, Status::Rejected, Status::Approved]);
+    assert_eq!(decided[2].corrected.as_ref().map(|t| t.relation.as_str()), Some("largest city of"));
+    assert!(decided.iter().all(|p| p.decided_by.as_deref() == Some("tester")));
+
+    let audit = curate::audit_log(&kb).unwrap();
+    assert_eq!(audit.iter().map(|a| a.action).collect::<Vec<_>>(), [Action::Approve, Action::Reject, Action::Edit]);
+    assert_eq!(audit.iter().map(|a| a.proposal).collect::<Vec<_>>(), proposals.iter().map(|p| p.id).collect::<Vec<_>>());
+    assert!(audit.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert_eq!(audit[1].edge, None);
+    assert!(audit[0].edge.is_some());
+
+    // Decided triples, rejected ones included, are never proposed again.
+    drop(kb);
+    let again = ask(&engine, "Where was Marie Curie born?");
+    assert!(curate::propose_from_response(&engine.kb.blocking_read(), &again).unwrap().is_empty());
+    // A decided proposal cannot be decided twice.
+    let mut kb = engine.kb.blocking_write();
+    assert!(curate::reject(&mut kb, proposals[0].id, "tester").is_err());
+    let triple = RawTriple { subject: "a".into(), relation: "b".into(), object: "c".into() };
+    assert!(curate::edit(&mut kb, 999_999_999, "tester", triple).is_err());
+}
+
+#[test]
+fn review_skips_and_quits_and_stops_at_end_of_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), true);
+    let response = ask(&engine, "Where was Marie Curie born?");
+    curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
+    let summary = curate::review(&engine, "s\nq\n".as_bytes(), Vec::new(), "tester").unwrap();
+    assert_eq!((summary.skipped, summary.approved), (1, 0));
+    let summary = curate::review(&engine, "s\n".as_bytes(), Vec::new(), "tester").unwrap();
+    assert_eq!(summary.skipped, 1);
+    assert_eq!(curate::list(&engine.kb.blocking_read(), Some(Status::Pending)).unwrap().len(), 3);
+}

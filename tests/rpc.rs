@@ -1,0 +1,478 @@
+//! The daemon end to end: the real binary, a real sled data directory, real unix and TCP
+//! sockets. Fixture documents live in tests/fixtures/rpc; bigger loads are generated here.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_a2rag");
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rpc").join(name)
+}
+
+/// A data directory with the fixture documents ingested by the CLI. The triples file gives
+/// each document an imported triple, so the extractor's own triples are not in the graph yet
+/// and accepted answers have something to propose.
+fn ingested_kb() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("ingest")
+        .arg("--triples")
+        .arg(fixture("triples.jsonl"))
+        .args(["curie.txt", "prize.txt", "rivers.jsonl"].map(fixture))
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    dir
+}
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    addresses: Vec<String>,
+}
+
+impl Daemon {
+    fn start(dir: &Path, env: &[(&str, &str)], extra: &[&str]) -> Daemon {
+        let socket = dir.join("a2rag.sock");
+        let mut child = Command::new(BIN)
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .arg("serve")
+            .arg("--listen")
+            .arg(format!("unix:{}", socket.display()))
+            .args(extra)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            // Keep draining after the listening lines so the daemon never blocks on stderr.
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut addresses = Vec::new();
+        let deadline = Instant::now() + TIMEOUT;
+        while addresses.len() < 1 + extra.iter().filter(|a| a.starts_with("tcp:") || a.starts_with("unix:")).count() {
+            let line = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("daemon did not start");
+            if let Some(a) = line.strip_prefix("a2rag: listening on ") {
+                addresses.push(a.to_string());
+            }
+        }
+        Daemon { child, socket, addresses }
+    }
+
+    fn connect(&self) -> Client {
+        Client::new(UnixStream::connect(&self.socket).unwrap())
+    }
+
+    fn tcp_address(&self) -> String {
+        self.addresses.iter().find_map(|a| a.strip_prefix("tcp:")).unwrap().to_string()
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(self.child.id().to_string()).status().unwrap();
+        assert!(status.success());
+    }
+
+    fn wait(mut self) -> i32 {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(Instant::now() < deadline, "daemon did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Client {
+    reader: BufReader<Box<dyn Read + Send>>,
+    writer: Box<dyn Write + Send>,
+    next_id: u64,
+}
+
+impl Client {
+    fn new(stream: UnixStream) -> Client {
+        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let writer = stream.try_clone().unwrap();
+        Client { reader: BufReader::new(Box::new(stream)), writer: Box::new(writer), next_id: 1000 }
+    }
+
+    fn tcp(address: &str) -> Client {
+        let stream = std::net::TcpStream::connect(address).unwrap();
+        stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+        let writer = stream.try_clone().unwrap();
+        Client { reader: BufReader::new(Box::new(stream)), writer: Box::new(writer), next_id: 1000 }
+    }
+
+    fn send_raw(&mut self, line: &str) {
+        self.writer.write_all(line.as_bytes()).unwrap();
+        self.writer.write_all(b"\n").unwrap();
+        self.writer.flush().unwrap();
+    }
+
+    fn send(&mut self, message: Value) {
+        self.send_raw(&message.to_string());
+    }
+
+    /// The next message; `None` when the server closed the connection.
+    fn recv(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(serde_json::from_str(&line).unwrap()),
+        }
+    }
+
+    /// The response with `id`, skipping notifications.
+    fn recv_id(&mut self, id: &Value) -> Value {
+        loop {
+            let m = self.recv().expect("connection closed");
+            if m.get("id") == Some(id) {
+                return m;
+            }
+        }
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = json!(self.next_id);
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.recv_id(&id)
+    }
+
+    /// The `result` of a call that must succeed.
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let reply = self.request(method, params);
+        assert!(reply.get("error").is_none(), "{method} failed: {reply}");
+        reply["result"].clone()
+    }
+
+    fn error_code(&mut self, method: &str, params: Value) -> (i64, String) {
+        error_of(&self.request(method, params))
+    }
+}
+
+fn error_of(reply: &Value) -> (i64, String) {
+    let e = reply.get("error").unwrap_or_else(|| panic!("expected an error, got {reply}"));
+    (e["code"].as_i64().unwrap(), e["message"].as_str().unwrap().to_string())
+}
+
+fn generated_docs(n: usize, prefix: &str) -> Value {
+    let docs: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"id": format!("{prefix}{i}"), "title": format!("{prefix} Town {i}"),
+                   "text": format!("{prefix} Town {i} lies on the River Name{}. The mayor of {prefix} Town {i} is Person{i} Smith. It was founded in {}.", i % 50, 1200 + i % 700)})
+        })
+        .collect();
+    json!({"documents": docs})
+}
+
+#[test]
+fn every_method_and_every_error_code() {
+    let dir = ingested_kb();
+    let daemon = Daemon::start(dir.path(), &[("A2RAG__SERVER__MAX_MESSAGE_BYTES", "4096")], &[]);
+    assert_eq!(std::fs::metadata(&daemon.socket).unwrap().permissions().mode() & 0o777, 0o600);
+    let mut c = daemon.connect();
+
+    let health = c.call("health", json!({}));
+    assert_eq!(health["status"], "ok");
+    let stats = c.call("stats", Value::Null);
+    assert_eq!(stats["documents"], 3);
+
+    // query: the response JSON plus the ids of the proposals it created.
+    let answer = c.call("query", json!({"question": "Where was Marie Curie born?"}));
+    assert_eq!(answer["answer"], "Warsaw");
+    assert!(!answer["proposals"].as_array().unwrap().is_empty());
+    let abstained = c.call("query", json!({"question": "Zebra quantum banana?"}));
+    assert!(abstained["answer"].is_null() && abstained["proposals"] == json!([]));
+
+    // ingest inline documents, with progress notifications to this client.
+    c.send(json!({"jsonrpc": "2.0", "id": "ing", "method": "ingest", "params": {"documents": [
+        {"id": "oder", "title": "Oder", "text": "The Oder flows through Wroclaw. The Oder forms part of the border of Germany."},
+        {"text": "Gdansk is a port on the Baltic Sea."}]}}));
+    let mut progress = Vec::new();
+    let ingested = loop {
+        let m = c.recv().unwrap();
+        match m.get("method") {
+            Some(method) => {
+                assert_eq!(method, "ingest/progress");
+                progress.push(m["params"].clone());
+            }
+            None => break m,
+        }
+    };
+    assert_eq!(ingested["id"], "ing");
+    assert_eq!(ingested["result"]["report"]["added"], 2);
+    assert_eq!(progress.len(), 2);
+    assert_eq!(progress[1]["done"], 2);
+    assert_eq!(progress[1]["total"], 2);
+    assert_eq!(progress[0]["doc"], "oder");
+
+    // graph.node by name and by id: aliases, neighbours, provenance.
+    let oder = c.call("graph.node", json!({"name": "Oder"}));
+    assert_eq!(oder["name"], "Oder");
+    assert!(oder["neighbours"].as_array().unwrap().iter().any(|n| n["name"] == "Wroclaw" && n["direction"] == "out"));
+    assert_eq!(oder["provenance"][0]["doc_id"], "oder");
+    let same = c.call("graph.node", json!({"id": oder["id"]}));
+    assert_eq!(same["name"], "Oder");
+    assert_eq!(c.error_code("graph.node", json!({"name": "Atlantis"})).0, -32002);
+    assert_eq!(c.error_code("graph.node", json!({"name": "Oder", "id": 1})).0, -32602);
+
+    // delete, then the document is gone.
+    assert_eq!(c.call("delete", json!({"id": "oder"}))["deleted"], "oder");
+    assert_eq!(c.error_code("delete", json!({"id": "oder"})).0, -32002);
+    assert_eq!(c.call("stats", json!({}))["documents"], 4);
+
+    // proposals.list with and without a status filter.
+    let pending = c.call("proposals.list", json!({"status": "pending"}));
+    assert_eq!(pending.as_array().unwrap().len(), answer["proposals"].as_array().unwrap().len());
+    assert_eq!(c.call("proposals.list", json!({"status": "rejected"})), json!([]));
+    let id = pending[0]["id"].clone();
+    assert_eq!(c.call("proposals.reject", json!({"id": id, "who": "ann"}))["status"], "rejected");
+    assert_eq!(c.error_code("proposals.approve", json!({"id": id})).0, -32602, );
+    assert_eq!(c.error_code("proposals.approve", json!({"id": 1})).0, -32002);
+    let edited = c.call("proposals.edit", json!({"id": pending[1]["id"], "subject": "Marie Curie", "relation": "studied", "object": "Polonium"}));
+    assert_eq!(edited["status"], "approved");
+    assert_eq!(edited["decided_by"], "rpc");
+    assert_eq!(c.call("proposals.approve", json!({"id": pending[2]["id"]}))["status"], "approved");
+
+    // Protocol errors.
+    c.send_raw("{not json");
+    assert_eq!(error_of(&c.recv().unwrap()).0, -32700);
+    c.send_raw(r#"{"id": 1, "method": "health"}"#);
+    let reply = c.recv().unwrap();
+    assert_eq!((error_of(&reply).0, reply["id"].clone()), (-32600, json!(1)));
+    c.send_raw("[]");
+    assert_eq!(error_of(&c.recv().unwrap()).0, -32600);
+    c.send_raw(r#"{"jsonrpc": "2.0", "id": 2, "method": "health", "params": 5}"#);
+    assert_eq!(error_of(&c.recv().unwrap()).0, -32600);
+    assert_eq!(c.error_code("no.such.method", json!({})).0, -32601);
+    let (code, message) = c.error_code("query", json!({"question": "Where?", "colour": "red"}));
+    assert_eq!(code, -32602);
+    assert!(message.contains("colour"), "{message}");
+    let (code, message) = c.error_code("query", json!({}));
+    assert_eq!(code, -32602);
+    assert!(message.contains("question"), "{message}");
+    assert_eq!(c.error_code("query", json!({"question": "  "})).0, -32602);
+    assert_eq!(c.error_code("ingest", json!({})).0, -32602);
+    assert!(c.error_code("proposals.edit", json!({"id": 1, "subject": "a"})).1.contains("relation"));
+
+    // An oversized message is refused without killing the connection.
+    c.send_raw(&format!(r#"{{"jsonrpc":"2.0","id":9,"method":"query","params":{{"question":"{}"}}}}"#, "x".repeat(10_000)));
+    let (code, message) = error_of(&c.recv().unwrap());
+    assert_eq!(code, -32600);
+    assert!(message.contains("too large"), "{message}");
+    assert_eq!(c.call("health", json!({}))["status"], "ok");
+
+    // A batch: answers for requests only, in order; the notification runs silently.
+    c.send(json!([
+        {"jsonrpc": "2.0", "id": "a", "method": "health"},
+        {"jsonrpc": "2.0", "method": "health"},
+        {"jsonrpc": "2.0", "id": "b", "method": "nope"},
+        {"jsonrpc": "2.0", "id": "c", "method": "stats", "params": {}},
+        5
+    ]));
+    let batch = c.recv().unwrap();
+    let batch = batch.as_array().unwrap();
+    assert_eq!(batch.len(), 4);
+    assert_eq!(batch[0]["id"], "a");
+    assert_eq!(batch[1]["error"]["code"], -32601);
+    assert_eq!(batch[2]["result"]["documents"], 4);
+    assert_eq!(batch[3]["error"]["code"], -32600);
+
+    // Cancelling something that is not running says so.
+    assert_eq!(c.call("$/cancelRequest", json!({"id": 424242})), json!({"cancelled": false}));
+
+    // A client that vanishes mid-request harms nobody.
+    let mut gone = daemon.connect();
+    gone.send(json!({"jsonrpc": "2.0", "id": 1, "method": "query", "params": {"question": "Where was Marie Curie born?"}}));
+    drop(gone);
+    assert_eq!(c.call("health", json!({}))["status"], "ok");
+
+    // shutdown answers, then the daemon exits cleanly and removes its socket.
+    assert_eq!(c.call("shutdown", json!({}))["shutting_down"], true);
+    let socket = daemon.socket.clone();
+    assert_eq!(daemon.wait(), 0);
+    assert!(!socket.exists());
+}
+
+#[test]
+fn cancellation_and_overload() {
+    let dir = ingested_kb();
+    let daemon = Daemon::start(dir.path(), &[("A2RAG__SERVER__MAX_PENDING", "2")], &[]);
+    let mut writer = daemon.connect();
+    writer.send(json!({"jsonrpc": "2.0", "id": "big", "method": "ingest", "params": generated_docs(400, "Cancel")}));
+    // Once the first progress notification arrives the ingest holds the write lock, so a
+    // query waits for it: cancellable, and holding the second of two permits.
+    assert_eq!(writer.recv().unwrap()["method"], "ingest/progress");
+    let mut c = daemon.connect();
+    c.send(json!({"jsonrpc": "2.0", "id": 7, "method": "query", "params": {"question": "Where was Marie Curie born?"}}));
+    let overloaded = c.request("health", json!({}));
+    assert_eq!(error_of(&overloaded), (-32000, "overloaded".to_string()));
+    c.send(json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 7}}));
+    let cancelled = c.recv_id(&json!(7));
+    assert_eq!(error_of(&cancelled), (-32800, "request cancelled".to_string()));
+    // The permit came back with the cancellation.
+    assert_eq!(c.call("health", json!({}))["status"], "ok");
+    let done = writer.recv_id(&json!("big"));
+    assert_eq!(done["result"]["report"]["added"], 400);
+    daemon.signal("INT");
+    assert_eq!(daemon.wait(), 0);
+}
+
+#[test]
+fn fifty_clients_query_while_one_ingests() {
+    let dir = ingested_kb();
+    let daemon = Daemon::start(dir.path(), &[], &[]);
+    let mut writer = daemon.connect();
+    writer.send(json!({"jsonrpc": "2.0", "id": "load", "method": "ingest", "params": generated_docs(150, "Load")}));
+    let questions = ["Where was Marie Curie born?", "Where is the Sklodowska Medal awarded?", "What flows through Krakow?"];
+    let clients: Vec<_> = (0..50)
+        .map(|i| {
+            let mut c = daemon.connect();
+            std::thread::spawn(move || {
+                let mut answered = 0;
+                for round in 0..3 {
+                    let result = c.call("query", json!({"question": questions[(i + round) % questions.len()]}));
+                    answered += usize::from(result["answer"].is_string());
+                }
+                answered
+            })
+        })
+        .collect();
+    let answered: usize = clients.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(answered >= 100, "only {answered} of 150 queries answered");
+    let done = writer.recv_id(&json!("load"));
+    assert_eq!(done["result"]["report"]["added"], 150);
+    assert_eq!(writer.call("stats", json!({}))["documents"], 153);
+}
+
+#[test]
+fn approvals_survive_sigterm_and_change_the_next_query() {
+    let dir = ingested_kb();
+    let daemon = Daemon::start(dir.path(), &[], &[]);
+    let mut c = daemon.connect();
+    let question = json!({"question": "Who is the Sklodowska Medal named after?"});
+    let score_of_curie_chunk = |response: &Value| {
+        response["evidence"].as_array().unwrap().iter().find(|e| e["doc_id"].as_str().unwrap().ends_with("curie.txt")).map_or(0.0, |e| e["score"].as_f64().unwrap())
+    };
+    let before = c.call("query", question.clone());
+    let proposed = c.call("query", json!({"question": "Where was Marie Curie born?"}))["proposals"].clone();
+    let proposals = c.call("proposals.list", json!({"status": "pending"}));
+    let born = proposals.as_array().unwrap().iter().find(|p| p["triple"]["relation"] == "was born in").unwrap().clone();
+    assert_eq!(born["sentence"], "Marie Curie was born in Warsaw.");
+    assert_eq!(born["span"], json!([0, 31]));
+    assert!(proposed.as_array().unwrap().contains(&born["id"]));
+    // The reviewer corrects the triple: the medal is named after Curie, read from her chunk.
+    let edited = c.call("proposals.edit", json!({"id": born["id"], "who": "ann", "subject": "Sklodowska Medal", "relation": "named after", "object": "Marie Curie"}));
+    let edge = edited["edge"].clone();
+    let reject = proposals.as_array().unwrap().iter().find(|p| p["id"] != born["id"]).unwrap().clone();
+    c.call("proposals.reject", json!({"id": reject["id"], "who": "bob"}));
+
+    // The next query sees the new edge at once: one more local edge, Curie's chunk ranks higher.
+    let after = c.call("query", question.clone());
+    let local_edges = |r: &Value| r["retrieval"]["stages"][0]["edges"].as_u64().unwrap();
+    assert_eq!(local_edges(&after), local_edges(&before) + 1);
+    assert!(score_of_curie_chunk(&after) > score_of_curie_chunk(&before), "{before}\n{after}");
+    let medal = c.call("graph.node", json!({"name": "Sklodowska Medal"}));
+    assert!(medal["neighbours"].as_array().unwrap().iter().any(|n| n["relation"] == "named after" && n["name"] == "Marie Curie" && n["origin"] == "curated"));
+    // Neither the rejected nor the decided triples are proposed again.
+    assert_eq!(c.call("query", json!({"question": "Where was Marie Curie born?"}))["proposals"], json!([]));
+    assert_eq!(c.call("query", json!({"question": "Where is the Sklodowska Medal awarded?"}))["proposals"], json!([]));
+    let counts = |s: Value| ["documents", "chunks", "nodes", "edges", "relation_labels"].map(|k| s[k].clone());
+    let stats = counts(c.call("stats", json!({})));
+
+    daemon.signal("TERM");
+    assert_eq!(daemon.wait(), 0);
+
+    let daemon = Daemon::start(dir.path(), &[], &[]);
+    let mut c = daemon.connect();
+    assert_eq!(counts(c.call("stats", json!({}))), stats);
+    let medal = c.call("graph.node", json!({"name": "Sklodowska Medal"}));
+    assert!(medal["neighbours"].as_array().unwrap().iter().any(|n| n["edge"] == edge));
+    let decided: Vec<Value> = c.call("proposals.list", json!({})).as_array().unwrap().iter().filter(|p| p["status"] != "pending").cloned().collect();
+    assert_eq!(decided.len(), 2);
+    c.call("shutdown", json!({}));
+    assert_eq!(daemon.wait(), 0);
+
+    // The audit log, read with the library once the daemon has let go of the store.
+    let mut settings = a2rag::config::Settings::load(None).unwrap();
+    settings.data_dir = dir.path().join("data");
+    let engine = a2rag::engine::Engine::open(settings, None).unwrap();
+    let audit = a2rag::curate::audit_log(&engine.kb.blocking_read()).unwrap();
+    assert_eq!(audit.len(), 2);
+    assert_eq!((audit[0].who.as_str(), audit[0].action), ("ann", a2rag::curate::Action::Edit));
+    assert_eq!(audit[0].triple.relation, "named after");
+    assert_eq!(audit[0].edge, edge.as_u64());
+    assert!(audit[0].doc_id.ends_with("curie.txt"));
+    assert_eq!((audit[1].who.as_str(), audit[1].action), ("bob", a2rag::curate::Action::Reject));
+    assert!(audit[0].seq < audit[1].seq);
+}
+
+#[test]
+fn tcp_auth_and_stdio_at_once() {
+    let dir = ingested_kb();
+    let env = [("A2RAG__SERVER__BEARER_TOKEN", "s3cret")];
+    let mut daemon = Daemon::start(dir.path(), &env, &["--listen", "tcp:127.0.0.1:0", "--stdio"]);
+    let address = daemon.tcp_address();
+
+    let mut refused = Client::tcp(&address);
+    let (code, _) = refused.error_code("health", json!({}));
+    assert_eq!(code, -32001);
+    assert!(refused.recv().is_none(), "connection should close after a failed auth");
+
+    let mut c = Client::tcp(&address);
+    assert_eq!(c.call("auth", json!({"token": "s3cret"})), json!({"authenticated": true}));
+    assert_eq!(c.call("health", json!({}))["status"], "ok");
+
+    // The unix socket needs no token (its mode is the access control); stdio works alongside.
+    assert_eq!(daemon.connect().call("health", json!({}))["status"], "ok");
+    let mut stdin = daemon.child.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":"io","method":"stats"}}"#).unwrap();
+    let mut stdout = BufReader::new(daemon.child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let reply: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["result"]["documents"], 3);
+    c.call("shutdown", json!({}));
+    assert_eq!(daemon.wait(), 0);
+}
+
+#[test]
+fn non_loopback_tcp_without_a_token_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["serve", "--listen", "tcp:0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("bearer_token"));
+}
