@@ -8,7 +8,9 @@
 //!
 //! Model files come from a directory (`config.json`, `tokenizer.json`, `model.safetensors`,
 //! optionally `sentence_bert_config.json`); `scripts/fetch-minilm.sh` puts all-MiniLM-L6-v2 in
-//! [`DEFAULT_MODEL_DIR`] without needing the Hugging Face hub.
+//! [`DEFAULT_MODEL_DIR`] without needing the Hugging Face hub. Downloading by model name from
+//! the hub (the `hf-hub` crate) is deliberately not built in: its blocking client would add a
+//! second TLS/HTTP stack to the build, and the offline directory path works everywhere.
 
 use std::path::{Path, PathBuf};
 
