@@ -7,6 +7,7 @@ pub mod align;
 pub mod bm25;
 pub mod graph;
 pub mod model;
+pub mod reindex;
 pub mod store;
 pub mod vector;
 mod write;

@@ -1,0 +1,198 @@
+//! Re-embedding a knowledge base with another embedder (`a2rag reindex`).
+//!
+//! [`Kb::open`](super::Kb::open) refuses a KB whose recorded embedder differs from the
+//! configured one, because vectors from two embedding spaces are not comparable. Reindexing
+//! rewrites every stored vector from the stored text, exactly as ingest computed it:
+//! chunks as "title\ntext", document summaries, and node names (a node's vector is its first
+//! mention, which is its name).
+//!
+//! Crash safety: vectors are written in batches and the new embedder id only after all of
+//! them are on disk. An interrupted reindex therefore still carries the old id, so opening
+//! with the new embedder keeps failing with the "run `a2rag reindex`" message, and running
+//! reindex again simply redoes the whole rewrite (it is idempotent).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::model::{Chunk, DocKey, Document, Node};
+use super::store::{Family, KbBatch, Store};
+use crate::config::Settings;
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+
+/// Records embedded and committed per sled batch: bounds memory and the work an interruption
+/// loses, while keeping the embedder's own batches full.
+const RECORDS_PER_COMMIT: usize = 256;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReindexReport {
+    /// The embedder the KB was recorded with before (None for a KB that had none yet).
+    pub previous_embedder: Option<String>,
+    pub embedder: String,
+    pub chunks: usize,
+    pub summaries: usize,
+    pub nodes: usize,
+    /// Vectors whose owning record no longer exists; dropped so that a stale vector in the
+    /// old dimension cannot break the next open.
+    pub orphans_removed: usize,
+    pub seconds: f64,
+}
+
+/// Re-embeds every chunk, document summary and node of the KB in `settings.data_dir` with
+/// `embedder` and records its id. Needs exclusive access (sled locks the directory, so a
+/// running server or a concurrent ingest makes this fail rather than interleave).
+pub fn reindex(settings: &Settings, embedder: Arc<dyn Embedder>) -> Result<ReindexReport> {
+    let started = Instant::now();
+    let store = Store::open(&settings.data_dir)?;
+    let previous_embedder = store.embedder_id()?;
+    let dim = embedder.dim();
+
+    let docs: HashMap<DocKey, Document> = store
+        .docs()
+        .map(|d| d.map(|d| (d.key, d)))
+        .collect::<Result<_>>()?;
+
+    let mut chunks = 0;
+    let mut pending: Vec<(u64, String)> = Vec::with_capacity(RECORDS_PER_COMMIT);
+    for chunk in store.chunks() {
+        let chunk: Chunk = chunk?;
+        let title = docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
+        pending.push((chunk.id as u64, format!("{title}\n{}", chunk.text)));
+        if pending.len() == RECORDS_PER_COMMIT {
+            chunks += write_vectors(&store, embedder.as_ref(), Family::ChunkVec, &mut pending, dim)?;
+        }
+    }
+    chunks += write_vectors(&store, embedder.as_ref(), Family::ChunkVec, &mut pending, dim)?;
+
+    let mut summaries = 0;
+    let mut keys: Vec<&DocKey> = docs.keys().collect();
+    keys.sort_unstable();
+    for key in keys {
+        let doc = &docs[key];
+        pending.push((doc.key as u64, doc.summary.clone()));
+        if pending.len() == RECORDS_PER_COMMIT {
+            summaries += write_vectors(&store, embedder.as_ref(), Family::SummaryVec, &mut pending, dim)?;
+        }
+    }
+    summaries += write_vectors(&store, embedder.as_ref(), Family::SummaryVec, &mut pending, dim)?;
+
+    let mut nodes = 0;
+    for node in store.nodes() {
+        let node: Node = node?;
+        pending.push((node.id as u64, node.name));
+        if pending.len() == RECORDS_PER_COMMIT {
+            nodes += write_vectors(&store, embedder.as_ref(), Family::NodeVec, &mut pending, dim)?;
+        }
+    }
+    nodes += write_vectors(&store, embedder.as_ref(), Family::NodeVec, &mut pending, dim)?;
+
+    let orphans_removed = remove_orphans(&store, &docs)?;
+
+    // Vectors must be durable before the id that vouches for them.
+    store.flush()?;
+    store.set_embedder_id(&embedder.id())?;
+    store.flush()?;
+
+    Ok(ReindexReport {
+        previous_embedder,
+        embedder: embedder.id(),
+        chunks,
+        summaries,
+        nodes,
+        orphans_removed,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Embeds and commits `pending` (drained), returning how many vectors were written.
+fn write_vectors(
+    store: &Store,
+    embedder: &dyn Embedder,
+    family: Family,
+    pending: &mut Vec<(u64, String)>,
+    dim: usize,
+) -> Result<usize> {
+    if pending.is_empty() {
+        return Ok(0);
+    }
+    let texts: Vec<&str> = pending.iter().map(|(_, t)| t.as_str()).collect();
+    let vectors = embedder.embed(&texts)?;
+    if vectors.len() != pending.len() {
+        return Err(Error::Embed(format!(
+            "embedder returned {} vectors for {} texts",
+            vectors.len(),
+            pending.len()
+        )));
+    }
+    let mut batch = KbBatch::default();
+    for ((id, _), v) in pending.iter().zip(&vectors) {
+        if v.len() != dim {
+            return Err(Error::Embed(format!(
+                "embedder `{}` declared dim {dim} but returned a vector of {}",
+                embedder.id(),
+                v.len()
+            )));
+        }
+        batch.put_vector(family, *id, v);
+    }
+    store.commit(batch)?;
+    let n = pending.len();
+    pending.clear();
+    Ok(n)
+}
+
+/// Drops vectors without an owning chunk, document or node. The KB's writers remove vectors
+/// together with their records, so this only finds leftovers of older builds or manual edits.
+fn remove_orphans(store: &Store, docs: &HashMap<DocKey, Document>) -> Result<usize> {
+    let mut batch = KbBatch::default();
+    let mut removed = 0;
+    for item in store.scan_vectors(Family::ChunkVec) {
+        let (id, _) = item?;
+        // Ids beyond u32 cannot be addressed through the record-removal API; none are ever
+        // written (chunk, node and doc ids are u32), so skipping them loses nothing real.
+        let Ok(chunk_id) = u32::try_from(id) else { continue };
+        if store.get::<Chunk>(Family::Chunk, id)?.is_none() {
+            // Removing a chunk that does not exist only deletes its vector key.
+            batch.remove_chunk(chunk_id);
+            removed += 1;
+        }
+    }
+    for item in store.scan_vectors(Family::NodeVec) {
+        let (id, _) = item?;
+        let Ok(node_id) = u32::try_from(id) else { continue };
+        if store.get::<Node>(Family::Node, id)?.is_none() {
+            batch.remove_node(node_id);
+            removed += 1;
+        }
+    }
+    for item in store.scan_vectors(Family::SummaryVec) {
+        let (id, _) = item?;
+        let Ok(key) = DocKey::try_from(id) else { continue };
+        if !docs.contains_key(&key) {
+            // `remove_doc` also deletes the doc-id mapping of the record it is given; a
+            // placeholder id that maps to no document makes that a no-op.
+            let placeholder = format!("\u{0}orphan-summary-{id}");
+            if store.doc_key_for(&placeholder)?.is_some() {
+                continue;
+            }
+            batch.remove_doc(&Document {
+                key,
+                id: placeholder,
+                title: String::new(),
+                source: String::new(),
+                content_hash: String::new(),
+                summary: String::new(),
+                chunks: Vec::new(),
+                edges: Vec::new(),
+            });
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        store.commit(batch)?;
+    }
+    Ok(removed)
+}

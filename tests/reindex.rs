@@ -1,0 +1,195 @@
+//! `kb::reindex` on a real sled KB: a KB embedded with one embedder is refused by another until
+//! it is reindexed, and afterwards holds exactly the vectors a fresh ingest would have written.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use a2rag::config::Settings;
+use a2rag::embed::{Embedder, HashEmbedder};
+use a2rag::ingest::Pipeline;
+use a2rag::ingest::source::SourceDoc;
+use a2rag::kb::reindex::{ReindexReport, reindex};
+use a2rag::kb::{Kb, SearchMode};
+use a2rag::Error;
+
+const DOCS: &[(&str, &str, &str)] = &[
+    (
+        "eiffel",
+        "Eiffel Tower",
+        "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It was designed by \
+         Gustave Eiffel's company and completed in 1889 for the World's Fair.",
+    ),
+    (
+        "photosynthesis",
+        "Photosynthesis",
+        "Photosynthesis is the process by which green plants use sunlight to turn carbon \
+         dioxide and water into glucose and oxygen. Chlorophyll absorbs the light.",
+    ),
+    (
+        "danube",
+        "Danube",
+        "The Danube is the second-longest river in Europe. It flows through Vienna, Budapest \
+         and Belgrade before reaching the Black Sea in Romania.",
+    ),
+];
+
+fn settings(dir: &Path, dim: usize) -> Settings {
+    let mut s = Settings::defaults();
+    s.data_dir = dir.to_path_buf();
+    s.embed.provider = "hash".into();
+    s.embed.dim = dim;
+    // Small chunks so that documents span several chunks and the batching is exercised.
+    s.ingest.chunk_tokens = 12;
+    s.ingest.chunk_overlap = 2;
+    // Alias merging consults embeddings, so two embedders could merge different mentions and
+    // the fresh-ingest comparison below would compare different graphs. Reindex keeps the
+    // graph as it is; only vectors change.
+    s.alias.enabled = false;
+    s
+}
+
+/// sled releases its directory lock from a background thread shortly after the last handle
+/// drops, so reopening at once can briefly see the lock still held; retry only that case.
+fn retry<T>(what: impl Fn() -> a2rag::Result<T>) -> a2rag::Result<T> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match what() {
+            Err(e) if e.to_string().contains("could not acquire lock") && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn reindex_retry(settings: &Settings, embedder: &Arc<dyn Embedder>) -> a2rag::Result<ReindexReport> {
+    retry(|| reindex(settings, embedder.clone()))
+}
+
+fn open(settings: &Settings, embedder: &Arc<dyn Embedder>) -> a2rag::Result<Kb> {
+    retry(|| Kb::open(Arc::new(settings.clone()), embedder.clone()))
+}
+
+fn ingest(settings: &Settings, embedder: Arc<dyn Embedder>) {
+    let mut kb = open(settings, &embedder).unwrap();
+    let pipeline = Pipeline::from_settings(settings, embedder, None).unwrap();
+    for (id, title, text) in DOCS {
+        let doc = SourceDoc {
+            id: id.to_string(),
+            title: title.to_string(),
+            text: text.to_string(),
+            source: format!("{id}.txt"),
+        };
+        kb.commit_document(pipeline.prepare(doc).unwrap()).unwrap();
+    }
+    kb.flush().unwrap();
+}
+
+/// Every stored vector keyed by what it belongs to, so two KBs with different ids compare.
+fn vectors_by_content(kb: &Kb) -> HashMap<String, Vec<f32>> {
+    let mut out = HashMap::new();
+    for id in kb.chunk_ids() {
+        let chunk = kb.chunk(id).unwrap();
+        let doc = kb.doc(chunk.doc).unwrap();
+        out.insert(format!("chunk {} {}", doc.id, chunk.ordinal), kb.chunk_index().get(id as u64).unwrap());
+    }
+    for doc in kb.docs() {
+        out.insert(format!("summary {}", doc.id), kb.summary_index().get(doc.key as u64).unwrap());
+    }
+    for node in kb.nodes() {
+        out.insert(format!("node {}", node.name), kb.node_index().get(node.id as u64).unwrap());
+    }
+    out
+}
+
+#[test]
+fn reindex_switches_embedder_and_matches_fresh_ingest() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = settings(dir.path(), 512);
+    ingest(&old, Arc::new(HashEmbedder::new(512)));
+
+    let new = settings(dir.path(), 256);
+    let new_embedder: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(256));
+    let refused = open(&new, &new_embedder).err();
+    assert!(
+        matches!(&refused, Some(Error::EmbedderMismatch { stored, configured }) if stored == "hash-512" && configured == "hash-256"),
+        "{refused:?}"
+    );
+
+    let report = reindex_retry(&new, &new_embedder).unwrap();
+    assert_eq!(report.previous_embedder.as_deref(), Some("hash-512"));
+    assert_eq!(report.embedder, "hash-256");
+    assert_eq!(report.summaries, DOCS.len());
+    assert_eq!(report.orphans_removed, 0);
+
+    let kb = open(&new, &new_embedder).unwrap();
+    let stats = kb.stats();
+    assert_eq!(stats.embedder, "hash-256");
+    assert_eq!(report.chunks, stats.chunks);
+    assert!(stats.chunks > DOCS.len(), "documents should span several chunks");
+    assert_eq!(report.nodes, stats.nodes);
+    assert_eq!(stats.chunk_vectors, stats.chunks);
+    assert_eq!(stats.summary_vectors, DOCS.len());
+    assert_eq!(stats.entity_vectors, stats.nodes);
+
+    let hits = kb.search("river flowing through Vienna and Budapest", SearchMode::Vector, 3).unwrap();
+    let top = kb.chunk(hits[0].0).unwrap();
+    assert_eq!(kb.doc(top.doc).unwrap().id, "danube");
+    let hits = kb.search("green plants sunlight chlorophyll", SearchMode::Hybrid, 3).unwrap();
+    assert_eq!(kb.doc(kb.chunk(hits[0].0).unwrap().doc).unwrap().id, "photosynthesis");
+
+    // The reindexed vectors are exactly those a fresh ingest with the new embedder writes.
+    let reindexed = vectors_by_content(&kb);
+    drop(kb);
+    let fresh_dir = tempfile::tempdir().unwrap();
+    let fresh_settings = settings(fresh_dir.path(), 256);
+    ingest(&fresh_settings, new_embedder.clone());
+    let fresh = open(&fresh_settings, &new_embedder).unwrap();
+    let fresh = vectors_by_content(&fresh);
+    assert_same_vectors(&reindexed, &fresh);
+}
+
+/// Equal up to float rounding: the hash embedder sums features in HashMap order, which varies
+/// between runs, so the last bits of a vector may differ.
+fn assert_same_vectors(a: &HashMap<String, Vec<f32>>, b: &HashMap<String, Vec<f32>>) {
+    assert_eq!(a.len(), b.len());
+    for (key, vb) in b {
+        let va = a.get(key).unwrap_or_else(|| panic!("{key} missing"));
+        assert_eq!(va.len(), vb.len(), "{key}");
+        let diff = va.iter().zip(vb).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+        assert!(diff < 1e-6, "{key} differs by {diff}");
+    }
+}
+
+#[test]
+fn reindex_is_idempotent_and_can_go_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let s512 = settings(dir.path(), 512);
+    let e512: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(512));
+    ingest(&s512, e512.clone());
+    let before = vectors_by_content(&open(&s512, &e512).unwrap());
+
+    let s256 = settings(dir.path(), 256);
+    let e256: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(256));
+    reindex_retry(&s256, &e256).unwrap();
+    let again = reindex_retry(&s256, &e256).unwrap();
+    assert_eq!(again.previous_embedder.as_deref(), Some("hash-256"));
+    open(&s256, &e256).unwrap();
+
+    reindex_retry(&s512, &e512).unwrap();
+    let after = vectors_by_content(&open(&s512, &e512).unwrap());
+    assert_same_vectors(&before, &after);
+}
+
+#[test]
+fn reindex_of_an_empty_directory_records_the_embedder() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(dir.path(), 128);
+    let e: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(128));
+    let report = reindex_retry(&s, &e).unwrap();
+    assert_eq!(report.previous_embedder, None);
+    assert_eq!((report.chunks, report.summaries, report.nodes), (0, 0, 0));
+    open(&s, &e).unwrap();
+}
