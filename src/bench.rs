@@ -135,3 +135,45 @@ pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, 
         dataset.name, dataset.questions.len(), a50 / h50.max(1e-9)
     ))
 }
+
+/// Sentences/s of the configured embedder against the hash embedder on the same sentences.
+pub fn embed(settings: &Settings, corpus: &Path, batch: usize) -> Result<String> {
+    let docs = source::read_file(corpus).docs;
+    let sentences: Vec<String> = docs
+        .iter()
+        .flat_map(|d| crate::text::sentence_spans(&d.text).into_iter().map(|r| d.text[r].to_string()).collect::<Vec<_>>())
+        .collect();
+    let refs: Vec<&str> = sentences.iter().map(String::as_str).collect();
+    let configured = crate::embed::from_settings(&settings.embed)?;
+    let hash = crate::embed::HashEmbedder::new(settings.embed.dim);
+    let rate = crate::embed::embedding_throughput(configured.as_ref(), &refs, batch)?;
+    let baseline = crate::embed::embedding_throughput(&hash, &refs, batch)?;
+    Ok(format!(
+        "embed {} sentences, batch {batch}: {} {rate:.1} sentences/s; baseline {} {baseline:.0} sentences/s ({:.1}x)",
+        refs.len(), configured.id(), crate::embed::Embedder::id(&hash), baseline / rate.max(1e-9)
+    ))
+}
+
+/// Serves the engine on a unix socket in this process and measures sustained queries/s and
+/// latency at each client count; the single-client row is the baseline for the others.
+pub async fn rpc(engine: Arc<crate::engine::Engine>, dataset_dir: &Path, clients: &[usize], queries: usize, scratch: &Path) -> Result<String> {
+    let dataset = Dataset::load(dataset_dir)?;
+    let questions: Vec<String> = dataset.questions.iter().map(|q| q.question.clone()).collect();
+    std::fs::create_dir_all(scratch).map_err(|e| crate::Error::io(scratch, e))?;
+    let socket = scratch.join("bench.sock");
+    let address = crate::rpc::Listen::Unix(socket);
+    let options = crate::rpc::ServeOptions { stdio: false, listen: vec![address.clone()], ..Default::default() };
+    let daemon = crate::rpc::Daemon::bind(engine, options).await?;
+    let server = tokio::spawn(daemon.run());
+    let bench = crate::rpc::bench::BenchOptions { address, token: None, clients: clients.to_vec(), queries, policy: None };
+    let rows = crate::rpc::bench::bench_rpc(&bench, &questions).await;
+    server.abort();
+    let rows = rows?;
+    let mut out = Vec::new();
+    crate::rpc::bench::print_table(&rows, &mut out).map_err(|e| crate::Error::io("stdout", e))?;
+    let mut text = String::from_utf8_lossy(&out).into_owned();
+    if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
+        text.push_str(&format!("{} clients sustain {:.1}x the queries/s of {}", last.clients, last.queries_per_second / first.queries_per_second.max(1e-9), first.clients));
+    }
+    Ok(text)
+}

@@ -81,6 +81,9 @@ enum Command {
         #[arg(long)]
         who: Option<String>,
     },
+    /// Re-embed every chunk, summary and entity with the configured embedder (after
+    /// changing `embed.provider` or `embed.dim`).
+    Reindex,
     /// Evaluate a2rag and the baselines on a dataset directory (corpus.json + questions.json).
     Eval {
         #[arg(long)]
@@ -122,6 +125,23 @@ enum BenchCommand {
         #[arg(long, default_value_t = 1_000_000)]
         edges: usize,
         #[arg(long, default_value_t = 100)]
+        queries: usize,
+    },
+    /// Embedding throughput (sentences/s) of the configured embedder vs the hash embedder.
+    Embed {
+        #[arg(long, default_value = "../shared/datasets/hotpotqa/corpus.json")]
+        corpus: PathBuf,
+        #[arg(long, default_value_t = 32)]
+        batch: usize,
+    },
+    /// JSON-RPC queries/s and latency over a unix socket against the KB in --data-dir
+    /// (ingest first), served in-process with the configured roles.
+    Rpc {
+        #[arg(long, default_value = "../shared/datasets/musique")]
+        dataset: PathBuf,
+        #[arg(long, value_delimiter = ',', default_value = "1,16")]
+        clients: Vec<usize>,
+        #[arg(long, default_value_t = 500)]
         queries: usize,
     },
     /// Retrieval latency (all stages, no LLM) over a dataset's questions.
@@ -262,6 +282,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Reindex => {
+            let embedder = a2rag::embed::from_settings(&settings.embed)?;
+            let r = a2rag::kb::reindex::reindex(&settings, embedder)?;
+            println!(
+                "re-embedded {} chunks, {} summaries, {} entities with {} (was {}) in {:.1} s",
+                r.chunks, r.summaries, r.nodes, r.embedder, r.previous_embedder.as_deref().unwrap_or("none"), r.seconds
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Eval { dataset, triples, drop_nodes, limit, seed, out, iterative_steps } => {
             let options = a2rag::eval::EvalOptions {
                 dataset: dataset.clone(),
@@ -285,6 +314,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     a2rag::bench::ppr(*nodes, *edges, *queries, &settings.retrieve)
                 }
                 BenchCommand::Retrieve { dataset, triples } => a2rag::bench::retrieve(settings, dataset, triples.as_deref(), &scratch)?,
+                BenchCommand::Embed { corpus, batch } => a2rag::bench::embed(&settings, corpus, *batch)?,
+                BenchCommand::Rpc { dataset, clients, queries } => {
+                    let engine = std::sync::Arc::new(open(settings)?);
+                    runtime.block_on(a2rag::bench::rpc(engine, dataset, clients, *queries, &scratch))?
+                }
             };
             let _ = std::fs::remove_dir_all(&scratch);
             println!("{text}");
