@@ -21,7 +21,7 @@ if [ -x scripts/local-llm.sh ] && [ -z "${A2RAG_TEST_LLM_URL:-}" ]; then
   [ -n "$started_llm" ] || echo "WARNING: local LLM unavailable; the real-LLM tests will skip"
 fi
 
-cargo test --all-targets
+cargo test --all-targets --no-fail-fast
 status=$?
 [ -n "$started_llm" ] && scripts/local-llm.sh stop
 exit $status
