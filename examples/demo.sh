@@ -3,16 +3,17 @@
 # no API key. Builds, ingests examples/corpus into a fresh data dir, asks three questions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet
-bin=target/release/a2rag
+# The dev profile builds dependencies optimised (Cargo.toml) and shares the test build.
+cargo build --quiet
+bin() { cargo run --quiet -- "$@"; }
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT
-$bin --data-dir "$data" ingest examples/corpus
-$bin --data-dir "$data" stats
+bin --data-dir "$data" ingest examples/corpus
+bin --data-dir "$data" stats
 for q in "Who founded the company that built the Aurora Observatory?" \
          "When was Ingrid Halden born?" \
          "Which astronomer, who directed the Northern Lights Array, discovered a comet with the Aurora Telescope?" \
          "What is the boiling point of liquid nitrogen?"; do
   echo; echo "=== $q"
-  $bin --data-dir "$data" ask "$q"
+  bin --data-dir "$data" ask "$q"
 done
