@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 use crate::config::Settings;
 use crate::error::Result;
 use crate::eval::dataset::Dataset;
+use crate::eval::metrics::percentile;
 use crate::ingest::{self, Pipeline, source};
 use crate::kb::Kb;
 use crate::kb::graph::Csr;
@@ -27,12 +28,6 @@ pub fn scratch_kb(mut settings: Settings, dir: &Path) -> Result<(Kb, Pipeline)> 
     let kb = Kb::open(settings.clone(), embedder.clone())?;
     let pipeline = Pipeline::from_settings(&settings, embedder, None)?;
     Ok((kb, pipeline))
-}
-
-fn percentile_ms(mut xs: Vec<f64>, q: f64) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let rank = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len().max(1));
-    xs.get(rank - 1).copied().unwrap_or(0.0)
 }
 
 /// Ingest throughput in passages/s on a corpus, against the parse-and-chunk-only baseline
@@ -95,8 +90,8 @@ pub fn ppr(nodes: usize, edges: usize, queries: usize, settings: &crate::config:
         };
         agree += top(&exact).iter().filter(|i| top(&approx).contains(i)).count();
     }
-    let (p50, p95) = (percentile_ms(power.clone(), 0.5), percentile_ms(power, 0.95));
-    let (q50, q95) = (percentile_ms(push.clone(), 0.5), percentile_ms(push, 0.95));
+    let (p50, p95) = (percentile(&power, 0.5), percentile(&power, 0.95));
+    let (q50, q95) = (percentile(&push, 0.5), percentile(&push, 0.95));
     format!(
         "ppr: {nodes} nodes, {edges} edges, {queries} queries of 3 seeds, restart {restart_prob}\n  \
          power iteration (tol {tolerance:e}): p50 {p50:.2} ms  p95 {p95:.2} ms   (target p50 <= 30 ms)\n  \
@@ -127,8 +122,8 @@ pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, 
     time(Strategy::Adaptive)?;
     let a2rag = time(Strategy::Adaptive)?;
     let hybrid = time(Strategy::Text(crate::kb::SearchMode::Hybrid))?;
-    let (a50, a95) = (percentile_ms(a2rag.clone(), 0.5), percentile_ms(a2rag, 0.95));
-    let (h50, h95) = (percentile_ms(hybrid.clone(), 0.5), percentile_ms(hybrid, 0.95));
+    let (a50, a95) = (percentile(&a2rag, 0.5), percentile(&a2rag, 0.95));
+    let (h50, h95) = (percentile(&hybrid, 0.5), percentile(&hybrid, 0.95));
     Ok(format!(
         "retrieve {} ({} questions): a2rag p50 {a50:.2} ms p95 {a95:.2} ms (target p50 <= 10 ms)\n  \
          baseline hybrid text retrieval: p50 {h50:.2} ms p95 {h95:.2} ms; a2rag/hybrid at p50 = {:.1}x",

@@ -71,5 +71,10 @@ mod tests {
         assert!((f1("new york city", "new york") - 0.8).abs() < 1e-9);
         assert_eq!(percentile(&[5.0, 1.0, 3.0, 2.0, 4.0], 0.5), 3.0);
         assert_eq!(percentile(&[1.0, 2.0], 0.95), 2.0);
+        let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&hundred, 0.5), 50.0);
+        assert_eq!(percentile(&hundred, 0.95), 95.0);
+        assert_eq!(percentile(&hundred, 1.0), 100.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
     }
 }

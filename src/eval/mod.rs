@@ -2,7 +2,7 @@
 //! same corpus, embedder and KB, and writes a JSON report, a Markdown table and an SVG chart.
 
 pub mod dataset;
-mod metrics;
+pub mod metrics;
 mod report;
 
 use std::collections::{BTreeMap, HashSet};

@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufRea
 
 use super::Listen;
 use crate::error::{Error, Result};
+use crate::eval::metrics::percentile;
 
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
@@ -137,8 +138,8 @@ pub async fn bench_rpc(options: &BenchOptions, questions: &[String]) -> Result<V
             accepted += a;
         }
         let seconds = started.elapsed().as_secs_f64();
-        latencies.sort();
-        let ms = |q: f64| percentile(&latencies, q).as_secs_f64() * 1000.0;
+        let latencies_ms: Vec<f64> = latencies.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+        let ms = |q: f64| percentile(&latencies_ms, q);
         rows.push(BenchRow {
             clients,
             queries: latencies.len(),
@@ -154,15 +155,6 @@ pub async fn bench_rpc(options: &BenchOptions, questions: &[String]) -> Result<V
     Ok(rows)
 }
 
-/// Nearest-rank percentile of sorted samples.
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
 pub fn print_table(rows: &[BenchRow], mut out: impl Write) -> std::io::Result<()> {
     writeln!(out, "{:>7} {:>8} {:>7} {:>9} {:>9} {:>10} {:>10} {:>10}", "clients", "queries", "errors", "accepted", "q/s", "p50 ms", "p95 ms", "max ms")?;
     for r in rows {
@@ -173,18 +165,4 @@ pub fn print_table(rows: &[BenchRow], mut out: impl Write) -> std::io::Result<()
         )?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let samples: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
-        assert_eq!(percentile(&samples, 0.5), Duration::from_millis(50));
-        assert_eq!(percentile(&samples, 0.95), Duration::from_millis(95));
-        assert_eq!(percentile(&samples, 1.0), Duration::from_millis(100));
-        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
-    }
 }
