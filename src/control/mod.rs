@@ -166,6 +166,10 @@ impl Controller {
         }
     }
 
+    fn gate<'a>(&self, ledger: &'a mut Ledger) -> CallGate<'a> {
+        CallGate { ledger, max_completion_tokens: self.max_completion_tokens, temperature: self.temperature }
+    }
+
     /// Runs the whole loop for one question under `settings` (the policy in force).
     pub async fn run(&self, kb: &Kb, settings: &Settings, request: &QueryRequest) -> QueryResponse {
         let budget = request.budget.unwrap_or_default().apply(settings.budget);
@@ -234,7 +238,7 @@ impl Controller {
             State::Answer => {
                 let evidence = run.retrieval.clone().unwrap_or_else(empty_retrieval);
                 let started = Instant::now();
-                let mut gate = CallGate { ledger: &mut run.ledger, max_completion_tokens: self.max_completion_tokens, temperature: self.temperature };
+                let mut gate = self.gate(&mut run.ledger);
                 match self.reader.read(&request.question, &evidence, &mut gate).await {
                     Ok(answer) => {
                         if answer.answer.is_empty() {
@@ -249,11 +253,11 @@ impl Controller {
             }
             State::Verify => {
                 let evidence = run.retrieval.clone().unwrap_or_else(empty_retrieval);
-                let answer = run.answer.clone().unwrap_or(ReaderAnswer { answer: String::new(), used: Vec::new() });
+                let answer = run.answer.clone().unwrap_or_default();
                 let mut verdicts = Vec::new();
                 let mut failure = None;
                 for validator in &self.validators {
-                    let mut gate = CallGate { ledger: &mut run.ledger, max_completion_tokens: self.max_completion_tokens, temperature: self.temperature };
+                    let mut gate = self.gate(&mut run.ledger);
                     match validator.validate(&request.question, &answer, &evidence, &mut gate).await {
                         Ok(v) => {
                             let pass = v.pass;
@@ -277,8 +281,8 @@ impl Controller {
                 }
             }
             State::Rewrite { failure } => {
-                let answer = run.answer.clone().unwrap_or(ReaderAnswer { answer: String::new(), used: Vec::new() });
-                let mut gate = CallGate { ledger: &mut run.ledger, max_completion_tokens: self.max_completion_tokens, temperature: self.temperature };
+                let answer = run.answer.clone().unwrap_or_default();
+                let mut gate = self.gate(&mut run.ledger);
                 let rewritten = match self.rewriter.rewrite(&request.question, *failure, &answer, &run.queries, &mut gate).await {
                     Ok(q) => q,
                     Err(e) => return role_failure(e),

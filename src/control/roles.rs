@@ -66,7 +66,7 @@ impl CallGate<'_> {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReaderAnswer {
     pub answer: String,
     /// Chunks the answer was read from.
@@ -173,7 +173,7 @@ fn extract_answer(question: &str, evidence: &Retrieval) -> ReaderAnswer {
             return ReaderAnswer { answer, used: vec![*chunk] };
         }
     }
-    ReaderAnswer { answer: String::new(), used: Vec::new() }
+    ReaderAnswer::default()
 }
 
 /// Embedded validators: lexical evidence checks, no model.

@@ -51,6 +51,8 @@ pub enum IngestOutcome {
 struct Changes {
     doc_removed: Option<Document>,
     doc_added: Option<(Document, Vec<f32>)>,
+    /// A document whose record changed but whose chunks and summary did not.
+    doc_updated: Option<Document>,
     chunks_removed: Vec<ChunkId>,
     chunks_added: Vec<(Chunk, Vec<f32>)>,
     /// Final state of every touched node; `None` = deleted.
@@ -314,11 +316,7 @@ impl Kb {
         doc.edges.push(edge.id);
         staging.batch.put_doc(&doc);
         let mut changes = staging.finish()?;
-        let summary = self
-            .summary_index
-            .get(doc.key as u64)
-            .unwrap_or_else(|| vec![0.0; self.embedder.dim()]);
-        changes.doc_added = Some((doc, summary));
+        changes.doc_updated = Some(doc);
         self.apply(changes)?;
         Ok(edge.id)
     }
@@ -341,6 +339,9 @@ impl Kb {
         if let Some((doc, summary)) = changes.doc_added {
             self.summary_index.upsert(doc.key as u64, &summary)?;
             self.doc_ids.insert(doc.id.clone(), doc.key);
+            self.docs.insert(doc.key, doc);
+        }
+        if let Some(doc) = changes.doc_updated {
             self.docs.insert(doc.key, doc);
         }
         for (chunk, vector) in changes.chunks_added {
