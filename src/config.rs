@@ -84,6 +84,18 @@ pub struct IndexSettings {
     pub connectivity: usize,
     pub expansion_add: usize,
     pub expansion_search: usize,
+    /// Threads that link staged vectors into the HNSW graphs; 0 = one per core.
+    pub build_threads: usize,
+    /// How the HNSW graphs store vectors (candidate generation only; scores are exact).
+    pub quantization: Quantization,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Quantization {
+    F32,
+    F16,
+    I8,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -104,6 +116,7 @@ pub struct RetrieveSettings {
     pub bridge_max_paths: usize,
     pub restart_prob: f64,
     pub ppr_method: PprMethod,
+    pub ppr_auto_max_edges: usize,
     pub ppr_tolerance: f64,
     pub ppr_push_epsilon: f64,
     pub ppr_max_iterations: usize,
@@ -118,6 +131,8 @@ pub struct RetrieveSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PprMethod {
+    /// Power iteration up to `ppr_auto_max_edges` graph edges, forward push above.
+    Auto,
     /// Power iteration over the whole graph to `ppr_tolerance`.
     Power,
     /// Forward push with residual threshold `ppr_push_epsilon`: cost independent of graph size.

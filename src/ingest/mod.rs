@@ -217,6 +217,11 @@ pub fn ingest_paths(kb: &mut Kb, pipeline: &Pipeline, paths: &[PathBuf], progres
 }
 
 /// Ingests documents already in memory (inline documents of the daemon, tests).
+///
+/// Preparation (chunking, extraction, summaries, embeddings) needs only the pipeline, so it
+/// runs ahead on one worker thread per core while this thread commits the prepared
+/// documents strictly in input order: node ids, alias merges and the graph come out the
+/// same as in a sequential run.
 pub fn ingest_docs(
     kb: &mut Kb,
     pipeline: &Pipeline,
@@ -225,24 +230,64 @@ pub fn ingest_docs(
     report: &mut IngestReport,
 ) -> Result<()> {
     progress.start(docs.len());
-    for doc in docs {
-        let id = doc.id.clone();
-        // Skip the preparation work for unchanged documents.
-        let unchanged = kb
-            .doc_by_id(&doc.id)
-            .is_some_and(|d| d.content_hash == content_hash(&doc.title, &doc.text));
-        if unchanged {
-            report.record(IngestOutcome::Unchanged);
-        } else {
-            match pipeline.prepare(doc).and_then(|p| kb.commit_document(p)) {
+    // Skip the preparation work for unchanged documents.
+    let work: Vec<Option<SourceDoc>> = docs
+        .into_iter()
+        .map(|doc| {
+            let unchanged = kb
+                .doc_by_id(&doc.id)
+                .is_some_and(|d| d.content_hash == content_hash(&doc.title, &doc.text));
+            if unchanged {
+                report.record(IngestOutcome::Unchanged);
+                progress.advance(&doc.id);
+                None
+            } else {
+                Some(doc)
+            }
+        })
+        .collect();
+    let work: Vec<SourceDoc> = work.into_iter().flatten().collect();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(work.len()).max(1);
+    std::thread::scope(|scope| -> Result<()> {
+        // Worker w prepares documents w, w + workers, ...; reading the channels round-robin
+        // restores input order. Bounded channels keep memory flat on huge inputs.
+        let mut queues = Vec::with_capacity(workers);
+        let mut shares: Vec<Vec<SourceDoc>> = (0..workers).map(|_| Vec::new()).collect();
+        let total = work.len();
+        for (i, doc) in work.into_iter().enumerate() {
+            shares[i % workers].push(doc);
+        }
+        for share in shares {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(String, Result<PreparedDoc>)>(PREPARED_AHEAD);
+            scope.spawn(move || {
+                for doc in share {
+                    let id = doc.id.clone();
+                    // A closed channel means the committer stopped (storage failure).
+                    if tx.send((id, pipeline.prepare(doc))).is_err() {
+                        break;
+                    }
+                }
+            });
+            queues.push(rx);
+        }
+        for i in 0..total {
+            let Ok((id, prepared)) = queues[i % workers].recv() else {
+                return Err(Error::Invalid("an ingest worker stopped early".into()));
+            };
+            match prepared.and_then(|p| kb.commit_document(p)) {
                 Ok(outcome) => report.record(outcome),
                 // Storage failures are not the document's fault: stop rather than skip.
                 Err(e @ Error::Store(_)) => return Err(e),
                 Err(e) => report.errors.push(format!("document {id}: {e}")),
             }
+            progress.advance(&id);
         }
-        progress.advance(&id);
-    }
+        Ok(())
+    })?;
+    kb.link_staged_vectors()?;
     progress.finish();
     Ok(())
 }
+
+/// Prepared documents each worker may hold before the committer takes them.
+const PREPARED_AHEAD: usize = 16;

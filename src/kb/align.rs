@@ -3,13 +3,12 @@
 //! except for the acronym rule, which neither measure sees ("CFH" vs "CFH Clearing").
 
 use crate::config::AliasSettings;
-use crate::embed::cosine;
 use crate::text::normalize_entity;
 
 pub struct Mention<'a> {
     pub surface: &'a str,
+    /// `normalize_entity(surface)`.
     pub key: &'a str,
-    pub vector: &'a [f32],
 }
 
 /// Blocking keys of a mention: the 4-character prefix of each content word of its key, and
@@ -39,13 +38,15 @@ pub fn edit_similarity(a_key: &str, b_key: &str) -> f32 {
     strsim::normalized_levenshtein(a_key, b_key) as f32
 }
 
-/// Both measures above their thresholds, or the acronym rule.
-pub fn same_entity(a: &Mention<'_>, b: &Mention<'_>, settings: &AliasSettings) -> bool {
+/// Both measures above their thresholds, or the acronym rule. `cosine` gives the embedding
+/// similarity of the pair (`None`: no vector); it is only called when the names are close
+/// enough for it to matter, so callers may fetch vectors lazily.
+pub fn same_entity(a: &Mention<'_>, b: &Mention<'_>, cosine: impl FnOnce() -> Option<f32>, settings: &AliasSettings) -> bool {
     if a.key == b.key {
         return true;
     }
     let confident = edit_similarity(a.key, b.key) >= settings.edit_threshold
-        && cosine(a.vector, b.vector) >= settings.cosine_threshold;
+        && cosine().is_some_and(|c| c >= settings.cosine_threshold);
     confident || acronym_of(a.surface, b.surface) || acronym_of(b.surface, a.surface)
 }
 
@@ -88,10 +89,10 @@ pub fn acronym_of(short: &str, long: &str) -> bool {
 mod tests {
     use super::*;
     use crate::config::Settings;
-    use crate::embed::{Embedder, HashEmbedder};
+    use crate::embed::{Embedder, HashEmbedder, cosine};
 
-    fn mention<'a>(surface: &'a str, key: &'a str, v: &'a [f32]) -> Mention<'a> {
-        Mention { surface, key, vector: v }
+    fn mention<'a>(surface: &'a str, key: &'a str) -> Mention<'a> {
+        Mention { surface, key }
     }
 
     #[test]
@@ -112,7 +113,7 @@ mod tests {
             let (ka, kb) = (normalize_entity(a), normalize_entity(b));
             let (va, vb) = (e.embed_one(a).unwrap(), e.embed_one(b).unwrap());
             assert_eq!(
-                same_entity(&mention(a, &ka, &va), &mention(b, &kb, &vb), &s),
+                same_entity(&mention(a, &ka), &mention(b, &kb), || Some(cosine(&va, &vb)), &s),
                 expected,
                 "{a} vs {b}"
             );

@@ -151,18 +151,27 @@ impl Kb {
         }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
         let families = [
-            (Family::ChunkVec, &self.chunk_index),
-            (Family::SummaryVec, &self.summary_index),
-            (Family::NodeVec, &self.node_index),
+            (Family::ChunkVec, &mut self.chunk_index),
+            (Family::SummaryVec, &mut self.summary_index),
+            (Family::NodeVec, &mut self.node_index),
         ];
         for (family, index) in families {
             for item in self.store.scan_vectors(family) {
                 let (id, v) = item?;
                 index.upsert(id, &v)?;
             }
+            index.link_staged()?;
             tracing::debug!(ms = started.elapsed().as_millis() as u64, ?family, "loaded vectors");
         }
         Ok(())
+    }
+
+    /// Links the vectors written since the last pass into the HNSW graphs (see
+    /// [`vector`]): the end of an ingest batch calls it; searches are exact before it too.
+    pub fn link_staged_vectors(&mut self) -> Result<()> {
+        self.chunk_index.link_staged()?;
+        self.summary_index.link_staged()?;
+        self.node_index.link_staged()
     }
 
     fn index_node_in_memory(&mut self, node: Node) {
@@ -247,8 +256,9 @@ impl Kb {
         self.nodes.values()
     }
     /// Nodes sharing a blocking key with `mention`: the only possible alias matches.
-    pub fn alias_candidates(&self, mention: &str) -> Vec<NodeId> {
-        let mut out: Vec<NodeId> = align::blocking_keys(mention)
+    /// Committed nodes with an alias carrying one of `blocks` (see [`align::blocking_keys`]).
+    pub fn alias_candidates(&self, blocks: &[String]) -> Vec<NodeId> {
+        let mut out: Vec<NodeId> = blocks
             .iter()
             .filter_map(|k| self.alias_blocks.get(k))
             .flatten()

@@ -1,45 +1,87 @@
-//! Approximate nearest-neighbour index over L2-normalised vectors (usearch HNSW, inner product).
+//! Nearest-neighbour search over L2-normalised vectors: a usearch HNSW graph finds
+//! candidates, exact f32 vectors score them.
+//!
+//! Two decisions keep ingest fast without making answers approximate where it matters:
+//! - The graph stores quantised codes (`index.quantization`, default i8): one HNSW insertion
+//!   costs thousands of distance computations, and i8 codes make each several times cheaper.
+//!   Every returned score is then recomputed from the exact vector, over an oversampled
+//!   candidate list, so thresholds downstream (seed and alias cosines) see exact cosines.
+//! - Writes are staged: [`VectorIndex::upsert`] records the vector, and
+//!   [`VectorIndex::link_staged`] links everything staged into the graph in one pass, on
+//!   every core, at the end of an ingest batch. Searches scan staged vectors exactly and
+//!   merge them with the graph's candidates, so results never depend on whether a link pass
+//!   has run yet.
+
+use std::collections::{BTreeSet, HashMap};
 
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
-use crate::config::IndexSettings;
+use crate::config::{IndexSettings, Quantization};
+use crate::embed::cosine;
 use crate::error::{Error, Result};
 
+/// Graph candidates fetched per requested hit before exact rescoring.
+const OVERSAMPLE: usize = 2;
+/// Extra candidates on top, so that small `k` still gets a margin.
+const OVERSAMPLE_MIN_EXTRA: usize = 8;
+
 pub struct VectorIndex {
-    index: Index,
+    /// Candidate generator over quantised codes of the linked vectors.
+    graph: Index,
     dim: usize,
+    /// Every stored vector, exact; the source of all scores.
+    vectors: HashMap<u64, Vec<f32>>,
+    /// Stored but not yet linked into `graph`. A key is never both here and in `graph`.
+    staged: BTreeSet<u64>,
+    build_threads: usize,
 }
 
 impl VectorIndex {
     pub fn new(dim: usize, settings: &IndexSettings) -> Result<Self> {
         let options = IndexOptions {
             dimensions: dim,
-            metric: MetricKind::IP,
-            quantization: ScalarKind::F32,
+            // Inputs are unit vectors, so cosine ranks like inner product; usearch's
+            // quantised kernels are defined for cosine.
+            metric: MetricKind::Cos,
+            quantization: match settings.quantization {
+                Quantization::F32 => ScalarKind::F32,
+                Quantization::F16 => ScalarKind::F16,
+                Quantization::I8 => ScalarKind::I8,
+            },
             connectivity: settings.connectivity,
             expansion_add: settings.expansion_add,
             expansion_search: settings.expansion_search,
             multi: false,
         };
-        let index = Index::new(&options).map_err(|e| Error::Index(e.to_string()))?;
-        index.reserve(1024).map_err(|e| Error::Index(e.to_string()))?;
-        Ok(VectorIndex { index, dim })
+        let graph = Index::new(&options).map_err(index_error)?;
+        let build_threads = match settings.build_threads {
+            0 => cores(),
+            n => n,
+        };
+        let index = VectorIndex { graph, dim, vectors: HashMap::new(), staged: BTreeSet::new(), build_threads };
+        index.reserve(1024)?;
+        Ok(index)
     }
 
     pub fn len(&self) -> usize {
-        self.index.size()
+        self.vectors.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.vectors.is_empty()
+    }
+
+    /// Vectors waiting for [`VectorIndex::link_staged`].
+    pub fn staged(&self) -> usize {
+        self.staged.len()
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.index.memory_usage()
+        self.graph.memory_usage() + self.vectors.len() * self.dim * std::mem::size_of::<f32>()
     }
 
-    /// Inserts or replaces the vector stored under `key`.
-    pub fn upsert(&self, key: u64, v: &[f32]) -> Result<()> {
+    /// Inserts or replaces the vector stored under `key` (staged until the next link pass).
+    pub fn upsert(&mut self, key: u64, v: &[f32]) -> Result<()> {
         if v.len() != self.dim {
             return Err(Error::Index(format!(
                 "vector of dimension {} for an index of dimension {}",
@@ -47,48 +89,94 @@ impl VectorIndex {
                 self.dim
             )));
         }
-        if self.index.contains(key) {
-            self.remove(key)?;
-        }
-        if self.index.size() + 1 >= self.index.capacity() {
-            let grown = (self.index.capacity() * 2).max(1024);
-            self.index.reserve(grown).map_err(|e| Error::Index(e.to_string()))?;
-        }
-        self.index.add(key, v).map_err(|e| Error::Index(e.to_string()))
+        self.unlink(key)?;
+        self.vectors.insert(key, v.to_vec());
+        self.staged.insert(key);
+        Ok(())
     }
 
-    pub fn remove(&self, key: u64) -> Result<()> {
-        self.index
-            .remove(key)
-            .map(|_| ())
-            .map_err(|e| Error::Index(e.to_string()))
+    pub fn remove(&mut self, key: u64) -> Result<()> {
+        self.vectors.remove(&key);
+        self.staged.remove(&key);
+        self.unlink(key)
     }
 
-    /// Up to `k` nearest keys with their cosine similarity, best first.
+    fn unlink(&mut self, key: u64) -> Result<()> {
+        if self.graph.contains(key) {
+            self.graph.remove(key).map_err(index_error)?;
+        }
+        Ok(())
+    }
+
+    /// Links every staged vector into the HNSW graph, on `index.build_threads` threads.
+    /// With more than one thread the graph's shape depends on scheduling, so candidate lists
+    /// may differ between two builds in rare near-ties.
+    pub fn link_staged(&mut self) -> Result<()> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        let staged: Vec<u64> = std::mem::take(&mut self.staged).into_iter().collect();
+        let needed = self.graph.size() + staged.len();
+        if needed >= self.graph.capacity() {
+            self.reserve(needed.next_power_of_two())?;
+        }
+        let (graph, vectors) = (&self.graph, &self.vectors);
+        let threads = self.build_threads.clamp(1, staged.len());
+        let share = staged.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = staged
+                .chunks(share)
+                .map(|part| scope.spawn(move || part.iter().try_for_each(|key| graph.add(*key, &vectors[key]).map_err(index_error))))
+                .collect();
+            workers
+                .into_iter()
+                .try_for_each(|w| w.join().map_err(|_| Error::Index("an HNSW build thread panicked".into()))?)
+        })
+    }
+
+    /// Up to `k` nearest keys with their exact cosine similarity, best first.
     pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>> {
         if self.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
-        let found = self
-            .index
-            .search(query, k.min(self.len()))
-            .map_err(|e| Error::Index(e.to_string()))?;
-        Ok(found
-            .keys
+        let mut candidates: Vec<u64> = self.staged.iter().copied().collect();
+        if self.graph.size() > 0 {
+            let wanted = (k * OVERSAMPLE + OVERSAMPLE_MIN_EXTRA).min(self.graph.size());
+            candidates.extend(self.graph.search(query, wanted).map_err(index_error)?.keys);
+        }
+        let mut hits: Vec<(u64, f32)> = candidates
             .into_iter()
-            .zip(found.distances)
-            .map(|(key, d)| (key, 1.0 - d))
-            .collect())
+            .filter_map(|key| self.vectors.get(&key).map(|v| (key, cosine(query, v))))
+            .collect();
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        hits.truncate(k);
+        Ok(hits)
     }
 
     /// The stored vector of `key`, if any.
     pub fn get(&self, key: u64) -> Option<Vec<f32>> {
-        let mut buf = vec![0f32; self.dim];
-        match self.index.get(key, &mut buf) {
-            Ok(n) if n > 0 => Some(buf),
-            _ => None,
-        }
+        self.vectors.get(&key).cloned()
     }
+
+    /// Cosine between `query` and the vector of `key`, without copying it.
+    pub fn similarity(&self, key: u64, query: &[f32]) -> Option<f32> {
+        self.vectors.get(&key).map(|v| cosine(query, v))
+    }
+
+    /// Room for `capacity` vectors, with one add/search context per build thread or core.
+    fn reserve(&self, capacity: usize) -> Result<()> {
+        self.graph
+            .reserve_capacity_and_threads(capacity, self.build_threads.max(cores()))
+            .map_err(index_error)
+    }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn index_error(e: impl std::fmt::Display) -> Error {
+    Error::Index(e.to_string())
 }
 
 #[cfg(test)]
@@ -96,11 +184,16 @@ mod tests {
     use super::*;
     use crate::config::Settings;
 
+    fn index(dim: usize) -> VectorIndex {
+        VectorIndex::new(dim, &Settings::defaults().index).unwrap()
+    }
+
     #[test]
     fn upsert_search_remove() {
-        let idx = VectorIndex::new(3, &Settings::defaults().index).unwrap();
+        let mut idx = index(3);
         idx.upsert(1, &[1.0, 0.0, 0.0]).unwrap();
         idx.upsert(2, &[0.0, 1.0, 0.0]).unwrap();
+        idx.link_staged().unwrap();
         idx.upsert(2, &[0.0, 0.0, 1.0]).unwrap();
         assert_eq!(idx.len(), 2);
         let hits = idx.search(&[0.1, 0.0, 0.99], 2).unwrap();
@@ -109,5 +202,64 @@ mod tests {
         idx.remove(2).unwrap();
         assert_eq!(idx.search(&[0.0, 0.0, 1.0], 5).unwrap().len(), 1);
         assert!(idx.upsert(3, &[1.0]).is_err());
+    }
+
+    /// Deterministic pseudo-random unit vectors.
+    fn vectors(n: usize, dim: usize) -> Vec<Vec<f32>> {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        (0..n)
+            .map(|_| {
+                let mut v: Vec<f32> = (0..dim)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                    })
+                    .collect();
+                crate::embed::l2_normalize(&mut v);
+                v
+            })
+            .collect()
+    }
+
+    #[test]
+    fn staged_and_linked_vectors_answer_alike() {
+        let data = vectors(600, 16);
+        let mut staged = index(16);
+        let mut linked = index(16);
+        for (key, v) in data.iter().enumerate() {
+            staged.upsert(key as u64, v).unwrap();
+            linked.upsert(key as u64, v).unwrap();
+        }
+        linked.link_staged().unwrap();
+        assert_eq!((staged.staged(), linked.staged()), (600, 0));
+        assert_eq!((staged.len(), linked.len()), (600, 600));
+        for (key, v) in data.iter().enumerate().step_by(37) {
+            let exact = staged.search(v, 5).unwrap();
+            let approx = linked.search(v, 5).unwrap();
+            assert_eq!(exact[0].0, key as u64, "a vector is its own nearest neighbour");
+            assert_eq!(approx[0].0, key as u64);
+            let overlap = approx.iter().filter(|(k, _)| exact.iter().any(|(e, _)| e == k)).count();
+            assert!(overlap >= 4, "HNSW top-5 should nearly match the exact top-5: {approx:?} vs {exact:?}");
+            assert_eq!(linked.get(key as u64).as_deref(), Some(v.as_slice()));
+        }
+    }
+
+    #[test]
+    fn a_key_lives_in_one_place_across_link_passes() {
+        let data = vectors(3, 8);
+        let mut idx = index(8);
+        idx.upsert(5, &data[0]).unwrap();
+        idx.link_staged().unwrap();
+        idx.upsert(5, &data[1]).unwrap();
+        assert_eq!(idx.len(), 1, "replacing a linked vector stages the new one only");
+        let hits = idx.search(&data[1], 3).unwrap();
+        assert_eq!(hits.len(), 1);
+        assert!((hits[0].1 - 1.0).abs() < 1e-5, "the replacement is what is found");
+        idx.link_staged().unwrap();
+        idx.remove(5).unwrap();
+        assert!(idx.is_empty());
+        assert!(idx.get(5).is_none());
     }
 }

@@ -10,6 +10,9 @@ use super::Kb;
 use crate::error::{Error, Result};
 use crate::text::normalize_entity;
 
+/// Staged vectors in one index beyond which a write links them at once (see `kb::vector`).
+const STAGED_LINK_THRESHOLD: usize = 8192;
+
 /// A document ready to commit: chunked, extracted, summarised and embedded.
 #[derive(Debug, Clone)]
 pub struct PreparedDoc {
@@ -80,15 +83,19 @@ impl<'kb> Staging<'kb> {
         }
     }
 
-    fn node(&self, id: NodeId) -> Option<Node> {
+    fn node_ref(&self, id: NodeId) -> Option<&Node> {
         match self.changes.nodes.get(&id) {
-            Some(staged) => staged.clone(),
-            None => self.kb.nodes.get(&id).cloned(),
+            Some(staged) => staged.as_ref(),
+            None => self.kb.nodes.get(&id),
         }
     }
 
+    fn node(&self, id: NodeId) -> Option<Node> {
+        self.node_ref(id).cloned()
+    }
+
     fn live(&self, id: NodeId) -> bool {
-        self.node(id).is_some()
+        self.node_ref(id).is_some()
     }
 
     fn put_node(&mut self, node: Node) {
@@ -151,34 +158,9 @@ impl<'kb> Staging<'kb> {
 
     fn match_or_create(&mut self, mention: &str, key: &str) -> Result<NodeId> {
         let vector = self.kb.embedder.embed_one(mention)?;
-        let alias = &self.kb.settings.alias;
-        if alias.enabled {
-            let me = Mention { surface: mention, key, vector: &vector };
-            let blocks = super::align::blocking_keys(mention);
-            let mut candidates: Vec<(NodeId, Vec<f32>)> = self
-                .kb
-                .alias_candidates(mention)
-                .into_iter()
-                .filter_map(|id| self.kb.node_index.get(id as u64).map(|v| (id, v)))
-                .collect();
-            let mut staged: Vec<(NodeId, Vec<f32>)> = self
-                .changes
-                .node_vectors
-                .iter()
-                .filter(|(id, _)| {
-                    self.node(**id).is_some_and(|n| n.aliases.iter().chain([&n.name]).any(|a| super::align::blocking_keys(a).iter().any(|k| blocks.contains(k))))
-                })
-                .map(|(id, v)| (*id, v.clone()))
-                .collect();
-            staged.sort_by_key(|(id, _)| *id);
-            candidates.extend(staged);
-            for (id, v) in candidates {
-                let Some(node) = self.node(id) else { continue };
-                let node_key = normalize_entity(&node.name);
-                let other = Mention { surface: &node.name, key: &node_key, vector: &v };
-                if same_entity(&me, &other, alias) {
-                    return Ok(id);
-                }
+        if self.kb.settings.alias.enabled {
+            if let Some(id) = self.merge_target(mention, key, &vector) {
+                return Ok(id);
             }
         }
         let id = self.kb.store.next_id()? as NodeId;
@@ -190,6 +172,34 @@ impl<'kb> Staging<'kb> {
         });
         self.changes.node_vectors.insert(id, vector);
         Ok(id)
+    }
+
+    /// The first node, committed ones by id then the ones this staging created, that shares
+    /// a blocking key with the mention and that the hybrid matcher says is the same entity.
+    /// Candidate vectors are only read for the few pairs whose names are close enough.
+    fn merge_target(&self, mention: &str, key: &str, vector: &[f32]) -> Option<NodeId> {
+        let blocks = super::align::blocking_keys(mention);
+        let mut staged: Vec<NodeId> = self
+            .changes
+            .node_vectors
+            .keys()
+            .copied()
+            .filter(|id| {
+                self.node_ref(*id).is_some_and(|n| n.aliases.iter().chain([&n.name]).any(|a| super::align::blocking_keys(a).iter().any(|k| blocks.contains(k))))
+            })
+            .collect();
+        staged.sort_unstable();
+        let me = Mention { surface: mention, key };
+        let alias = &self.kb.settings.alias;
+        self.kb.alias_candidates(&blocks).into_iter().chain(staged).find(|&id| {
+            let Some(node) = self.node_ref(id) else { return false };
+            let node_key = normalize_entity(&node.name);
+            let cosine = || match self.changes.node_vectors.get(&id) {
+                Some(v) => Some(crate::embed::cosine(vector, v)),
+                None => self.kb.node_index.similarity(id as u64, vector),
+            };
+            same_entity(&me, &Mention { surface: &node.name, key: &node_key }, cosine, alias)
+        })
     }
 
     fn add_edge(&mut self, triple: &RawTriple, chunk: ChunkId, origin: EdgeOrigin) -> Result<Option<Edge>> {
@@ -380,6 +390,11 @@ impl Kb {
         }
         for edge in changes.edges_added {
             self.index_edge_in_memory(edge)?;
+        }
+        // Writes outside a batch (curation, the daemon's single documents) never call the
+        // link pass; bound the exact scan over what they leave staged.
+        if [&self.chunk_index, &self.summary_index, &self.node_index].iter().any(|i| i.staged() >= STAGED_LINK_THRESHOLD) {
+            self.link_staged_vectors()?;
         }
         self.invalidate_snapshot();
         Ok(())

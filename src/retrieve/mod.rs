@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{PprMethod, RetrieveSettings};
+use crate::config::RetrieveSettings;
 use crate::error::Result;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
 use crate::kb::{Kb, SearchMode};
@@ -249,15 +249,7 @@ impl<'kb> Retriever<'kb> {
             return Vec::new();
         }
         let p = ppr::personalization(&csr, &rows);
-        let params = ppr::PprParams {
-            restart_prob: settings.restart_prob,
-            tolerance: settings.ppr_tolerance,
-            max_iterations: settings.ppr_max_iterations,
-        };
-        let scores = match settings.ppr_method {
-            PprMethod::Power => ppr::power_iteration(&csr, &p, params).0,
-            PprMethod::Push => ppr::forward_push(&csr, &p, settings.restart_prob, settings.ppr_push_epsilon),
-        };
+        let scores = ppr::scores(&csr, &p, settings);
         let mut ranked: Vec<(NodeId, f32)> = scores
             .iter()
             .enumerate()

@@ -97,7 +97,14 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, query: &str) -> Result<S
         }
     }
     let mut entities: Vec<EntitySeed> = best.into_values().collect();
-    entities.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.node.cmp(&b.node)));
+    // Equally confident seeds: the longer mention is the more specific one ("Alice Moreau"
+    // before the "Alice" inside it).
+    entities.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.mention.len().cmp(&a.mention.len()))
+            .then(a.node.cmp(&b.node))
+    });
     entities.truncate(settings.max_entity_seeds);
 
     let relation_phrase = text::content_terms(query)
