@@ -114,25 +114,36 @@ pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, 
         pipeline.triples = Some(ingest::triples::TripleImport::load(t)?);
     }
     ingest::ingest_paths(&mut kb, &pipeline, std::slice::from_ref(&dataset.corpus), &mut ())?;
-    let time = |strategy| -> Result<Vec<f64>> {
+    // Per question: wall time, and the adaptive run's time per stage (the rest is seed
+    // alignment plus the final fusion).
+    let time = |strategy| -> Result<(Vec<f64>, std::collections::BTreeMap<String, f64>)> {
         let mut out = Vec::new();
+        let mut phases = std::collections::BTreeMap::new();
         for q in &dataset.questions {
             let t = Instant::now();
-            Retriever::new(&kb).retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k: 10 })?;
+            let r = Retriever::new(&kb).retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k: 10 })?;
             out.push(t.elapsed().as_secs_f64() * 1000.0);
+            let staged: u64 = r.stages.iter().map(|s| s.micros).sum();
+            for s in &r.stages {
+                *phases.entry(format!("{:?}", s.stage).to_lowercase()).or_insert(0.0) += s.micros as f64 / 1000.0;
+            }
+            *phases.entry("seeds+fusion".to_string()).or_insert(0.0) += r.micros.saturating_sub(staged) as f64 / 1000.0;
         }
-        Ok(out)
+        Ok((out, phases))
     };
     // Warm-up builds the PPR snapshot once, as a running daemon would have.
     time(Strategy::Adaptive)?;
-    let a2rag = time(Strategy::Adaptive)?;
-    let hybrid = time(Strategy::Text(crate::kb::SearchMode::Hybrid))?;
+    let (a2rag, phases) = time(Strategy::Adaptive)?;
+    let (hybrid, _) = time(Strategy::Text(crate::kb::SearchMode::Hybrid))?;
     let (a50, a95) = (percentile(&a2rag, 0.5), percentile(&a2rag, 0.95));
     let (h50, h95) = (percentile(&hybrid, 0.5), percentile(&hybrid, 0.95));
+    let n = dataset.questions.len().max(1) as f64;
+    let breakdown: Vec<String> = phases.iter().map(|(phase, ms)| format!("{phase} {:.2}", ms / n)).collect();
     Ok(format!(
         "retrieve {} ({} questions): a2rag p50 {a50:.2} ms p95 {a95:.2} ms (target p50 <= 10 ms)\n  \
+         mean ms per question by phase: {}\n  \
          baseline hybrid text retrieval: p50 {h50:.2} ms p95 {h95:.2} ms; a2rag/hybrid at p50 = {:.1}x",
-        dataset.name, dataset.questions.len(), a50 / h50.max(1e-9)
+        dataset.name, dataset.questions.len(), breakdown.join(", "), a50 / h50.max(1e-9)
     ))
 }
 
