@@ -122,10 +122,25 @@ pub struct RetrieveSettings {
     pub ppr_max_iterations: usize,
     pub ppr_top_nodes: usize,
     pub sufficiency_coverage: f32,
+    pub sufficiency_judge: SufficiencyJudge,
     pub rrf_k: f32,
     pub graph_weight: f32,
     pub rule_graph_weight: f32,
     pub text_candidates: usize,
+}
+
+/// Why `retrieve.sufficiency_judge = "llm"` is refused without a model.
+pub const LLM_JUDGE_NEEDS_MODEL: &str = "retrieve.sufficiency_judge = \"llm\" needs an [llm] provider other than \"embedded\"";
+
+/// Who decides, after each retrieval stage, whether the evidence suffices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SufficiencyJudge {
+    /// The embedded key-term and seed coverage check (`sufficiency_coverage`).
+    Coverage,
+    /// The LLM (`prompts/sufficiency.txt`), within the query budget; falls back to the
+    /// coverage check when the call is not affordable or fails.
+    Llm,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,6 +264,9 @@ impl Settings {
         if self.budget.max_iterations == 0 {
             return bad("budget.max_iterations must be >= 1");
         }
+        if self.retrieve.sufficiency_judge == SufficiencyJudge::Llm && self.llm.provider == "embedded" {
+            return bad(LLM_JUDGE_NEEDS_MODEL);
+        }
         Ok(())
     }
 }
@@ -283,5 +301,19 @@ mod tests {
         let err = Settings::load(Some(&path)).unwrap_err().to_string();
         assert!(err.contains("chunk_overlap"), "{err}");
         assert!(Settings::load(Some(&dir.path().join("missing.toml"))).is_err());
+    }
+
+    #[test]
+    fn llm_sufficiency_judge_needs_a_model() {
+        assert_eq!(Settings::defaults().retrieve.sufficiency_judge, SufficiencyJudge::Coverage);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.toml");
+        std::fs::write(&path, "[retrieve]\nsufficiency_judge = \"llm\"\n").unwrap();
+        let err = Settings::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("retrieve.sufficiency_judge") && err.contains("embedded"), "{err}");
+        std::fs::write(&path, "[retrieve]\nsufficiency_judge = \"llm\"\n[llm]\nprovider = \"openai\"\n").unwrap();
+        assert_eq!(Settings::load(Some(&path)).unwrap().retrieve.sufficiency_judge, SufficiencyJudge::Llm);
+        std::fs::write(&path, "[retrieve]\nsufficiency_judge = \"oracle\"\n").unwrap();
+        assert!(Settings::load(Some(&path)).is_err(), "unknown judges are refused");
     }
 }

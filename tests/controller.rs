@@ -5,11 +5,15 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use a2rag::config::Settings;
-use a2rag::control::budget::BudgetOverride;
-use a2rag::control::{Controller, QueryRequest};
+use a2rag::config::{Settings, SufficiencyJudge};
+use a2rag::control::budget::{BudgetOverride, Ledger};
+use a2rag::control::roles::{CallGate, LlmRoles, LlmSufficiencyJudge};
+use a2rag::control::{Controller, QueryRequest, QueryResponse};
 use a2rag::kb::Kb;
+use a2rag::llm::prompts::Prompts;
 use a2rag::llm::{Completion, CompletionRequest, LanguageModel, LlmError, Usage};
+use a2rag::retrieve::sufficiency::{CoverageCheck, StageEvidence};
+use a2rag::retrieve::{Stage, seeds::Seeds};
 use async_trait::async_trait;
 use common::*;
 
@@ -19,7 +23,15 @@ struct Scripted {
     answers: Mutex<Vec<String>>,
     /// Verdicts for relevance, grounding, adequacy, consumed in call order.
     verdicts: Mutex<Vec<bool>>,
+    /// Verdicts of the sufficiency judge, consumed in call order; "yes" when used up.
+    sufficiency: Mutex<Vec<bool>>,
+    /// The sufficiency prompt fails with a provider error.
+    judge_fails: bool,
     prompts: Mutex<Vec<String>>,
+}
+
+fn is_sufficiency(prompt: &str) -> bool {
+    prompt.starts_with("Is the evidence below enough to answer the question?")
 }
 
 #[async_trait]
@@ -30,7 +42,14 @@ impl LanguageModel for Scripted {
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
         self.prompts.lock().unwrap().push(request.prompt.clone());
         let p = &request.prompt;
-        let text = if p.starts_with("Answer the question") {
+        let text = if is_sufficiency(p) {
+            if self.judge_fails {
+                return Err(LlmError::Provider("scripted outage".into()));
+            }
+            let mut v = self.sufficiency.lock().unwrap();
+            let yes = if v.is_empty() { true } else { v.remove(0) };
+            format!("{{\"verdict\": \"{}\", \"reason\": \"scripted\"}}", if yes { "yes" } else { "no" })
+        } else if p.starts_with("Answer the question") {
             let mut a = self.answers.lock().unwrap();
             let answer = if a.len() > 1 { a.remove(0) } else { a.first().cloned().unwrap_or_default() };
             format!("{{\"answer\": \"{answer}\", \"used\": [1]}}")
@@ -156,6 +175,126 @@ fn embedded_controller_answers_from_evidence_with_zero_llm_calls() {
     assert!(r.cited.contains(&r.evidence[0].chunk));
 }
 
+/// Settings with the LLM sufficiency judge (the scripted model stands in for a provider).
+fn llm_judged(mut settings: Settings) -> Settings {
+    settings.retrieve.sufficiency_judge = SufficiencyJudge::Llm;
+    settings
+}
+
+/// A model that judges stages by `sufficiency`, answers "Nordic Works" and passes every check.
+fn answering(sufficiency: Vec<bool>) -> Arc<Scripted> {
+    let model = Arc::new(Scripted::default());
+    *model.sufficiency.lock().unwrap() = sufficiency;
+    *model.answers.lock().unwrap() = vec!["Nordic Works".into()];
+    *model.verdicts.lock().unwrap() = vec![true, true, true];
+    model
+}
+
+fn sufficiency_prompts(model: &Scripted) -> usize {
+    model.prompts.lock().unwrap().iter().filter(|p| is_sufficiency(p)).count()
+}
+
+fn stage_judgements(r: &QueryResponse) -> Vec<(Stage, bool, String)> {
+    r.retrieval.as_ref().unwrap().stages.iter().map(|s| (s.stage, s.judgement.sufficient, s.judgement.reason.clone())).collect()
+}
+
+#[test]
+fn llm_judge_escalates_on_no_and_stops_on_yes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kb, settings) = kb(dir.path());
+    let settings = llm_judged(settings);
+    let refused = Controller::from_settings(&settings, None).err().map(|e| e.to_string());
+    assert!(refused.as_deref().is_some_and(|e| e.contains("retrieve.sufficiency_judge")), "{refused:?}");
+    let question = ask("Who rebuilt Oslo Harbour?");
+    for (script, stages) in [(vec![true], vec![Stage::Local]), (vec![false, true], vec![Stage::Local, Stage::Bridge])] {
+        let model = answering(script);
+        let r = block(controller(model.clone(), &settings).run(&kb, &settings, &question));
+        assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
+        let judged = stage_judgements(&r);
+        assert_eq!(judged.iter().map(|j| j.0).collect::<Vec<_>>(), stages, "{judged:?}");
+        assert!(judged.iter().all(|j| j.2.starts_with("llm: ")), "{judged:?}");
+        assert_eq!(judged.last().map(|j| j.1), Some(true), "the yes ends escalation");
+        let retrieval = r.retrieval.as_ref().unwrap();
+        assert!(retrieval.sufficient && retrieval.stage == *stages.last().unwrap());
+        // One judge call per stage, then one answer and three verdicts.
+        assert_eq!(sufficiency_prompts(&model), stages.len());
+        assert_eq!(r.ledger.entries.iter().filter(|e| e.step == "sufficiency").map(|e| e.llm_calls).sum::<u32>(), stages.len() as u32);
+        assert_eq!(r.ledger.llm_calls, stages.len() as u32 + 4);
+        assert!(r.ledger.entries.iter().filter(|e| e.step == "sufficiency").all(|e| e.prompt_tokens > 0));
+    }
+}
+
+#[test]
+fn a_judge_the_budget_cannot_afford_falls_back_to_coverage_and_the_question_is_still_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kb, settings) = kb(dir.path());
+    let settings = llm_judged(settings);
+    let with_calls = |n| QueryRequest { budget: Some(BudgetOverride { max_llm_calls: Some(n), ..Default::default() }), ..ask("Who rebuilt Oslo Harbour?") };
+
+    // Four calls are one answer and three verdicts: nothing is left for the judge.
+    let model = answering(vec![false, false, false]);
+    let r = block(controller(model.clone(), &settings).run(&kb, &settings, &with_calls(4)));
+    assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
+    assert_eq!(sufficiency_prompts(&model), 0);
+    assert_eq!(r.ledger.llm_calls, 4);
+    let judged = stage_judgements(&r);
+    assert!(!judged.is_empty());
+    assert!(judged.iter().all(|j| j.2.starts_with("coverage: ") && j.2.contains("llm judge not afforded: LLM call budget exhausted")), "{judged:?}");
+
+    // Five calls: the judge may say no after Local; the next stage is judged by coverage.
+    let model = answering(vec![false, false, false]);
+    let r = block(controller(model.clone(), &settings).run(&kb, &settings, &with_calls(5)));
+    assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
+    assert_eq!((sufficiency_prompts(&model), r.ledger.llm_calls), (1, 5));
+    let judged = stage_judgements(&r);
+    assert_eq!((judged[0].0, judged[0].1, judged[0].2.starts_with("llm: ")), (Stage::Local, false, true), "{judged:?}");
+    assert!(judged.len() >= 2 && judged[1..].iter().all(|j| j.2.starts_with("coverage: ")), "{judged:?}");
+}
+
+#[test]
+fn a_failing_judge_falls_back_to_coverage_and_its_call_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kb, settings) = kb(dir.path());
+    let settings = llm_judged(settings);
+    let model = Arc::new(Scripted { judge_fails: true, ..Default::default() });
+    *model.answers.lock().unwrap() = vec!["Nordic Works".into()];
+    *model.verdicts.lock().unwrap() = vec![true, true, true];
+    let r = block(controller(model.clone(), &settings).run(&kb, &settings, &ask("Who rebuilt Oslo Harbour?")));
+    assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
+    let judged = stage_judgements(&r);
+    assert!(!judged.is_empty());
+    assert!(judged.iter().all(|j| j.2.starts_with("coverage: ") && j.2.contains("llm judge failed: provider request failed: scripted outage")), "{judged:?}");
+    assert_eq!(r.ledger.llm_calls, judged.len() as u32 + 4, "a failed call still counts");
+}
+
+#[test]
+fn a_stage_without_evidence_is_insufficient_without_asking_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kb, settings) = kb(dir.path());
+    let model = answering(vec![true]);
+    let judge = LlmSufficiencyJudge(Arc::new(LlmRoles { model: model.clone(), prompts: Prompts::embedded() }));
+    let mut ledger = Ledger::new(settings.budget);
+    let coverage = CoverageCheck { min_coverage: 0.0 };
+    let seeds = Seeds::default();
+    let evidence = StageEvidence { stage: Stage::Local, query: "Who rebuilt Oslo Harbour?", seeds: &seeds, edges: &[], chunks: &[], paths: &[] };
+    let mut gate = CallGate { ledger: &mut ledger, max_completion_tokens: 64, temperature: 0.0 };
+    let judgement = block(judge.judge(&kb, &evidence, &coverage, &mut gate, 0));
+    assert!(!judgement.sufficient);
+    assert!(judgement.reason.starts_with("llm: no evidence"), "{}", judgement.reason);
+    assert!(model.prompts.lock().unwrap().is_empty());
+    assert_eq!(ledger.llm_calls, 0);
+
+    // The same judge with evidence does ask, with the chunk in the prompt.
+    let chunks: Vec<u32> = kb.chunk_ids().take(1).collect();
+    let evidence = StageEvidence { chunks: &chunks, ..evidence };
+    let mut gate = CallGate { ledger: &mut ledger, max_completion_tokens: 64, temperature: 0.0 };
+    let judgement = block(judge.judge(&kb, &evidence, &coverage, &mut gate, 0));
+    assert!(judgement.sufficient && judgement.reason.starts_with("llm: "), "{judgement:?}");
+    let prompts = model.prompts.lock().unwrap();
+    assert!(prompts.len() == 1 && prompts[0].contains("[1] ") && prompts[0].contains("Question: Who rebuilt Oslo Harbour?"), "{prompts:?}");
+    assert_eq!(ledger.llm_calls, 1);
+}
+
 mod budgets {
     use super::*;
     use proptest::prelude::*;
@@ -168,12 +307,16 @@ mod budgets {
             tokens in 0u64..6000,
             iterations in 1u32..4,
             verdicts in proptest::collection::vec(any::<bool>(), 0..12),
+            llm_judge in any::<bool>(),
+            sufficiency in proptest::collection::vec(any::<bool>(), 0..6),
         ) {
             let dir = tempfile::tempdir().unwrap();
             let (kb, settings) = kb(dir.path());
+            let settings = if llm_judge { llm_judged(settings) } else { settings };
             let model = Arc::new(Scripted::default());
             *model.answers.lock().unwrap() = vec!["Nordic Works".into(), "Ingrid Berg".into()];
             *model.verdicts.lock().unwrap() = verdicts;
+            *model.sufficiency.lock().unwrap() = sufficiency;
             let mut request = ask("Who founded the company that rebuilt Oslo Harbour?");
             request.budget = Some(BudgetOverride { max_iterations: Some(iterations), max_llm_calls: Some(calls), max_tokens: Some(tokens), deadline_ms: None });
             let r = block(controller(model.clone(), &settings).run(&kb, &settings, &request));
@@ -182,6 +325,9 @@ mod budgets {
             prop_assert!(r.iterations <= iterations);
             prop_assert_eq!(model.prompts.lock().unwrap().len() as u32, r.ledger.llm_calls);
             prop_assert!(r.answer.is_some() != r.abstained.is_some());
+            if !llm_judge {
+                prop_assert_eq!(sufficiency_prompts(&model), 0);
+            }
         }
     }
 }

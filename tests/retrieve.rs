@@ -3,7 +3,8 @@
 mod common;
 
 use a2rag::ingest::triples::TripleImport;
-use a2rag::kb::Kb;
+use a2rag::kb::{Kb, SearchMode};
+use a2rag::retrieve::sufficiency::{CoverageCheck, Judgement, SufficiencyCheck};
 use a2rag::retrieve::{RetrieveOptions, Retriever, Stage, Strategy, bridge, local, mapback, seeds};
 use common::*;
 
@@ -101,4 +102,90 @@ fn map_back_ranks_chunks_by_their_evidence_and_escalation_is_monotonic() {
         .unwrap();
     assert_eq!(fallback.stage, Stage::Fallback, "no seed aligns");
     assert_eq!(fallback.chunks[0].doc_id, "d4", "dense + BM25 still find text");
+}
+
+/// A retrieval without its timings, to compare two of them.
+fn untimed(mut r: a2rag::retrieve::Retrieval) -> String {
+    r.micros = 0;
+    for s in &mut r.stages {
+        s.micros = 0;
+    }
+    serde_json::to_string(&r).unwrap()
+}
+
+#[test]
+fn a_run_driven_stage_by_stage_gives_what_retrieve_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = graph_kb(dir.path());
+    let check = CoverageCheck { min_coverage: kb.settings().retrieve.sufficiency_coverage };
+    let queries = ["Which city links Alice Moreau and Carol Diaz?", "Where was Alice Moreau born?", "zzz qqq located"];
+    let strategies = [Strategy::Adaptive, Strategy::LocalOnly, Strategy::PprAlways, Strategy::Text(SearchMode::Hybrid)];
+    let mut judged = 0;
+    for query in queries {
+        for strategy in strategies {
+            for min_stage in [Stage::Local, Stage::Bridge, Stage::Global] {
+                let options = RetrieveOptions { strategy, min_stage, top_k: 5 };
+                let retriever = Retriever::new(&kb);
+                let mut run = retriever.start(query, options).unwrap();
+                while let Some(evidence) = run.next_stage() {
+                    let judgement = check.judge(&kb, &evidence);
+                    run.judge(judgement);
+                    judged += 1;
+                }
+                let driven = run.finish().unwrap();
+                let direct = retriever.retrieve(query, options).unwrap();
+                assert_eq!(untimed(driven), untimed(direct), "{query} {strategy:?} {min_stage:?}");
+            }
+        }
+    }
+    assert!(judged > 10, "the graph queries ran stages: {judged}");
+}
+
+#[test]
+fn a_run_escalates_until_a_judgement_says_sufficient() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = graph_kb(dir.path());
+    let query = "Which city links Alice Moreau and Carol Diaz?";
+    let options = RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 };
+    let verdict = |sufficient| Judgement { sufficient, reason: "test".into() };
+    let retriever = Retriever::new(&kb);
+
+    // Never sufficient: every stage once, in order; then nothing more runs.
+    let mut run = retriever.start(query, options).unwrap();
+    let mut seen = Vec::new();
+    while let Some(evidence) = run.next_stage() {
+        assert!(!evidence.chunks.is_empty() && evidence.query == query);
+        seen.push(evidence.stage);
+        run.judge(verdict(false));
+    }
+    assert_eq!(seen, [Stage::Local, Stage::Bridge, Stage::Global]);
+    assert!(run.next_stage().is_none());
+    let r = run.finish().unwrap();
+    assert_eq!((r.stage, r.sufficient, r.stages.len()), (Stage::Global, false, 3));
+
+    // Insufficient after Local, sufficient after Bridge: stops there.
+    let mut run = retriever.start(query, options).unwrap();
+    let local = run.next_stage().map(|e| e.stage);
+    run.judge(verdict(false));
+    let bridge = run.next_stage().map(|e| (e.stage, e.paths.len()));
+    run.judge(verdict(true));
+    assert_eq!(local, Some(Stage::Local));
+    assert!(matches!(bridge, Some((Stage::Bridge, paths)) if paths > 0), "{bridge:?}");
+    assert!(run.next_stage().is_none(), "a sufficient stage ends escalation");
+    let r = run.finish().unwrap();
+    assert_eq!((r.stage, r.sufficient), (Stage::Bridge, true));
+    assert_eq!(r.stages.iter().map(|s| s.judgement.sufficient).collect::<Vec<_>>(), [false, true]);
+
+    // A stage awaiting its judgement is shown again, not run twice; unjudged, it is insufficient.
+    let mut run = retriever.start(query, RetrieveOptions { min_stage: Stage::Bridge, ..options }).unwrap();
+    assert_eq!(run.next_stage().map(|e| e.stage), Some(Stage::Bridge));
+    assert_eq!(run.next_stage().map(|e| e.stage), Some(Stage::Bridge));
+    let r = run.finish().unwrap();
+    assert_eq!(r.stages.len(), 1);
+    assert_eq!((r.stage, r.sufficient, r.stages[0].judgement.reason.as_str()), (Stage::Bridge, false, "not judged"));
+
+    // No seed: no stage to judge.
+    let mut run = retriever.start("zzz qqq located", options).unwrap();
+    assert!(run.next_stage().is_none());
+    assert_eq!(run.finish().unwrap().stage, Stage::Fallback);
 }

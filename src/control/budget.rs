@@ -106,8 +106,14 @@ impl Ledger {
 
     /// May a call whose tokens are bounded by `token_bound` be made now?
     pub fn admit(&self, token_bound: u64) -> Result<(), Exceeded> {
+        self.admit_reserving(token_bound, 0)
+    }
+
+    /// Like [`Ledger::admit`], and the budget must still allow `reserved_calls` more calls
+    /// after this one (an optional step keeps the calls a later, necessary step needs).
+    pub fn admit_reserving(&self, token_bound: u64, reserved_calls: u32) -> Result<(), Exceeded> {
         self.check_deadline()?;
-        if self.llm_calls + 1 > self.budget.max_llm_calls {
+        if u64::from(self.llm_calls) + 1 + u64::from(reserved_calls) > u64::from(self.budget.max_llm_calls) {
             return Err(Exceeded::LlmCalls);
         }
         if self.tokens() + token_bound > self.budget.max_tokens {

@@ -12,15 +12,15 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{OutOfScope, Settings};
-use crate::error::Result;
+use crate::config::{LLM_JUDGE_NEEDS_MODEL, OutOfScope, Settings, SufficiencyJudge};
+use crate::error::{Error, Result};
 use crate::kb::Kb;
 use crate::llm::LanguageModel;
 use crate::llm::prompts::Prompts;
 use crate::retrieve::{PathHop, Retrieval, RetrieveOptions, Retriever, Stage, Strategy};
 use crate::text;
 use budget::{BudgetOverride, Exceeded, Ledger};
-use roles::{CallGate, Check, ExtractiveReader, HeuristicValidator, LlmReader, LlmRewriter, LlmRoles, LlmValidator, Reader, ReaderAnswer, RoleError, Rewriter, TemplateRewriter, Validator, Verdict};
+use roles::{CallGate, Check, ExtractiveReader, HeuristicValidator, LlmReader, LlmRewriter, LlmRoles, LlmSufficiencyJudge, LlmValidator, Reader, ReaderAnswer, RoleError, Rewriter, TemplateRewriter, Validator, Verdict};
 
 /// Share of the question's key terms the embedded relevance validator wants in evidence.
 const MIN_RELEVANCE: f32 = 0.5;
@@ -114,6 +114,9 @@ pub struct Controller {
     reader: Box<dyn Reader>,
     validators: Vec<Box<dyn Validator>>,
     rewriter: Box<dyn Rewriter>,
+    /// Judges retrieval stages where the settings in force say `sufficiency_judge = "llm"`;
+    /// `None` without a model.
+    judge: Option<LlmSufficiencyJudge>,
     max_completion_tokens: u32,
     temperature: f64,
 }
@@ -128,6 +131,7 @@ impl Controller {
                 .map(|check| Box::new(HeuristicValidator { check, min_relevance: MIN_RELEVANCE }) as Box<dyn Validator>)
                 .collect(),
             rewriter: Box::new(TemplateRewriter),
+            judge: None,
             max_completion_tokens: 0,
             temperature: 0.0,
         }
@@ -143,9 +147,15 @@ impl Controller {
 
     /// LLM roles when a model is configured, embedded ones otherwise.
     pub fn from_settings(settings: &Settings, model: Option<Arc<dyn LanguageModel>>) -> Result<Controller> {
-        let Some(model) = model else { return Ok(Controller::embedded()) };
+        let Some(model) = model else {
+            if settings.retrieve.sufficiency_judge == SufficiencyJudge::Llm {
+                return Err(Error::Config(LLM_JUDGE_NEEDS_MODEL.into()));
+            }
+            return Ok(Controller::embedded());
+        };
         let roles = Arc::new(LlmRoles { model, prompts: Prompts::load(&settings.llm.prompts_dir)? });
-        Ok(Controller::with_roles(
+        let judge = LlmSufficiencyJudge(roles.clone());
+        let mut controller = Controller::with_roles(
             Box::new(LlmReader(roles.clone())),
             [Check::Relevance, Check::Grounding, Check::Adequacy]
                 .into_iter()
@@ -153,7 +163,9 @@ impl Controller {
                 .collect(),
             Box::new(LlmRewriter(roles)),
             settings,
-        ))
+        );
+        controller.judge = Some(judge);
+        Ok(controller)
     }
 
     pub fn with_roles(reader: Box<dyn Reader>, validators: Vec<Box<dyn Validator>>, rewriter: Box<dyn Rewriter>, settings: &Settings) -> Controller {
@@ -161,6 +173,7 @@ impl Controller {
             reader,
             validators,
             rewriter,
+            judge: None,
             max_completion_tokens: settings.llm.max_completion_tokens,
             temperature: settings.llm.temperature,
         }
@@ -168,6 +181,19 @@ impl Controller {
 
     fn gate<'a>(&self, ledger: &'a mut Ledger) -> CallGate<'a> {
         CallGate { ledger, max_completion_tokens: self.max_completion_tokens, temperature: self.temperature }
+    }
+
+    /// Retrieval with the LLM judging each stage, through the same budget as the other roles.
+    /// The judge keeps the calls one read and one round of validation need.
+    async fn retrieve_judged(&self, judge: &LlmSufficiencyJudge, retriever: &Retriever<'_>, query: &str, options: RetrieveOptions, ledger: &mut Ledger) -> Result<Retrieval> {
+        let reserved_calls = 1 + self.validators.len() as u32;
+        let mut retrieval = retriever.start(query, options)?;
+        while let Some(evidence) = retrieval.next_stage() {
+            let mut gate = self.gate(ledger);
+            let judgement = judge.judge(retriever.kb(), &evidence, retriever.check(), &mut gate, reserved_calls).await;
+            retrieval.judge(judgement);
+        }
+        retrieval.finish()
     }
 
     /// Runs the whole loop for one question under `settings` (the policy in force).
@@ -226,7 +252,12 @@ impl Controller {
                 let started = Instant::now();
                 run.queries.push(query.clone());
                 let options = RetrieveOptions { strategy: Strategy::Adaptive, min_stage: *min_stage, top_k: settings.retrieve.top_k };
-                match Retriever::with_settings(kb, &settings.retrieve).retrieve(query, options) {
+                let retriever = Retriever::with_settings(kb, &settings.retrieve);
+                let retrieved = match (&self.judge, settings.retrieve.sufficiency_judge) {
+                    (Some(judge), SufficiencyJudge::Llm) => self.retrieve_judged(judge, &retriever, query, options, &mut run.ledger).await,
+                    _ => retriever.retrieve(query, options),
+                };
+                match retrieved {
                     Ok(r) => {
                         run.retrieval = Some(r);
                         run.ledger.record("retrieve", None, started);

@@ -1,5 +1,6 @@
-//! The controller's roles: reader, the three validators, rewriter. Each has an embedded
-//! deterministic implementation and an LLM one; both go through [`CallGate`], which admits a
+//! The controller's roles: reader, the three validators, rewriter, and the sufficiency judge
+//! of retrieval stages. Each has an embedded deterministic implementation (the judge's is the
+//! retriever's coverage check) and an LLM one; both go through [`CallGate`], which admits a
 //! call against the budget before it is made and records what it cost.
 
 use std::collections::HashSet;
@@ -15,7 +16,9 @@ use crate::ingest::extract::entity_mentions;
 use crate::kb::model::ChunkId;
 use crate::llm::prompts::{PromptId, Prompts};
 use crate::llm::{CompletionRequest, LanguageModel, LlmError, parse};
-use crate::retrieve::Retrieval;
+use crate::kb::Kb;
+use crate::retrieve::sufficiency::{Judgement, StageEvidence, SufficiencyCheck};
+use crate::retrieve::{PathHop, Retrieval};
 use crate::text;
 
 /// Chunks the reader and validators look at.
@@ -38,7 +41,13 @@ pub struct CallGate<'a> {
 
 impl CallGate<'_> {
     pub async fn complete(&mut self, step: &str, model: &dyn LanguageModel, prompt: String) -> Result<String, RoleError> {
-        self.ledger.admit(token_bound(&prompt, self.max_completion_tokens)).map_err(RoleError::Budget)?;
+        self.complete_reserving(step, model, prompt, 0).await
+    }
+
+    /// Like [`CallGate::complete`], admitted only if the budget still allows `reserved_calls`
+    /// more calls afterwards (see [`Ledger::admit_reserving`]).
+    pub async fn complete_reserving(&mut self, step: &str, model: &dyn LanguageModel, prompt: String, reserved_calls: u32) -> Result<String, RoleError> {
+        self.ledger.admit_reserving(token_bound(&prompt, self.max_completion_tokens), reserved_calls).map_err(RoleError::Budget)?;
         let request = CompletionRequest {
             system: None,
             prompt,
@@ -111,11 +120,22 @@ fn evidence_texts(evidence: &Retrieval) -> impl Iterator<Item = (ChunkId, String
 
 /// "[1] Title: text" lines plus graph paths, as the LLM prompts show evidence.
 pub fn format_evidence(evidence: &Retrieval) -> String {
+    write_evidence(evidence.chunks.iter().map(|c| (c.title.as_str(), c.text.as_str())), &evidence.paths)
+}
+
+/// [`format_evidence`] for the evidence of a retrieval stage (chunk ids and paths so far).
+pub fn format_stage_evidence(kb: &Kb, evidence: &StageEvidence<'_>) -> String {
+    let chunks = evidence.chunks.iter().filter_map(|id| kb.chunk(*id)).map(|c| (kb.chunk_title(c), c.text.as_str()));
+    write_evidence(chunks, evidence.paths)
+}
+
+/// The first [`READ_DEPTH`] of `chunks` as (title, text), then the first paths.
+fn write_evidence<'a>(chunks: impl Iterator<Item = (&'a str, &'a str)>, paths: &[Vec<PathHop>]) -> String {
     let mut out = String::new();
-    for (i, c) in evidence.chunks.iter().take(READ_DEPTH).enumerate() {
-        out.push_str(&format!("[{}] {}: {}\n", i + 1, c.title, c.text));
+    for (i, (title, text)) in chunks.take(READ_DEPTH).enumerate() {
+        out.push_str(&format!("[{}] {title}: {text}\n", i + 1));
     }
-    for path in evidence.paths.iter().take(5) {
+    for path in paths.iter().take(5) {
         let hops: Vec<String> = path.iter().map(|h| format!("({} -{}-> {})", h.subject, h.relation, h.object)).collect();
         out.push_str(&format!("Path: {}\n", hops.join(" ")));
     }
@@ -312,7 +332,46 @@ impl Validator for LlmValidator {
         let prompt = self.0.prompts.render(id, &[("question", question), ("answer", &answer.answer), ("evidence", &ev)]);
         let reply = gate.complete(step, self.0.model.as_ref(), prompt).await?;
         let pass = parse::verdict(&reply)?;
-        Ok(Verdict { check: self.1, pass, reason: reply.trim().chars().take(300).collect() })
+        Ok(Verdict { check: self.1, pass, reason: excerpt(&reply) })
+    }
+}
+
+/// The start of a model's reply, as the reason of a verdict.
+fn excerpt(reply: &str) -> String {
+    reply.trim().chars().take(300).collect()
+}
+
+/// Judges after each retrieval stage whether the evidence suffices, by asking the model
+/// (`prompts/sufficiency.txt`, step `sufficiency`). Cost-aware: a stage without chunks is
+/// insufficient without a call, and when the call is not affordable or fails the embedded
+/// check decides. Reasons start with the judge that decided (`llm:` or `coverage:`).
+pub struct LlmSufficiencyJudge(pub Arc<LlmRoles>);
+
+impl LlmSufficiencyJudge {
+    /// `fallback` judges when the model cannot; `reserved_calls` are the calls the budget
+    /// must keep for the steps after retrieval (reading and verifying the answer).
+    pub async fn judge(&self, kb: &Kb, evidence: &StageEvidence<'_>, fallback: &dyn SufficiencyCheck, gate: &mut CallGate<'_>, reserved_calls: u32) -> Judgement {
+        if evidence.chunks.is_empty() {
+            return Judgement { sufficient: false, reason: "llm: no evidence (model not asked)".into() };
+        }
+        let ev = format_stage_evidence(kb, evidence);
+        let prompt = self.0.prompts.render(PromptId::Sufficiency, &[("question", evidence.query), ("evidence", &ev)]);
+        let verdict = gate
+            .complete_reserving("sufficiency", self.0.model.as_ref(), prompt, reserved_calls)
+            .await
+            .and_then(|reply| Ok((parse::verdict(&reply)?, reply)));
+        match verdict {
+            Ok((sufficient, reply)) => Judgement { sufficient, reason: format!("llm: {}", excerpt(&reply)) },
+            Err(e) => {
+                let why = match e {
+                    RoleError::Budget(exceeded) => format!("llm judge not afforded: {exceeded}"),
+                    RoleError::Llm(e) => format!("llm judge failed: {e}"),
+                };
+                tracing::debug!(stage = ?evidence.stage, %why, "sufficiency judge falls back to the embedded check");
+                let embedded = fallback.judge(kb, evidence);
+                Judgement { sufficient: embedded.sufficient, reason: format!("{} ({why})", embedded.reason) }
+            }
+        }
     }
 }
 

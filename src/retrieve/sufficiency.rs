@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use super::seeds::Seeds;
+use super::{PathHop, Stage};
 use crate::kb::Kb;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
 use crate::text;
@@ -16,24 +17,37 @@ pub struct Judgement {
     pub reason: String,
 }
 
-/// What a stage found, as the check sees it.
+/// What the evidence looks like after a stage (everything found so far), as a judge sees it.
+#[derive(Debug, Clone, Copy)]
 pub struct StageEvidence<'a> {
+    /// The stage just run.
+    pub stage: Stage,
+    /// The query being retrieved for.
+    pub query: &'a str,
+    pub seeds: &'a Seeds,
     pub edges: &'a [EdgeId],
+    /// The graph's best chunks so far, best first, at most `top_k`.
     pub chunks: &'a [ChunkId],
+    /// Bridge paths found so far.
+    pub paths: &'a [Vec<PathHop>],
 }
 
+/// A synchronous judge of a stage's evidence (the embedded default is [`CoverageCheck`]; the
+/// LLM judge is async and lives with the controller's roles).
 pub trait SufficiencyCheck: Send + Sync {
-    fn judge(&self, kb: &Kb, query: &str, seeds: &Seeds, evidence: &StageEvidence<'_>) -> Judgement;
+    fn judge(&self, kb: &Kb, evidence: &StageEvidence<'_>) -> Judgement;
 }
 
 /// Embedded default: every seed is covered by the evidence, all seeds are connected by
-/// evidence edges, and the evidence text covers enough of the query's key terms.
+/// evidence edges, and the evidence text covers enough of the query's key terms. Its reasons
+/// start with `coverage:`.
 pub struct CoverageCheck {
     pub min_coverage: f32,
 }
 
 impl SufficiencyCheck for CoverageCheck {
-    fn judge(&self, kb: &Kb, query: &str, seeds: &Seeds, evidence: &StageEvidence<'_>) -> Judgement {
+    fn judge(&self, kb: &Kb, evidence: &StageEvidence<'_>) -> Judgement {
+        let seeds = evidence.seeds;
         if evidence.chunks.is_empty() {
             return verdict(false, "no evidence");
         }
@@ -57,7 +71,7 @@ impl SufficiencyCheck for CoverageCheck {
                 return verdict(false, &format!("seeds `{}` and `{}` not connected", first.name, loose.name));
             }
         }
-        let terms: HashSet<String> = text::content_terms(query).into_iter().collect();
+        let terms: HashSet<String> = text::content_terms(evidence.query).into_iter().collect();
         if terms.is_empty() {
             return verdict(true, "query has no key terms");
         }
@@ -75,7 +89,7 @@ impl SufficiencyCheck for CoverageCheck {
 }
 
 fn verdict(sufficient: bool, reason: &str) -> Judgement {
-    Judgement { sufficient, reason: reason.to_string() }
+    Judgement { sufficient, reason: format!("coverage: {reason}") }
 }
 
 #[derive(Default)]
