@@ -68,7 +68,20 @@ pub fn embedding_throughput(embedder: &dyn Embedder, sentences: &[&str], batch: 
 
 /// Cosine of two L2-normalised vectors.
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+    // Eight independent partial sums let the compiler use SIMD lanes; one running sum is a
+    // serial dependency chain it may not reorder. Every scan over stored vectors (exact
+    // rescoring, staged vectors, alias checks) runs through here.
+    const LANES: usize = 8;
+    let (a_head, a_tail) = a.split_at(a.len() - a.len() % LANES);
+    let (b_head, b_tail) = b.split_at(b.len().min(a_head.len()));
+    let mut partial = [0f32; LANES];
+    for (x, y) in a_head.chunks_exact(LANES).zip(b_head.chunks_exact(LANES)) {
+        for lane in 0..LANES {
+            partial[lane] += x[lane] * y[lane];
+        }
+    }
+    let tail: f32 = a_tail.iter().zip(b_tail).map(|(x, y)| x * y).sum();
+    partial.iter().sum::<f32>() + tail
 }
 
 pub fn l2_normalize(v: &mut [f32]) {
@@ -89,6 +102,16 @@ mod tests {
         let rate = embedding_throughput(&e, &sentences, 2).unwrap();
         assert!(rate > 0.0);
         assert_eq!(embedding_throughput(&e, &[], 2).unwrap(), 0.0);
+    }
+
+    #[test]
+    fn cosine_matches_the_plain_sum_at_every_length() {
+        for n in [0, 1, 7, 8, 9, 16, 23, 512] {
+            let a: Vec<f32> = (0..n).map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0).collect();
+            let b: Vec<f32> = (0..n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 10.0).collect();
+            let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+            assert!((cosine(&a, &b) - plain).abs() < 1e-4, "length {n}");
+        }
     }
 
     #[test]

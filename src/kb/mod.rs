@@ -8,6 +8,7 @@ pub mod bm25;
 pub mod graph;
 pub mod model;
 pub mod reindex;
+pub mod relations;
 pub mod store;
 pub mod vector;
 mod write;
@@ -25,6 +26,7 @@ use bm25::Bm25;
 use graph::{Csr, KnowledgeGraph};
 use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId};
 use store::{Family, Store};
+use relations::RelationLabels;
 use vector::VectorIndex;
 
 pub use write::{IngestOutcome, PreparedChunk, PreparedDoc, PreparedTriple};
@@ -46,8 +48,8 @@ pub struct Kb {
     edges: HashMap<EdgeId, Edge>,
     /// Edges extracted by the rule extractor (the rest are imported, LLM-made or curated).
     rule_edges: usize,
-    /// Distinct relation labels with their embedding and use count.
-    relations: HashMap<String, RelationLabel>,
+    /// Distinct relation labels with their use count, searchable by embedding.
+    relations: RelationLabels,
     graph: KnowledgeGraph,
     chunk_index: VectorIndex,
     summary_index: VectorIndex,
@@ -55,11 +57,6 @@ pub struct Kb {
     bm25: Bm25,
     /// PPR snapshot, rebuilt lazily after a write.
     csr: Mutex<Option<Arc<Csr>>>,
-}
-
-pub struct RelationLabel {
-    pub vector: Vec<f32>,
-    pub count: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -106,6 +103,7 @@ impl Kb {
             chunk_index: VectorIndex::new(dim, &settings.index)?,
             summary_index: VectorIndex::new(dim, &settings.index)?,
             node_index: VectorIndex::new(dim, &settings.index)?,
+            relations: RelationLabels::new(dim, &settings.index)?,
             bm25: Bm25::new(&settings.bm25),
             settings,
             store,
@@ -118,7 +116,6 @@ impl Kb {
             node_keys: HashMap::new(),
             alias_blocks: HashMap::new(),
             edges: HashMap::new(),
-            relations: HashMap::new(),
             rule_edges: 0,
             graph: KnowledgeGraph::default(),
             csr: Mutex::new(None),
@@ -146,8 +143,9 @@ impl Kb {
             self.index_node_in_memory(node);
         }
         let edges: Vec<Edge> = self.store.edges().collect::<Result<_>>()?;
+        let vectors = self.embed_new_relations(&edges)?;
         for edge in edges {
-            self.index_edge_in_memory(edge)?;
+            self.index_edge_in_memory(edge, &vectors)?;
         }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
         let families = [
@@ -171,7 +169,8 @@ impl Kb {
     pub fn link_staged_vectors(&mut self) -> Result<()> {
         self.chunk_index.link_staged()?;
         self.summary_index.link_staged()?;
-        self.node_index.link_staged()
+        self.node_index.link_staged()?;
+        self.relations.link_staged()
     }
 
     fn index_node_in_memory(&mut self, node: Node) {
@@ -191,14 +190,32 @@ impl Kb {
         self.nodes.insert(node.id, node);
     }
 
-    fn index_edge_in_memory(&mut self, edge: Edge) -> Result<()> {
-        match self.relations.get_mut(&edge.relation) {
-            Some(label) => label.count += 1,
-            None => {
-                let vector = self.embedder.embed_one(&edge.relation)?;
-                self.relations.insert(edge.relation.clone(), RelationLabel { vector, count: 1 });
+    /// Embeddings of the relation labels of `edges` that the KB does not know yet, embedded
+    /// in batches (one call per label would dominate loading with a neural embedder).
+    fn embed_new_relations(&self, edges: &[Edge]) -> Result<HashMap<String, crate::embed::Embedding>> {
+        let mut fresh: Vec<&str> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for edge in edges {
+            if !self.relations.contains(&edge.relation) && seen.insert(edge.relation.as_str()) {
+                fresh.push(&edge.relation);
             }
         }
+        let mut vectors = HashMap::with_capacity(fresh.len());
+        for batch in fresh.chunks(self.settings.embed.batch_size.max(1)) {
+            for (label, vector) in batch.iter().zip(self.embedder.embed(batch)?) {
+                vectors.insert(label.to_string(), vector);
+            }
+        }
+        Ok(vectors)
+    }
+
+    /// `vectors` holds the embeddings of labels new to the KB (see `embed_new_relations`).
+    fn index_edge_in_memory(&mut self, edge: Edge, vectors: &HashMap<String, crate::embed::Embedding>) -> Result<()> {
+        let embedder = &self.embedder;
+        self.relations.add_use(&edge.relation, || match vectors.get(&edge.relation) {
+            Some(v) => Ok(v.clone()),
+            None => embedder.embed_one(&edge.relation),
+        })?;
         self.graph.add_edge(edge.id, edge.subject, edge.object);
         self.rule_edges += usize::from(edge.origin == model::EdgeOrigin::Extracted);
         self.edges.insert(edge.id, edge);
@@ -209,11 +226,10 @@ impl Kb {
         if let Some(edge) = self.edges.remove(&id) {
             self.graph.remove_edge(id);
             self.rule_edges -= usize::from(edge.origin == model::EdgeOrigin::Extracted);
-            if let Some(label) = self.relations.get_mut(&edge.relation) {
-                label.count -= 1;
-                if label.count == 0 {
-                    self.relations.remove(&edge.relation);
-                }
+            // Only fails on an index error for a label it knows; the label's vector then
+            // lingers in the index, which costs memory, not correctness.
+            if let Err(e) = self.relations.remove_use(&edge.relation) {
+                tracing::warn!(relation = %edge.relation, error = %e, "could not drop a relation label's vector");
             }
         }
     }
@@ -296,7 +312,7 @@ impl Kb {
         if self.edges.is_empty() { 0.0 } else { self.rule_edges as f32 / self.edges.len() as f32 }
     }
 
-    pub fn relations(&self) -> &HashMap<String, RelationLabel> {
+    pub fn relations(&self) -> &RelationLabels {
         &self.relations
     }
     pub fn nodes_in_chunk(&self, chunk: ChunkId) -> &[NodeId] {

@@ -388,12 +388,14 @@ impl Kb {
                 }
             }
         }
+        let vectors = self.embed_new_relations(&changes.edges_added)?;
         for edge in changes.edges_added {
-            self.index_edge_in_memory(edge)?;
+            self.index_edge_in_memory(edge, &vectors)?;
         }
         // Writes outside a batch (curation, the daemon's single documents) never call the
         // link pass; bound the exact scan over what they leave staged.
-        if [&self.chunk_index, &self.summary_index, &self.node_index].iter().any(|i| i.staged() >= STAGED_LINK_THRESHOLD) {
+        let staged = [self.chunk_index.staged(), self.summary_index.staged(), self.node_index.staged(), self.relations.staged()];
+        if staged.iter().any(|n| *n >= STAGED_LINK_THRESHOLD) {
             self.link_staged_vectors()?;
         }
         self.invalidate_snapshot();

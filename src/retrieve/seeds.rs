@@ -6,7 +6,6 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use crate::config::RetrieveSettings;
-use crate::embed::cosine;
 use crate::error::Result;
 use crate::ingest::extract::entity_mentions;
 use crate::kb::Kb;
@@ -17,6 +16,7 @@ use crate::text::{self, normalize_entity};
 /// Query n-grams up to this many words are looked up as exact aliases, which catches
 /// entities written in lower case ("the green performer").
 const MAX_NGRAM: usize = 4;
+const MAX_RELATION_SEEDS: usize = 32;
 const WH_WORDS: &[&str] = &["who", "what", "when", "where", "which", "why", "how", "whom", "whose"];
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -122,13 +122,10 @@ fn align_relations(kb: &Kb, threshold: f32, phrase: &str) -> Result<Vec<Relation
         return Ok(Vec::new());
     }
     let v = kb.embedder().embed_one(phrase)?;
-    let mut found: Vec<RelationSeed> = kb
+    Ok(kb
         .relations()
-        .iter()
-        .map(|(label, rel)| RelationSeed { label: label.clone(), score: cosine(&v, &rel.vector) })
-        .filter(|r| r.score >= threshold)
-        .collect();
-    found.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.label.cmp(&b.label)));
-    found.truncate(32);
-    Ok(found)
+        .nearest(&v, MAX_RELATION_SEEDS, threshold)?
+        .into_iter()
+        .map(|(label, score)| RelationSeed { label: label.to_string(), score })
+        .collect())
 }

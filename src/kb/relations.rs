@@ -1,0 +1,122 @@
+//! The distinct relation labels of the graph with their use counts, and a vector index over
+//! their embeddings, so that aligning a query's relation phrase is a nearest-neighbour
+//! search rather than a scan of every label (MuSiQue's OpenIE graph has 5,000 of them).
+
+use std::collections::HashMap;
+
+use super::vector::VectorIndex;
+use crate::config::IndexSettings;
+use crate::embed::Embedding;
+use crate::error::Result;
+
+struct Label {
+    id: u64,
+    count: usize,
+}
+
+pub struct RelationLabels {
+    labels: HashMap<String, Label>,
+    names: HashMap<u64, String>,
+    vectors: VectorIndex,
+    next_id: u64,
+}
+
+impl RelationLabels {
+    pub fn new(dim: usize, settings: &IndexSettings) -> Result<Self> {
+        Ok(RelationLabels { labels: HashMap::new(), names: HashMap::new(), vectors: VectorIndex::new(dim, settings)?, next_id: 0 })
+    }
+
+    pub fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+    }
+
+    pub fn contains(&self, label: &str) -> bool {
+        self.labels.contains_key(label)
+    }
+
+    /// One more edge uses `label`; `embed` is only called for a label not seen before.
+    pub fn add_use(&mut self, label: &str, embed: impl FnOnce() -> Result<Embedding>) -> Result<()> {
+        if let Some(known) = self.labels.get_mut(label) {
+            known.count += 1;
+            return Ok(());
+        }
+        let vector = embed()?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.vectors.upsert(id, &vector)?;
+        self.labels.insert(label.to_string(), Label { id, count: 1 });
+        self.names.insert(id, label.to_string());
+        Ok(())
+    }
+
+    /// One edge fewer uses `label`; the label goes when none does.
+    pub fn remove_use(&mut self, label: &str) -> Result<()> {
+        let Some(known) = self.labels.get_mut(label) else { return Ok(()) };
+        known.count -= 1;
+        if known.count == 0 {
+            let id = known.id;
+            self.labels.remove(label);
+            self.names.remove(&id);
+            self.vectors.remove(id)?;
+        }
+        Ok(())
+    }
+
+    /// Up to `k` labels with cosine >= `threshold` to `query`, best first (ties by label).
+    pub fn nearest(&self, query: &[f32], k: usize, threshold: f32) -> Result<Vec<(&str, f32)>> {
+        let mut found: Vec<(&str, f32)> = self
+            .vectors
+            .search(query, k)?
+            .into_iter()
+            .filter(|(_, score)| *score >= threshold)
+            .filter_map(|(id, score)| self.names.get(&id).map(|name| (name.as_str(), score)))
+            .collect();
+        found.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        Ok(found)
+    }
+
+    pub fn staged(&self) -> usize {
+        self.vectors.staged()
+    }
+
+    pub fn link_staged(&mut self) -> Result<()> {
+        self.vectors.link_staged()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+    use crate::embed::{Embedder, HashEmbedder};
+
+    #[test]
+    fn counts_uses_and_finds_close_labels() {
+        let e = HashEmbedder::new(128);
+        let mut labels = RelationLabels::new(128, &Settings::defaults().index).unwrap();
+        let mut embeds = 0;
+        for label in ["born in", "born in", "married to", "located in"] {
+            labels
+                .add_use(label, || {
+                    embeds += 1;
+                    e.embed_one(label)
+                })
+                .unwrap();
+        }
+        assert_eq!((labels.len(), embeds), (3, 3), "a known label is not embedded again");
+        let q = e.embed_one("born").unwrap();
+        let hits = labels.nearest(&q, 2, 0.3).unwrap();
+        assert_eq!(hits[0].0, "born in");
+        labels.link_staged().unwrap();
+        assert_eq!(labels.nearest(&q, 2, 0.3).unwrap()[0].0, "born in", "same answer once linked");
+        labels.remove_use("born in").unwrap();
+        assert!(labels.contains("born in"), "one edge still uses it");
+        labels.remove_use("born in").unwrap();
+        assert!(!labels.contains("born in"));
+        assert!(labels.nearest(&q, 3, 0.3).unwrap().iter().all(|(l, _)| *l != "born in"));
+    }
+}
