@@ -84,13 +84,7 @@ impl Pipeline {
         let mut chunks = Vec::with_capacity(spans.len());
         let mut triples = Vec::new();
         let mut all_entities = Vec::new();
-        let indexed: Vec<String> = spans
-            .iter()
-            .map(|r| format!("{}\n{}", doc.title, &doc.text[r.clone()]))
-            .collect();
-        let refs: Vec<&str> = indexed.iter().map(String::as_str).collect();
-        let vectors = self.embedder.embed(&refs)?;
-        for (ordinal, (span, vector)) in spans.iter().zip(vectors).enumerate() {
+        for (ordinal, span) in spans.iter().enumerate() {
             let text = doc.text[span.clone()].to_string();
             let extraction = self.extractor.extract(&doc.title, &text)?;
             if imported.is_none() {
@@ -104,7 +98,7 @@ impl Pipeline {
             chunks.push(PreparedChunk {
                 span: (span.start, span.end),
                 text,
-                vector,
+                vector: Vec::new(),
                 entities: extraction.entities,
             });
         }
@@ -124,7 +118,25 @@ impl Pipeline {
         }
         all_entities.dedup();
         let summary = self.summarizer.summarize(&doc.title, &doc.text, &all_entities)?;
-        let summary_vector = self.embedder.embed_one(&summary)?;
+
+        // One embedding call for everything the commit needs: chunks (indexed with their
+        // title), the summary, and every mention that may become a node. A neural embedder
+        // batches them; the commit thread then embeds nothing.
+        let mut mentions: Vec<String> = chunks
+            .iter()
+            .flat_map(|c| c.entities.iter().cloned())
+            .chain(triples.iter().flat_map(|t| [t.triple.subject.clone(), t.triple.object.clone()]))
+            .collect();
+        mentions.sort_unstable();
+        mentions.dedup();
+        let indexed: Vec<String> = chunks.iter().map(|c| format!("{}\n{}", doc.title, c.text)).collect();
+        let texts: Vec<&str> = indexed.iter().chain([&summary]).chain(&mentions).map(String::as_str).collect();
+        let mut vectors = self.embedder.embed(&texts)?.into_iter();
+        for chunk in &mut chunks {
+            chunk.vector = vectors.next().ok_or_else(missing_vector)?;
+        }
+        let summary_vector = vectors.next().ok_or_else(missing_vector)?;
+        let mention_vectors = mentions.into_iter().zip(vectors).collect();
         Ok(PreparedDoc {
             id: doc.id,
             title: doc.title,
@@ -134,8 +146,13 @@ impl Pipeline {
             summary_vector,
             chunks,
             triples,
+            mention_vectors,
         })
     }
+}
+
+fn missing_vector() -> Error {
+    Error::Embed("the embedder returned fewer vectors than texts".into())
 }
 
 /// The first chunk that mentions the subject, else the object, else the first chunk.

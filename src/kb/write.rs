@@ -7,6 +7,7 @@ use super::align::{Mention, same_entity};
 use super::model::{Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple};
 use super::store::{Family, KbBatch};
 use super::Kb;
+use crate::embed::Embedding;
 use crate::error::{Error, Result};
 use crate::text::normalize_entity;
 
@@ -24,6 +25,9 @@ pub struct PreparedDoc {
     pub summary_vector: Vec<f32>,
     pub chunks: Vec<PreparedChunk>,
     pub triples: Vec<PreparedTriple>,
+    /// Embeddings of the entity mentions and triple ends, computed with the rest of the
+    /// document's vectors; a mention missing here is embedded when it becomes a node.
+    pub mention_vectors: HashMap<String, Embedding>,
 }
 
 #[derive(Debug, Clone)]
@@ -67,6 +71,8 @@ struct Changes {
 
 struct Staging<'kb> {
     kb: &'kb Kb,
+    /// Precomputed mention embeddings (see `PreparedDoc::mention_vectors`).
+    mention_vectors: &'kb HashMap<String, Embedding>,
     batch: KbBatch,
     changes: Changes,
     /// Alias keys created in this staging (new nodes and new aliases).
@@ -74,9 +80,10 @@ struct Staging<'kb> {
 }
 
 impl<'kb> Staging<'kb> {
-    fn new(kb: &'kb Kb) -> Self {
+    fn new(kb: &'kb Kb, mention_vectors: &'kb HashMap<String, Embedding>) -> Self {
         Staging {
             kb,
+            mention_vectors,
             batch: KbBatch::default(),
             changes: Changes::default(),
             keys: HashMap::new(),
@@ -157,7 +164,10 @@ impl<'kb> Staging<'kb> {
     }
 
     fn match_or_create(&mut self, mention: &str, key: &str) -> Result<NodeId> {
-        let vector = self.kb.embedder.embed_one(mention)?;
+        let vector = match self.mention_vectors.get(mention) {
+            Some(v) => v.clone(),
+            None => self.kb.embedder.embed_one(mention)?,
+        };
         if self.kb.settings.alias.enabled {
             if let Some(id) = self.merge_target(mention, key, &vector) {
                 return Ok(id);
@@ -247,7 +257,7 @@ impl Kb {
         if previous.as_ref().is_some_and(|p| p.content_hash == doc.content_hash) {
             return Ok(IngestOutcome::Unchanged);
         }
-        let mut staging = Staging::new(self);
+        let mut staging = Staging::new(self, &doc.mention_vectors);
         if let Some(prev) = &previous {
             staging.stage_delete_doc(prev);
         }
@@ -303,7 +313,8 @@ impl Kb {
         let Some(doc) = self.doc_by_id(id).cloned() else {
             return Ok(false);
         };
-        let mut staging = Staging::new(self);
+        let no_mentions = HashMap::new();
+        let mut staging = Staging::new(self, &no_mentions);
         staging.stage_delete_doc(&doc);
         let changes = staging.finish()?;
         self.apply(changes)?;
@@ -319,7 +330,8 @@ impl Kb {
             .doc(chunk_rec.doc)
             .cloned()
             .ok_or_else(|| Error::NotFound(format!("document of chunk {chunk}")))?;
-        let mut staging = Staging::new(self);
+        let no_mentions = HashMap::new();
+        let mut staging = Staging::new(self, &no_mentions);
         let edge = staging
             .add_edge(triple, chunk, EdgeOrigin::Curated)?
             .ok_or_else(|| Error::Invalid("triple has an empty subject, relation or object".into()))?;
