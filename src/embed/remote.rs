@@ -9,8 +9,6 @@
 //! with backoff). Every reply is checked: one vector per text, each `embed.dim` wide and
 //! finite; the vectors are then L2-normalised, since the KB's indexes score by inner product.
 
-use std::time::Duration;
-
 use rig_core::DynModel;
 use rig_core::operation::Embedding as EmbeddingOp;
 
@@ -19,8 +17,7 @@ use crate::config::EmbedSettings;
 use crate::error::{Error, Result};
 use crate::llm::LlmError;
 use crate::llm::provider::{
-    ProviderKind, RetryPolicy, http_client, map_provider_error, ollama_config, openai_config,
-    read_api_key, trim_base_url,
+    Connection, ProviderKind, RetryPolicy, map_provider_error, ollama_config, openai_config,
 };
 
 pub struct RemoteEmbedder {
@@ -30,16 +27,6 @@ pub struct RemoteEmbedder {
     batch_size: usize,
     policy: RetryPolicy,
     model: DynModel<EmbeddingOp>,
-}
-
-impl std::fmt::Debug for RemoteEmbedder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteEmbedder")
-            .field("kind", &self.kind)
-            .field("model", &self.model_name)
-            .field("dim", &self.dim)
-            .finish()
-    }
 }
 
 impl RemoteEmbedder {
@@ -55,16 +42,18 @@ impl RemoteEmbedder {
                 )));
             }
         };
-        let model_name = settings.model.trim().to_string();
-        if model_name.is_empty() {
-            return Err(Error::Config(format!(
-                "embed.model must name the embedding model for embed.provider = \"{}\"",
-                kind.as_str()
-            )));
-        }
-        let base_url = trim_base_url(&settings.base_url);
-        let api_key = read_api_key(&settings.api_key_env);
-        let http = http_client(&base_url, Duration::from_millis(settings.timeout_ms))?;
+        let Connection { model_name, base_url, api_key, http } = Connection::new(
+            "embed",
+            kind,
+            &settings.model,
+            &settings.base_url,
+            &settings.api_key_env,
+            settings.timeout_ms,
+        )
+        .map_err(|error| match error {
+            LlmError::Config(message) => Error::Config(message),
+            other => Error::Embed(other.to_string()),
+        })?;
         // No width is asked of the server (`None`): a local server given OpenAI's
         // `dimensions` field may refuse it, and embed.dim is checked against every reply.
         let model = match kind {
@@ -180,7 +169,7 @@ mod tests {
 
     #[test]
     fn model_name_is_required() {
-        let err = RemoteEmbedder::from_settings(&settings("openai", " ")).unwrap_err();
+        let err = RemoteEmbedder::from_settings(&settings("openai", " ")).err().expect("refused");
         assert!(err.to_string().contains("embed.model"), "{err}");
     }
 

@@ -102,16 +102,14 @@ impl RigModel {
                 "the embedded provider has no network model".to_string(),
             ));
         };
-        let model_name = settings.model.trim().to_string();
-        if model_name.is_empty() {
-            return Err(LlmError::Config(format!(
-                "llm.model must name a model for provider {}",
-                kind.as_str()
-            )));
-        }
-        let base_url = trim_base_url(&settings.base_url);
-        let api_key = read_api_key(&settings.api_key_env);
-        let http = http_client(&base_url, Duration::from_millis(settings.timeout_ms))?;
+        let Connection { model_name, base_url, api_key, http } = Connection::new(
+            "llm",
+            kind,
+            &settings.model,
+            &settings.base_url,
+            &settings.api_key_env,
+            settings.timeout_ms,
+        )?;
 
         let model = match kind {
             ProviderKind::OpenAi => {
@@ -148,10 +146,37 @@ impl RigModel {
     }
 }
 
-/// A configured base URL without surrounding blanks or trailing slashes; empty means the
-/// provider's default.
-pub(crate) fn trim_base_url(base_url: &str) -> String {
-    base_url.trim().trim_end_matches('/').to_string()
+/// What any rig-core model needs from its settings section (`llm`, `embed`): the model
+/// name, the server, the key and an HTTP client for them.
+pub(crate) struct Connection {
+    pub model_name: String,
+    /// Without trailing slashes; empty means the provider's default.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub http: ReqwestClient,
+}
+
+impl Connection {
+    pub(crate) fn new(
+        section: &str,
+        kind: ProviderKind,
+        model: &str,
+        base_url: &str,
+        api_key_env: &str,
+        timeout_ms: u64,
+    ) -> Result<Connection, LlmError> {
+        let model_name = model.trim().to_string();
+        if model_name.is_empty() {
+            return Err(LlmError::Config(format!(
+                "{section}.model must name a model for provider {}",
+                kind.as_str()
+            )));
+        }
+        let base_url = base_url.trim().trim_end_matches('/').to_string();
+        let api_key = read_api_key(api_key_env);
+        let http = http_client(&base_url, Duration::from_millis(timeout_ms))?;
+        Ok(Connection { model_name, base_url, api_key, http })
+    }
 }
 
 /// An OpenAI-compatible server at `base_url` (empty: OpenAI itself), with `api_key` or none.
@@ -187,7 +212,7 @@ pub(crate) fn ollama_config(base_url: &str, api_key: Option<String>) -> OllamaCo
 
 /// The key from the variable an `api_key_env` setting names; `None` when unnamed, unset or
 /// blank.
-pub(crate) fn read_api_key(var: &str) -> Option<String> {
+fn read_api_key(var: &str) -> Option<String> {
     let var = var.trim();
     if var.is_empty() {
         return None;
@@ -199,7 +224,7 @@ pub(crate) fn read_api_key(var: &str) -> Option<String> {
 /// call on a short-lived runtime, and a pooled keep-alive connection belongs to the runtime
 /// that opened it, so reusing one after that runtime is gone fails the request. Not pooling
 /// costs one connect (and TLS handshake) per call, small beside a model's latency.
-pub(crate) fn http_client(base_url: &str, timeout: Duration) -> Result<ReqwestClient, LlmError> {
+fn http_client(base_url: &str, timeout: Duration) -> Result<ReqwestClient, LlmError> {
     let mut builder = rig_reqwest::reqwest::Client::builder().pool_max_idle_per_host(0);
     if !timeout.is_zero() {
         builder = builder.connect_timeout(timeout);
