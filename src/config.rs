@@ -68,7 +68,16 @@ pub struct EmbedSettings {
     pub provider: String,
     pub dim: usize,
     pub model_dir: PathBuf,
+    /// Hugging Face hub repository the minilm provider downloads when no local model is found;
+    /// empty disables the download.
+    pub model_id: String,
+    pub hub_cache: PathBuf,
     pub model: String,
+    pub base_url: String,
+    pub api_key_env: String,
+    pub timeout_ms: u64,
+    pub max_retries: u32,
+    pub retry_backoff_ms: u64,
     pub batch_size: usize,
 }
 
@@ -257,6 +266,9 @@ impl Settings {
         }
         if self.embed.dim == 0 {
             return bad("embed.dim must be > 0");
+        }
+        if self.embed.batch_size == 0 {
+            return bad("embed.batch_size must be > 0");
         }
         if !(0.0..1.0).contains(&self.retrieve.restart_prob) || self.retrieve.restart_prob == 0.0 {
             return bad("retrieve.restart_prob must be in (0, 1)");

@@ -81,6 +81,12 @@ enum Command {
         #[arg(long)]
         who: Option<String>,
     },
+    /// Download a sentence-transformer from the Hugging Face hub (or the HF_ENDPOINT mirror)
+    /// into `embed.hub_cache`, for `embed.provider = "minilm"`; prints where the files went.
+    FetchModel {
+        /// Hub repository (default: `embed.model_id`).
+        model_id: Option<String>,
+    },
     /// Re-embed every chunk, summary and entity with the configured embedder (after
     /// changing `embed.provider` or `embed.dim`).
     Reindex,
@@ -279,6 +285,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&response)?);
             } else {
                 print_response(&response);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::FetchModel { model_id } => {
+            let model_id = model_id.clone().unwrap_or_else(|| settings.embed.model_id.clone());
+            let cache = &settings.embed.hub_cache;
+            let fetched = a2rag::embed::hub::fetch(&model_id, cache, true)?;
+            let how = if fetched.from_cache {
+                "already in the cache".to_string()
+            } else {
+                format!("downloaded from {}", a2rag::embed::hub::endpoint())
+            };
+            println!("{model_id} ({how}) is in {}", fetched.dir.display());
+            for file in &fetched.files {
+                println!("  {file}");
+            }
+            if model_id.trim() == settings.embed.model_id.trim() {
+                println!("embed.provider = \"minilm\" uses it when embed.model_dir is empty and {} has no model", a2rag::embed::minilm::DEFAULT_MODEL_DIR);
+            } else {
+                println!("to use it: embed.provider = \"minilm\" with embed.model_id = \"{}\" (or embed.model_dir = \"{}\")", model_id.trim(), fetched.dir.display());
             }
             Ok(ExitCode::SUCCESS)
         }

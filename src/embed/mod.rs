@@ -1,15 +1,19 @@
-//! Embeddings behind one trait. The embedded default is [`HashEmbedder`]; others (a local
-//! sentence-transformer, remote providers) plug in through [`from_settings`].
+//! Embeddings behind one trait. The embedded default is [`HashEmbedder`]; others plug in
+//! through [`from_settings`]: a local sentence-transformer ([`MiniLmEmbedder`], its files from
+//! a directory or the Hugging Face hub, [`hub`]) and remote models through rig-core
+//! ([`RemoteEmbedder`]: OpenAI-compatible servers, Ollama).
 
 mod hash;
+pub mod hub;
 pub mod minilm;
+pub mod remote;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 pub use hash::HashEmbedder;
 pub use minilm::MiniLmEmbedder;
+pub use remote::RemoteEmbedder;
 
 use crate::config::EmbedSettings;
 use crate::error::{Error, Result};
@@ -31,19 +35,17 @@ pub trait Embedder: Send + Sync {
     }
 }
 
+/// The provider names `embed.provider` accepts.
+pub const PROVIDERS: [&str; 4] = ["hash", "minilm", "openai", "ollama"];
+
 pub fn from_settings(settings: &EmbedSettings) -> Result<Arc<dyn Embedder>> {
-    match settings.provider.as_str() {
+    match settings.provider.trim().to_ascii_lowercase().as_str() {
         "hash" => Ok(Arc::new(HashEmbedder::new(settings.dim))),
-        "minilm" => {
-            let dir = if settings.model_dir.as_os_str().is_empty() {
-                Path::new(minilm::DEFAULT_MODEL_DIR)
-            } else {
-                settings.model_dir.as_path()
-            };
-            Ok(Arc::new(MiniLmEmbedder::load(dir, settings.batch_size)?))
-        }
+        "minilm" => Ok(Arc::new(MiniLmEmbedder::from_settings(settings)?)),
+        "openai" | "ollama" => Ok(Arc::new(RemoteEmbedder::from_settings(settings)?)),
         other => Err(Error::Config(format!(
-            "unknown embed.provider `{other}` (known: hash, minilm)"
+            "unknown embed.provider `{other}` (known: {})",
+            PROVIDERS.join(", ")
         ))),
     }
 }
@@ -115,10 +117,12 @@ mod tests {
     }
 
     #[test]
-    fn unknown_provider_lists_minilm() {
+    fn unknown_provider_lists_the_known_ones() {
         let mut s = crate::config::Settings::defaults().embed;
         s.provider = "nope".into();
         let err = from_settings(&s).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("minilm"), "{err}");
+        for known in PROVIDERS {
+            assert!(err.contains(known), "{err}");
+        }
     }
 }

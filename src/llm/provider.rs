@@ -10,6 +10,7 @@
 //!
 //! [`from_settings`] builds the configured one wrapped in [`Retrying`].
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -101,30 +102,18 @@ impl RigModel {
                 "the embedded provider has no network model".to_string(),
             ));
         };
-        let model_name = settings.model.trim().to_string();
-        if model_name.is_empty() {
-            return Err(LlmError::Config(format!(
-                "llm.model must name a model for provider {}",
-                kind.as_str()
-            )));
-        }
-        let base_url = settings.base_url.trim().trim_end_matches('/').to_string();
-        let api_key = read_api_key(&settings.api_key_env);
-        let http = http_client(&base_url, Duration::from_millis(settings.timeout_ms))?;
+        let Connection { model_name, base_url, api_key, http } = Connection::new(
+            "llm",
+            kind,
+            &settings.model,
+            &settings.base_url,
+            &settings.api_key_env,
+            settings.timeout_ms,
+        )?;
 
         let model = match kind {
             ProviderKind::OpenAi => {
-                let mut config = OpenAIConfig::new(api_key.clone().unwrap_or_default());
-                if !base_url.is_empty() {
-                    config = config.with_base_url(base_url.as_str());
-                }
-                if api_key.is_none() {
-                    // Local servers (llama.cpp, vLLM, LM Studio) need no key, and llama.cpp's
-                    // server rejects an Authorization header it was not told to expect, so
-                    // send none at all rather than a dummy. OpenAI itself then answers 401,
-                    // which surfaces as a Config error naming the variable.
-                    config.auth = Auth::OptionalBearer;
-                }
+                let mut config = openai_config(&base_url, api_key);
                 // rig sends message content as an array of parts; llama-cpp-python's server
                 // (and other strict compatible servers) accept only a plain string, which
                 // OpenAI also takes. This rewrite sends text-only content as one string.
@@ -132,16 +121,7 @@ impl RigModel {
                 config.connect(http).chat(model_name.as_str()).erase()
             }
             ProviderKind::Ollama => {
-                let mut config = OllamaConfig::new();
-                if !base_url.is_empty() {
-                    // rig appends `/v1` itself; accept either spelling of the daemon URL.
-                    let root = base_url.strip_suffix("/v1").unwrap_or(&base_url);
-                    config = config.with_base_url(root);
-                }
-                if let Some(key) = api_key {
-                    config = config.with_api_key(key);
-                }
-                config.connect(http).completion(model_name.as_str()).erase()
+                ollama_config(&base_url, api_key).connect(http).completion(model_name.as_str()).erase()
             }
             ProviderKind::Anthropic => {
                 let Some(key) = api_key else {
@@ -166,7 +146,72 @@ impl RigModel {
     }
 }
 
-/// The key from the variable `llm.api_key_env` names; `None` when unnamed, unset or blank.
+/// What any rig-core model needs from its settings section (`llm`, `embed`): the model
+/// name, the server, the key and an HTTP client for them.
+pub(crate) struct Connection {
+    pub model_name: String,
+    /// Without trailing slashes; empty means the provider's default.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub http: ReqwestClient,
+}
+
+impl Connection {
+    pub(crate) fn new(
+        section: &str,
+        kind: ProviderKind,
+        model: &str,
+        base_url: &str,
+        api_key_env: &str,
+        timeout_ms: u64,
+    ) -> Result<Connection, LlmError> {
+        let model_name = model.trim().to_string();
+        if model_name.is_empty() {
+            return Err(LlmError::Config(format!(
+                "{section}.model must name a model for provider {}",
+                kind.as_str()
+            )));
+        }
+        let base_url = base_url.trim().trim_end_matches('/').to_string();
+        let api_key = read_api_key(api_key_env);
+        let http = http_client(&base_url, Duration::from_millis(timeout_ms))?;
+        Ok(Connection { model_name, base_url, api_key, http })
+    }
+}
+
+/// An OpenAI-compatible server at `base_url` (empty: OpenAI itself), with `api_key` or none.
+pub(crate) fn openai_config(base_url: &str, api_key: Option<String>) -> OpenAIConfig {
+    let keyless = api_key.is_none();
+    let mut config = OpenAIConfig::new(api_key.unwrap_or_default());
+    if !base_url.is_empty() {
+        config = config.with_base_url(base_url);
+    }
+    if keyless {
+        // Local servers (llama.cpp, vLLM, LM Studio) need no key, and llama.cpp's server
+        // rejects an Authorization header it was not told to expect, so send none at all
+        // rather than a dummy. OpenAI itself then answers 401, which surfaces as a Config
+        // error naming the variable.
+        config.auth = Auth::OptionalBearer;
+    }
+    config
+}
+
+/// The Ollama daemon at `base_url` (empty: the local default), with `api_key` or none.
+pub(crate) fn ollama_config(base_url: &str, api_key: Option<String>) -> OllamaConfig {
+    let mut config = OllamaConfig::new();
+    if !base_url.is_empty() {
+        // rig appends `/v1` itself where it needs it; accept either spelling of the daemon URL.
+        let root = base_url.strip_suffix("/v1").unwrap_or(base_url);
+        config = config.with_base_url(root);
+    }
+    if let Some(key) = api_key {
+        config = config.with_api_key(key);
+    }
+    config
+}
+
+/// The key from the variable an `api_key_env` setting names; `None` when unnamed, unset or
+/// blank.
 fn read_api_key(var: &str) -> Option<String> {
     let var = var.trim();
     if var.is_empty() {
@@ -218,7 +263,11 @@ impl LanguageModel for RigModel {
         // the text is still the answer.
         rig_request.accept_unknown_finish_reasons = true;
 
-        let response = self.model.call(rig_request).await.map_err(map_provider_error)?;
+        let response = self
+            .model
+            .call(rig_request)
+            .await
+            .map_err(|error| map_provider_error(error, "llm"))?;
         if let Some(error) = response.error.as_deref() {
             return Err(LlmError::Provider(format!("the model reported a failure: {error}")));
         }
@@ -256,17 +305,19 @@ fn usage_of(request: &CompletionRequest, text: &str, reported: &rig_core::comple
 /// Sorts rig's errors into ours. Only `Provider`, `Timeout` and `RateLimited` are retried
 /// ([`LlmError::is_transient`]), so answers that will not change on a second try (bad
 /// credentials, unknown model or URL, an unreadable reply) map to `Config` or `Malformed`.
-fn map_provider_error(error: ProviderError) -> LlmError {
+/// `section` is the settings section to point at ("llm", "embed").
+pub(crate) fn map_provider_error(error: ProviderError, section: &str) -> LlmError {
     if let Some(response) = error.provider_response() {
         let body = truncate(&response.body);
         return match response.status.map(|status| status.as_u16()) {
             Some(429) => LlmError::RateLimited(body),
             Some(status @ (401 | 403)) => LlmError::Config(format!(
-                "the provider rejected the credentials (HTTP {status}); check llm.api_key_env: {body}"
+                "the provider rejected the credentials (HTTP {status}); check \
+                 {section}.api_key_env: {body}"
             )),
             Some(404) => LlmError::Config(format!(
-                "the provider has no such endpoint or model (HTTP 404); check llm.base_url and \
-                 llm.model: {body}"
+                "the provider has no such endpoint or model (HTTP 404); check {section}.base_url \
+                 and {section}.model: {body}"
             )),
             Some(status) => LlmError::Provider(format!("HTTP {status}: {body}")),
             None => LlmError::Provider(body),
@@ -303,11 +354,55 @@ pub struct RetryPolicy {
 }
 
 impl RetryPolicy {
-    pub fn from_settings(settings: &LlmSettings) -> RetryPolicy {
+    pub fn new(timeout_ms: u64, max_retries: u32, retry_backoff_ms: u64) -> RetryPolicy {
         RetryPolicy {
-            timeout: Duration::from_millis(settings.timeout_ms),
-            max_retries: settings.max_retries,
-            backoff: Duration::from_millis(settings.retry_backoff_ms),
+            timeout: Duration::from_millis(timeout_ms),
+            max_retries,
+            backoff: Duration::from_millis(retry_backoff_ms),
+        }
+    }
+
+    pub fn from_settings(settings: &LlmSettings) -> RetryPolicy {
+        RetryPolicy::new(settings.timeout_ms, settings.max_retries, settings.retry_backoff_ms)
+    }
+
+    /// Runs `attempt` until it succeeds, fails permanently, or `max_retries` retries are
+    /// spent: each attempt is cut off after `timeout` ([`LlmError::Timeout`]), and transient
+    /// failures ([`LlmError::is_transient`]) are retried after an exponential backoff.
+    /// `what` names the model in the logs.
+    pub async fn run<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, LlmError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, LlmError>>,
+    {
+        let mut retry = 0u32;
+        loop {
+            tracing::debug!(model = %what, retry, "provider request");
+            let result = if self.timeout.is_zero() {
+                attempt().await
+            } else {
+                match tokio::time::timeout(self.timeout, attempt()).await {
+                    Ok(result) => result,
+                    Err(_) => Err(LlmError::Timeout(duration_ms(self.timeout))),
+                }
+            };
+            match result {
+                Ok(value) => return Ok(value),
+                Err(error) if error.is_transient() && retry < self.max_retries => {
+                    let delay = self.delay(retry);
+                    tracing::warn!(
+                        model = %what,
+                        %error,
+                        retry = retry + 1,
+                        max_retries = self.max_retries,
+                        delay_ms = duration_ms(delay),
+                        "provider request failed; retrying"
+                    );
+                    tokio::time::sleep(delay).await;
+                    retry += 1;
+                }
+                Err(error) => return Err(error),
+            }
         }
     }
 
@@ -318,9 +413,7 @@ impl RetryPolicy {
     }
 }
 
-/// Runs another model under a [`RetryPolicy`]: each attempt is cut off after
-/// `policy.timeout` ([`LlmError::Timeout`]), and transient failures
-/// ([`LlmError::is_transient`]) are retried with exponential backoff.
+/// Runs another model under a [`RetryPolicy`] ([`RetryPolicy::run`]).
 #[derive(Debug)]
 pub struct Retrying<M> {
     inner: M,
@@ -354,37 +447,13 @@ impl<M: LanguageModel> LanguageModel for Retrying<M> {
     }
 
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
-        let mut retry = 0u32;
-        loop {
-            let attempt = self.attempts.fetch_add(1, Ordering::Relaxed) + 1;
-            tracing::debug!(model = %self.inner.name(), attempt, retry, "llm request");
-            let result = if self.policy.timeout.is_zero() {
-                self.inner.complete(request).await
-            } else {
-                match tokio::time::timeout(self.policy.timeout, self.inner.complete(request)).await
-                {
-                    Ok(result) => result,
-                    Err(_) => Err(LlmError::Timeout(duration_ms(self.policy.timeout))),
-                }
-            };
-            match result {
-                Ok(completion) => return Ok(completion),
-                Err(error) if error.is_transient() && retry < self.policy.max_retries => {
-                    let delay = self.policy.delay(retry);
-                    tracing::warn!(
-                        model = %self.inner.name(),
-                        %error,
-                        retry = retry + 1,
-                        max_retries = self.policy.max_retries,
-                        delay_ms = duration_ms(delay),
-                        "llm request failed; retrying"
-                    );
-                    tokio::time::sleep(delay).await;
-                    retry += 1;
-                }
-                Err(error) => return Err(error),
-            }
-        }
+        let name = self.inner.name();
+        self.policy
+            .run(&name, || {
+                self.attempts.fetch_add(1, Ordering::Relaxed);
+                self.inner.complete(request)
+            })
+            .await
     }
 }
 

@@ -1,0 +1,186 @@
+//! Embeddings from a server, through rig-core's embedding models.
+//!
+//! * `openai`: any server with OpenAI's `POST {base_url}/embeddings` (OpenAI, vLLM,
+//!   llama.cpp's server, LM Studio).
+//! * `ollama`: the daemon's `POST {base_url}/api/embed`.
+//!
+//! Texts go out `embed.batch_size` per request, each request under the same
+//! [`RetryPolicy`] the language models use (per-attempt timeout, transient failures retried
+//! with backoff). Every reply is checked: one vector per text, each `embed.dim` wide and
+//! finite; the vectors are then L2-normalised, since the KB's indexes score by inner product.
+
+use rig_core::DynModel;
+use rig_core::operation::Embedding as EmbeddingOp;
+
+use super::{Embedder, Embedding, l2_normalize};
+use crate::config::EmbedSettings;
+use crate::error::{Error, Result};
+use crate::llm::LlmError;
+use crate::llm::provider::{
+    Connection, ProviderKind, RetryPolicy, map_provider_error, ollama_config, openai_config,
+};
+
+pub struct RemoteEmbedder {
+    kind: ProviderKind,
+    model_name: String,
+    dim: usize,
+    batch_size: usize,
+    policy: RetryPolicy,
+    model: DynModel<EmbeddingOp>,
+}
+
+impl RemoteEmbedder {
+    /// The `openai` or `ollama` embedder `settings` describe. Makes no request: a wrong URL,
+    /// key, model or dimension shows on the first [`Embedder::embed`].
+    pub fn from_settings(settings: &EmbedSettings) -> Result<RemoteEmbedder> {
+        let kind = match ProviderKind::parse(&settings.provider)? {
+            Some(kind @ (ProviderKind::OpenAi | ProviderKind::Ollama)) => kind,
+            _ => {
+                return Err(Error::Config(format!(
+                    "embed.provider `{}` has no remote embedding model (remote: openai, ollama)",
+                    settings.provider
+                )));
+            }
+        };
+        let Connection { model_name, base_url, api_key, http } = Connection::new(
+            "embed",
+            kind,
+            &settings.model,
+            &settings.base_url,
+            &settings.api_key_env,
+            settings.timeout_ms,
+        )
+        .map_err(|error| match error {
+            LlmError::Config(message) => Error::Config(message),
+            other => Error::Embed(other.to_string()),
+        })?;
+        // No width is asked of the server (`None`): a local server given OpenAI's
+        // `dimensions` field may refuse it, and embed.dim is checked against every reply.
+        let model = match kind {
+            ProviderKind::Ollama => {
+                ollama_config(&base_url, api_key).connect(http).embedding(model_name.as_str(), None).erase()
+            }
+            _ => openai_config(&base_url, api_key).connect(http).embedding(model_name.as_str(), None).erase(),
+        };
+        Ok(RemoteEmbedder {
+            kind,
+            model_name,
+            dim: settings.dim,
+            batch_size: settings.batch_size.max(1),
+            policy: RetryPolicy::new(
+                settings.timeout_ms,
+                settings.max_retries,
+                settings.retry_backoff_ms,
+            ),
+            model,
+        })
+    }
+
+    /// One request for `batch`, retried under the policy; the vectors as the server sent them.
+    async fn request(&self, batch: &[&str]) -> Result<Vec<Vec<f64>>, LlmError> {
+        let id = self.id();
+        let texts: Vec<String> = batch.iter().map(|text| text.to_string()).collect();
+        let response = self
+            .policy
+            .run(&id, || {
+                let call = self.model.call(texts.clone());
+                async move { call.await.map_err(|error| map_provider_error(error, "embed")) }
+            })
+            .await?;
+        Ok(response.embeddings.into_iter().map(|embedding| embedding.vec).collect())
+    }
+
+    /// Checks one batch's reply and turns it into unit vectors.
+    fn accept(&self, texts: usize, vectors: Vec<Vec<f64>>) -> Result<Vec<Embedding>> {
+        if vectors.len() != texts {
+            return Err(Error::Embed(format!(
+                "{}: the server returned {} vectors for {texts} texts",
+                self.id(),
+                vectors.len()
+            )));
+        }
+        vectors
+            .into_iter()
+            .map(|vector| {
+                if vector.len() != self.dim {
+                    return Err(Error::Config(format!(
+                        "{} returns {}-dimensional vectors but embed.dim is {}; set embed.dim = {} \
+                         (and run `a2rag reindex` on a KB built with the old setting)",
+                        self.id(),
+                        vector.len(),
+                        self.dim,
+                        vector.len()
+                    )));
+                }
+                let mut vector: Embedding = vector.into_iter().map(|x| x as f32).collect();
+                if vector.iter().any(|x| !x.is_finite()) {
+                    return Err(Error::Embed(format!(
+                        "{}: the server returned a vector with a non-finite component",
+                        self.id()
+                    )));
+                }
+                l2_normalize(&mut vector);
+                Ok(vector)
+            })
+            .collect()
+    }
+}
+
+impl Embedder for RemoteEmbedder {
+    fn id(&self) -> String {
+        format!("{}:{}", self.kind.as_str(), self.model_name)
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>> {
+        let mut out = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(self.batch_size) {
+            let vectors = crate::llm::block_on(self.request(batch))
+                .map_err(|error| Error::Embed(format!("{}: {error}", self.id())))?;
+            out.extend(self.accept(batch.len(), vectors)?);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(provider: &str, model: &str) -> EmbedSettings {
+        let mut s = crate::config::Settings::defaults().embed;
+        s.provider = provider.into();
+        s.model = model.into();
+        s.dim = 3;
+        s
+    }
+
+    #[test]
+    fn id_names_provider_and_model() {
+        let e = RemoteEmbedder::from_settings(&settings("openai", "text-embedding-3-small")).unwrap();
+        assert_eq!(e.id(), "openai:text-embedding-3-small");
+        assert_eq!(e.dim(), 3);
+        let e = RemoteEmbedder::from_settings(&settings("ollama", "nomic-embed-text")).unwrap();
+        assert_eq!(e.id(), "ollama:nomic-embed-text");
+    }
+
+    #[test]
+    fn model_name_is_required() {
+        let err = RemoteEmbedder::from_settings(&settings("openai", " ")).err().expect("refused");
+        assert!(err.to_string().contains("embed.model"), "{err}");
+    }
+
+    #[test]
+    fn replies_are_checked_and_normalised() {
+        let e = RemoteEmbedder::from_settings(&settings("openai", "m")).unwrap();
+        let out = e.accept(1, vec![vec![3.0, 0.0, 4.0]]).unwrap();
+        assert_eq!(out, vec![vec![0.6, 0.0, 0.8]]);
+        assert!(matches!(e.accept(2, vec![vec![1.0, 0.0, 0.0]]), Err(Error::Embed(_))));
+        let err = e.accept(1, vec![vec![1.0, 0.0]]).unwrap_err().to_string();
+        assert!(err.contains("embed.dim = 2"), "{err}");
+        assert!(matches!(e.accept(1, vec![vec![f64::NAN, 0.0, 0.0]]), Err(Error::Embed(_))));
+    }
+}
