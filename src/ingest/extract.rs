@@ -147,10 +147,10 @@ impl Extractor for RuleExtractor {
             }
             // Subject of a pronoun-led sentence is the document's topic.
             let mut anchors: Vec<(usize, usize, String)> = Vec::new();
-            if let (Some(t), Some(first)) = (&title_entity, toks.first()) {
-                if PRONOUNS.contains(&first.word.to_lowercase().as_str()) {
-                    anchors.push((0, 1, t.clone()));
-                }
+            if let (Some(t), Some(first)) = (&title_entity, toks.first())
+                && PRONOUNS.contains(&first.word.to_lowercase().as_str())
+            {
+                anchors.push((0, 1, t.clone()));
             }
             anchors.extend(found);
             for pair in anchors.windows(2) {

@@ -168,10 +168,10 @@ impl<'kb> Staging<'kb> {
             Some(v) => v.clone(),
             None => self.kb.embedder.embed_one(mention)?,
         };
-        if self.kb.settings.alias.enabled {
-            if let Some(id) = self.merge_target(mention, key, &vector) {
-                return Ok(id);
-            }
+        if self.kb.settings.alias.enabled
+            && let Some(id) = self.merge_target(mention, key, &vector)
+        {
+            return Ok(id);
         }
         let id = self.kb.store.next_id()? as NodeId;
         self.put_node(Node {
