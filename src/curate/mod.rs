@@ -21,7 +21,7 @@ use crate::control::QueryResponse;
 use crate::error::{Error, Result};
 use crate::ingest::extract::{Extractor, RuleExtractor};
 use crate::kb::Kb;
-use crate::kb::model::{ChunkId, EdgeId, RawTriple};
+use crate::kb::model::{ChunkId, EdgeId, RawTriple, relation_label};
 use crate::text::{normalize_entity, sentence_spans};
 
 pub use review::{ReviewSummary, review};
@@ -125,7 +125,7 @@ fn now_ms() -> u64 {
 /// The dedupe identity of a triple: what `Kb` would resolve it to, modulo aliases it does not
 /// know yet.
 fn triple_key(t: &RawTriple) -> String {
-    format!("{}\u{1f}{}\u{1f}{}", normalize_entity(&t.subject), t.relation.trim().to_lowercase(), normalize_entity(&t.object))
+    format!("{}\u{1f}{}\u{1f}{}", normalize_entity(&t.subject), relation_label(&t.relation), normalize_entity(&t.object))
 }
 
 /// Whether the graph already holds this triple between the nodes its mentions resolve to.
@@ -133,7 +133,7 @@ fn in_graph(kb: &Kb, t: &RawTriple) -> bool {
     let (Some(subject), Some(object)) = (kb.node_by_alias(&t.subject), kb.node_by_alias(&t.object)) else {
         return false;
     };
-    let relation = t.relation.trim().to_lowercase();
+    let relation = relation_label(&t.relation);
     kb.graph()
         .steps(subject)
         .iter()

@@ -229,7 +229,7 @@ impl Embedder for MiniLmEmbedder {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
         let mut out: Vec<Option<Embedding>> = vec![None; texts.len()];
-        for group in order.chunks(self.batch_size) {
+        for group in length_groups(&order, |i| texts[i].len(), self.batch_size) {
             let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
             for (&i, v) in group.iter().zip(self.embed_batch(&batch)?) {
                 out[i] = Some(v);
@@ -239,6 +239,21 @@ impl Embedder for MiniLmEmbedder {
             .map(|v| v.ok_or_else(|| Error::Embed("minilm: a text got no vector".into())))
             .collect()
     }
+}
+
+/// Splits `order` (indices sorted by decreasing length) into batches of at most `batch_size`
+/// that also break where a text is under half as long as the batch's first: a batch is padded
+/// to its longest text, so a document's short entity names must not ride along with its
+/// 200-token chunk.
+fn length_groups(order: &[usize], len: impl Fn(usize) -> usize, batch_size: usize) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for &i in order {
+        match groups.last_mut() {
+            Some(group) if group.len() < batch_size.max(1) && len(i) * 2 >= len(group[0]) => group.push(i),
+            _ => groups.push(vec![i]),
+        }
+    }
+    groups
 }
 
 /// Whether `dir` holds the files [`MiniLmEmbedder::load`] needs.
@@ -265,6 +280,15 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_break_on_size_and_on_a_drop_in_length() {
+        let lens = [400, 390, 210, 199, 60, 12, 11, 10, 9];
+        let order: Vec<usize> = (0..lens.len()).collect();
+        let groups = length_groups(&order, |i| lens[i], 3);
+        assert_eq!(groups, vec![vec![0, 1, 2], vec![3], vec![4], vec![5, 6, 7], vec![8]]);
+        assert!(length_groups(&[], |_| 0, 3).is_empty());
+    }
 
     #[test]
     fn missing_directory_names_path_and_fetch_script() {

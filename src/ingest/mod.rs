@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{ExtractorKind, Settings, SummarizerKind};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
-use crate::kb::model::EdgeOrigin;
+use crate::kb::model::{EdgeOrigin, relation_label};
 use crate::kb::PreparedChunk;
 use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
 use extract::{Extractor, RuleExtractor};
@@ -120,12 +120,12 @@ impl Pipeline {
         let summary = self.summarizer.summarize(&doc.title, &doc.text, &all_entities)?;
 
         // One embedding call for everything the commit needs: chunks (indexed with their
-        // title), the summary, and every mention that may become a node. A neural embedder
+        // title), the summary, every mention that may become a node and every relation label. A neural embedder
         // batches them; the commit thread then embeds nothing.
         let mut mentions: Vec<String> = chunks
             .iter()
             .flat_map(|c| c.entities.iter().cloned())
-            .chain(triples.iter().flat_map(|t| [t.triple.subject.clone(), t.triple.object.clone()]))
+            .chain(triples.iter().flat_map(|t| [t.triple.subject.clone(), t.triple.object.clone(), relation_label(&t.triple.relation)]))
             .collect();
         mentions.sort_unstable();
         mentions.dedup();
@@ -136,7 +136,7 @@ impl Pipeline {
             chunk.vector = vectors.next().ok_or_else(missing_vector)?;
         }
         let summary_vector = vectors.next().ok_or_else(missing_vector)?;
-        let mention_vectors = mentions.into_iter().zip(vectors).collect();
+        let text_vectors = mentions.into_iter().zip(vectors).collect();
         Ok(PreparedDoc {
             id: doc.id,
             title: doc.title,
@@ -146,7 +146,7 @@ impl Pipeline {
             summary_vector,
             chunks,
             triples,
-            mention_vectors,
+            text_vectors,
         })
     }
 }

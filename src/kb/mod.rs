@@ -143,7 +143,7 @@ impl Kb {
             self.index_node_in_memory(node);
         }
         let edges: Vec<Edge> = self.store.edges().collect::<Result<_>>()?;
-        let vectors = self.embed_new_relations(&edges)?;
+        let vectors = self.embed_new_relations(&edges, HashMap::new())?;
         for edge in edges {
             self.index_edge_in_memory(edge, &vectors)?;
         }
@@ -190,17 +190,18 @@ impl Kb {
         self.nodes.insert(node.id, node);
     }
 
-    /// Embeddings of the relation labels of `edges` that the KB does not know yet, embedded
-    /// in batches (one call per label would dominate loading with a neural embedder).
-    fn embed_new_relations(&self, edges: &[Edge]) -> Result<HashMap<String, crate::embed::Embedding>> {
+    /// Embeddings of the relation labels of `edges` that the KB does not know yet: taken from
+    /// `known` where it has them, the rest embedded in batches (one call per label would
+    /// dominate loading with a neural embedder).
+    fn embed_new_relations(&self, edges: &[Edge], known: HashMap<String, crate::embed::Embedding>) -> Result<HashMap<String, crate::embed::Embedding>> {
         let mut fresh: Vec<&str> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for edge in edges {
-            if !self.relations.contains(&edge.relation) && seen.insert(edge.relation.as_str()) {
+            if !self.relations.contains(&edge.relation) && !known.contains_key(&edge.relation) && seen.insert(edge.relation.as_str()) {
                 fresh.push(&edge.relation);
             }
         }
-        let mut vectors = HashMap::with_capacity(fresh.len());
+        let mut vectors = known;
         for batch in fresh.chunks(self.settings.embed.batch_size.max(1)) {
             for (label, vector) in batch.iter().zip(self.embedder.embed(batch)?) {
                 vectors.insert(label.to_string(), vector);

@@ -69,6 +69,11 @@ pub struct Edge {
     pub origin: EdgeOrigin,
 }
 
+/// The form a relation is stored and matched in: trimmed, lower case.
+pub fn relation_label(relation: &str) -> String {
+    relation.trim().to_lowercase()
+}
+
 /// A triple as extracted, before its mentions are resolved to nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RawTriple {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::align::{Mention, same_entity};
-use super::model::{Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple};
+use super::model::{Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple, relation_label};
 use super::store::{Family, KbBatch};
 use super::Kb;
 use crate::embed::Embedding;
@@ -25,9 +25,10 @@ pub struct PreparedDoc {
     pub summary_vector: Vec<f32>,
     pub chunks: Vec<PreparedChunk>,
     pub triples: Vec<PreparedTriple>,
-    /// Embeddings of the entity mentions and triple ends, computed with the rest of the
-    /// document's vectors; a mention missing here is embedded when it becomes a node.
-    pub mention_vectors: HashMap<String, Embedding>,
+    /// Embeddings of the short texts the commit may need (entity mentions, triple ends,
+    /// normalised relation labels), computed with the rest of the document's vectors so that
+    /// the committing thread embeds nothing; a text missing here is embedded when needed.
+    pub text_vectors: HashMap<String, Embedding>,
 }
 
 #[derive(Debug, Clone)]
@@ -67,12 +68,14 @@ struct Changes {
     node_vectors: HashMap<NodeId, Vec<f32>>,
     edges_removed: Vec<EdgeId>,
     edges_added: Vec<Edge>,
+    /// Embeddings prepared with the document, for relation labels new to the KB.
+    text_vectors: HashMap<String, Embedding>,
 }
 
 struct Staging<'kb> {
     kb: &'kb Kb,
-    /// Precomputed mention embeddings (see `PreparedDoc::mention_vectors`).
-    mention_vectors: &'kb HashMap<String, Embedding>,
+    /// Precomputed embeddings (see `PreparedDoc::text_vectors`).
+    text_vectors: &'kb HashMap<String, Embedding>,
     batch: KbBatch,
     changes: Changes,
     /// Alias keys created in this staging (new nodes and new aliases).
@@ -80,10 +83,10 @@ struct Staging<'kb> {
 }
 
 impl<'kb> Staging<'kb> {
-    fn new(kb: &'kb Kb, mention_vectors: &'kb HashMap<String, Embedding>) -> Self {
+    fn new(kb: &'kb Kb, text_vectors: &'kb HashMap<String, Embedding>) -> Self {
         Staging {
             kb,
-            mention_vectors,
+            text_vectors,
             batch: KbBatch::default(),
             changes: Changes::default(),
             keys: HashMap::new(),
@@ -164,7 +167,7 @@ impl<'kb> Staging<'kb> {
     }
 
     fn match_or_create(&mut self, mention: &str, key: &str) -> Result<NodeId> {
-        let vector = match self.mention_vectors.get(mention) {
+        let vector = match self.text_vectors.get(mention) {
             Some(v) => v.clone(),
             None => self.kb.embedder.embed_one(mention)?,
         };
@@ -216,7 +219,7 @@ impl<'kb> Staging<'kb> {
         let (Some(subject), Some(object)) = (self.resolve(&triple.subject, chunk)?, self.resolve(&triple.object, chunk)?) else {
             return Ok(None);
         };
-        let relation = triple.relation.trim().to_lowercase();
+        let relation = relation_label(&triple.relation);
         if relation.is_empty() {
             return Ok(None);
         }
@@ -257,7 +260,7 @@ impl Kb {
         if previous.as_ref().is_some_and(|p| p.content_hash == doc.content_hash) {
             return Ok(IngestOutcome::Unchanged);
         }
-        let mut staging = Staging::new(self, &doc.mention_vectors);
+        let mut staging = Staging::new(self, &doc.text_vectors);
         if let Some(prev) = &previous {
             staging.stage_delete_doc(prev);
         }
@@ -299,7 +302,8 @@ impl Kb {
         staging.batch.put_doc(&document);
         staging.batch.put_vector(Family::SummaryVec, key as u64, &doc.summary_vector);
         staging.changes.doc_added = Some((document, doc.summary_vector));
-        let changes = staging.finish()?;
+        let mut changes = staging.finish()?;
+        changes.text_vectors = doc.text_vectors;
         self.apply(changes)?;
         Ok(if previous.is_some() {
             IngestOutcome::Replaced
@@ -400,7 +404,7 @@ impl Kb {
                 }
             }
         }
-        let vectors = self.embed_new_relations(&changes.edges_added)?;
+        let vectors = self.embed_new_relations(&changes.edges_added, changes.text_vectors)?;
         for edge in changes.edges_added {
             self.index_edge_in_memory(edge, &vectors)?;
         }
