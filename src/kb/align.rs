@@ -38,6 +38,19 @@ pub fn edit_similarity(a_key: &str, b_key: &str) -> f32 {
     strsim::normalized_levenshtein(a_key, b_key) as f32
 }
 
+/// `edit_similarity(a, b) >= threshold`, without running Levenshtein when the lengths alone
+/// rule it out: the distance is at least the difference in length. Alias matching compares a
+/// new mention with every node sharing a blocking key, most of them far apart in length.
+fn edit_similarity_at_least(a_key: &str, b_key: &str, threshold: f32) -> bool {
+    let (la, lb) = (a_key.chars().count(), b_key.chars().count());
+    let longest = la.max(lb);
+    // The margin keeps float rounding from ever rejecting a pair Levenshtein would accept.
+    if longest > 0 && 1.0 - (la.abs_diff(lb) as f64 / longest as f64) < threshold as f64 - 1e-6 {
+        return false;
+    }
+    edit_similarity(a_key, b_key) >= threshold
+}
+
 /// Both measures above their thresholds, or the acronym rule. `cosine` gives the embedding
 /// similarity of the pair (`None`: no vector); it is only called when the names are close
 /// enough for it to matter, so callers may fetch vectors lazily.
@@ -45,7 +58,7 @@ pub fn same_entity(a: &Mention<'_>, b: &Mention<'_>, cosine: impl FnOnce() -> Op
     if a.key == b.key {
         return true;
     }
-    let confident = edit_similarity(a.key, b.key) >= settings.edit_threshold
+    let confident = edit_similarity_at_least(a.key, b.key, settings.edit_threshold)
         && cosine().is_some_and(|c| c >= settings.cosine_threshold);
     confident || acronym_of(a.surface, b.surface) || acronym_of(b.surface, a.surface)
 }
@@ -54,7 +67,6 @@ pub fn same_entity(a: &Mention<'_>, b: &Mention<'_>, cosine: impl FnOnce() -> Op
 /// ("CFH" / "CFH Clearing") or spells the initials of its capitalised words
 /// ("AIP" / "American Institute of Physics").
 pub fn acronym_of(short: &str, long: &str) -> bool {
-    let short_key = normalize_entity(short);
     let letters: String = short
         .split(['[', ']'])
         .enumerate()
@@ -70,6 +82,7 @@ pub fn acronym_of(short: &str, long: &str) -> bool {
     if !is_acronym {
         return false;
     }
+    let short_key = normalize_entity(short);
     let long_key = normalize_entity(long);
     if long_key == short_key {
         return false;
@@ -93,6 +106,18 @@ mod tests {
 
     fn mention<'a>(surface: &'a str, key: &'a str) -> Mention<'a> {
         Mention { surface, key }
+    }
+
+    #[test]
+    fn length_bound_agrees_with_levenshtein() {
+        let words = ["abcdefghijklmnopqrstuvwxy", "abcdefghijklmnopqrstuv", "paris", "parish", "paris hilton", "", "p", "colour research", "color research", "münchen", "munchen"];
+        for a in words {
+            for b in words {
+                for threshold in [0.5, 0.88, 0.95, edit_similarity(a, b)] {
+                    assert_eq!(edit_similarity_at_least(a, b, threshold), edit_similarity(a, b) >= threshold, "{a:?} {b:?} {threshold}");
+                }
+            }
+        }
     }
 
     #[test]
