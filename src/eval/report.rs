@@ -39,7 +39,7 @@ pub fn markdown(r: &Report) -> String {
     }
     if !r.node_deletion.is_empty() {
         let systems: Vec<&String> = r.node_deletion[0].recall_at_5.keys().collect();
-        let _ = writeln!(out, "\nR@5 under node deletion:\n");
+        let _ = writeln!(out, "\nR@5 under node deletion (the retriever alone on the original question; the table above runs a2rag through the controller, whose rewrites can change its final evidence):\n");
         let _ = writeln!(out, "| dropped | nodes left | {} |", systems.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" | "));
         let _ = writeln!(out, "|---|---|{}", "---|".repeat(systems.len()));
         for row in &r.node_deletion {
