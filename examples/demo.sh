@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job end to end on the bundled corpus with the embedded defaults: no network,
-# no API key. Builds, ingests examples/corpus into a fresh data dir, asks three questions.
+# no API key. Builds, ingests examples/corpus into a fresh data dir, asks four questions (the last is out of scope).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The dev profile builds dependencies optimised (Cargo.toml) and shares the test build.

@@ -35,6 +35,14 @@ impl Engine {
         let pipeline = Pipeline::from_settings(&settings, embedder, llm.clone())?;
         let controller = Controller::from_settings(&settings, llm.clone())?;
         let policies = load_policies(&settings.policy.policies_dir, config_file)?;
+        // The controller's roles come from the base settings: a policy cannot bring a model.
+        if llm.is_none()
+            && let Some((name, _)) = policies.iter().find(|(_, p)| p.retrieve.sufficiency_judge == crate::config::SufficiencyJudge::Llm)
+        {
+            return Err(Error::Config(format!(
+                "policy `{name}` sets retrieve.sufficiency_judge = \"llm\", but no [llm] provider is configured (llm.provider = \"embedded\")"
+            )));
+        }
         if !settings.policy.default.is_empty() && !policies.contains_key(&settings.policy.default) {
             return Err(Error::Config(format!("policy.default `{}` is not in {}", settings.policy.default, settings.policy.policies_dir.display())));
         }

@@ -218,6 +218,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
     init_tracing(&settings);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let open = |settings: Settings| Engine::open(settings, cli.config.as_deref()).context("opening the knowledge base");
+    // Commands that read a KB must not leave an empty one behind in a mistyped directory.
+    let open_existing = |settings: Settings| {
+        if !a2rag::kb::store::Store::exists(&settings.data_dir) {
+            anyhow::bail!(
+                "no knowledge base in {}: run `a2rag ingest` first, or point --data-dir at one",
+                settings.data_dir.display()
+            );
+        }
+        open(settings)
+    };
     match &cli.command {
         Command::Ingest { paths, triples } => {
             let mut engine = open(settings)?;
@@ -243,7 +253,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(if report.failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
         }
         Command::Delete { id } => {
-            let mut engine = open(settings)?;
+            let mut engine = open_existing(settings)?;
             let kb = engine.kb.get_mut();
             if kb.delete_document(id)? {
                 kb.flush()?;
@@ -255,7 +265,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Stats { json } => {
-            let mut engine = open(settings)?;
+            let mut engine = open_existing(settings)?;
             let stats = engine.kb.get_mut().stats();
             if *json {
                 println!("{}", serde_json::to_string_pretty(&stats)?);
@@ -268,7 +278,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Search { query, mode, k } => {
-            let mut engine = open(settings)?;
+            let mut engine = open_existing(settings)?;
             let kb = engine.kb.get_mut();
             for (rank, (id, score)) in kb.search(query, (*mode).into(), *k)?.into_iter().enumerate() {
                 if let Some(chunk) = kb.chunk(id) {
@@ -278,7 +288,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Ask { question, policy, json } => {
-            let engine = open(settings)?;
+            let engine = open_existing(settings)?;
             let request = QueryRequest { question: question.clone(), policy: policy.clone(), budget: None };
             let response = runtime.block_on(engine.query(&request))?;
             if *json {
@@ -367,7 +377,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Review { who } => {
-            let engine = open(settings)?;
+            let engine = open_existing(settings)?;
             let who = who.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "unknown".into());
             a2rag::curate::review(&engine, std::io::stdin().lock(), std::io::stdout().lock(), &who)?;
             Ok(ExitCode::SUCCESS)

@@ -331,3 +331,22 @@ mod budgets {
         }
     }
 }
+
+#[test]
+fn a_policy_cannot_ask_for_the_llm_judge_when_the_engine_has_no_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let policies = dir.path().join("policies");
+    std::fs::create_dir_all(&policies).unwrap();
+    // The policy names a provider of its own, which passes validation, but roles come from
+    // the base settings, whose provider is the embedded one.
+    std::fs::write(
+        policies.join("judged.toml"),
+        "[retrieve]\nsufficiency_judge = \"llm\"\n[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+    )
+    .unwrap();
+    let mut settings = Settings::defaults();
+    settings.data_dir = dir.path().join("kb");
+    settings.policy.policies_dir = policies;
+    let err = a2rag::engine::Engine::open(settings, None).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("`judged`") && err.contains("sufficiency_judge"), "{err}");
+}

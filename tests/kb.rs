@@ -161,6 +161,19 @@ fn bad_input_is_reported_and_does_not_stop_the_rest() {
 }
 
 #[test]
+fn reading_commands_refuse_a_directory_without_a_kb_and_leave_it_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-kb-here");
+    for args in [&["stats"][..], &["search", "oslo"], &["ask", "Where is Oslo?"], &["delete", "d1"]] {
+        let out = Command::new(bin()).arg("--data-dir").arg(&missing).args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("no knowledge base in") && stderr.contains("a2rag ingest"), "{args:?}: {stderr}");
+    }
+    assert!(!missing.exists(), "nothing was created");
+}
+
+#[test]
 fn newer_schema_and_other_embedder_are_refused_with_clear_messages() {
     let dir = tempfile::tempdir().unwrap();
     let kb_dir = dir.path().join("kb");

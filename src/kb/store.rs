@@ -93,6 +93,11 @@ impl Store {
         })
     }
 
+    /// Whether `dir` holds a knowledge base (commands that only read refuse to create one).
+    pub fn exists(dir: &Path) -> bool {
+        dir.join("db").is_dir()
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
