@@ -78,11 +78,20 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, query: &str) -> Result<S
     }
     // Fuzzy alignment of capitalised mentions through the entity index.
     let mentions = entity_mentions(query);
-    let embedder = kb.embedder();
     for mention in &mentions {
         mentioned_words.extend(text::words(mention));
+    }
+    let relation_phrase = text::content_terms(query)
+        .into_iter()
+        .filter(|w| !mentioned_words.contains(w) && !WH_WORDS.contains(&w.as_str()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    // One embedding call for the mentions and the relation phrase: with a neural embedder
+    // each call is a forward pass, and a query has several short texts.
+    let texts: Vec<&str> = mentions.iter().map(String::as_str).chain(Some(relation_phrase.as_str()).filter(|p| !p.is_empty())).collect();
+    let mut vectors = kb.embedder().embed(&texts)?.into_iter();
+    for (mention, v) in mentions.iter().zip(vectors.by_ref()) {
         let key = normalize_entity(mention);
-        let v = embedder.embed_one(mention)?;
         for (id, cos) in kb.node_index().search(&v, 5)? {
             let Some(node) = kb.node(id as NodeId) else { continue };
             let edit = node
@@ -106,25 +115,19 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, query: &str) -> Result<S
             .then(a.node.cmp(&b.node))
     });
     entities.truncate(settings.max_entity_seeds);
-
-    let relation_phrase = text::content_terms(query)
-        .into_iter()
-        .filter(|w| !mentioned_words.contains(w) && !WH_WORDS.contains(&w.as_str()))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let relations = align_relations(kb, settings.relation_threshold, &relation_phrase)?;
+    let relations = match vectors.next() {
+        Some(v) => align_relations(kb, settings.relation_threshold, &v)?,
+        None => Vec::new(),
+    };
     Ok(Seeds { entities, relations, relation_phrase })
 }
 
-/// Relation labels whose embedding is close to the query's relation phrase, best first.
-fn align_relations(kb: &Kb, threshold: f32, phrase: &str) -> Result<Vec<RelationSeed>> {
-    if phrase.is_empty() {
-        return Ok(Vec::new());
-    }
-    let v = kb.embedder().embed_one(phrase)?;
+/// Relation labels whose embedding is close to the query's relation phrase (`phrase`), best
+/// first.
+fn align_relations(kb: &Kb, threshold: f32, phrase: &[f32]) -> Result<Vec<RelationSeed>> {
     Ok(kb
         .relations()
-        .nearest(&v, MAX_RELATION_SEEDS, threshold)?
+        .nearest(phrase, MAX_RELATION_SEEDS, threshold)?
         .into_iter()
         .map(|(label, score)| RelationSeed { label: label.to_string(), score })
         .collect())
