@@ -181,8 +181,9 @@ fn cli_fetch_model_downloads_from_hf_endpoint_and_says_where() {
 fn minilm_offline_without_a_model_names_both_ways_to_get_one() {
     // A fresh working directory: no .cache/models/all-MiniLM-L6-v2 and an empty hub cache.
     let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("doc.txt"), "Oslo is the capital of Norway.").unwrap();
     let output = a2rag(work.path())
-        .args(["stats", "--data-dir", "kb"])
+        .args(["ingest", "--data-dir", "kb", "doc.txt"])
         .env("A2RAG__EMBED__PROVIDER", "minilm")
         .env("HF_ENDPOINT", dead_endpoint())
         .output()
