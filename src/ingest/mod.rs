@@ -120,23 +120,24 @@ impl Pipeline {
         let summary = self.summarizer.summarize(&doc.title, &doc.text, &all_entities)?;
 
         // One embedding call for everything the commit needs: chunks (indexed with their
-        // title), the summary, every mention that may become a node and every relation label. A neural embedder
-        // batches them; the commit thread then embeds nothing.
-        let mut mentions: Vec<String> = chunks
+        // title), the summary, and the short texts: every mention that may become a node and
+        // every relation label. A neural embedder batches them; the commit thread then
+        // embeds nothing.
+        let mut short_texts: Vec<String> = chunks
             .iter()
             .flat_map(|c| c.entities.iter().cloned())
             .chain(triples.iter().flat_map(|t| [t.triple.subject.clone(), t.triple.object.clone(), relation_label(&t.triple.relation)]))
             .collect();
-        mentions.sort_unstable();
-        mentions.dedup();
+        short_texts.sort_unstable();
+        short_texts.dedup();
         let indexed: Vec<String> = chunks.iter().map(|c| format!("{}\n{}", doc.title, c.text)).collect();
-        let texts: Vec<&str> = indexed.iter().chain([&summary]).chain(&mentions).map(String::as_str).collect();
+        let texts: Vec<&str> = indexed.iter().chain([&summary]).chain(&short_texts).map(String::as_str).collect();
         let mut vectors = self.embedder.embed(&texts)?.into_iter();
         for chunk in &mut chunks {
             chunk.vector = vectors.next().ok_or_else(missing_vector)?;
         }
         let summary_vector = vectors.next().ok_or_else(missing_vector)?;
-        let text_vectors = mentions.into_iter().zip(vectors).collect();
+        let text_vectors = short_texts.into_iter().zip(vectors).collect();
         Ok(PreparedDoc {
             id: doc.id,
             title: doc.title,
@@ -248,22 +249,19 @@ pub fn ingest_docs(
 ) -> Result<()> {
     progress.start(docs.len());
     // Skip the preparation work for unchanged documents.
-    let work: Vec<Option<SourceDoc>> = docs
+    let work: Vec<SourceDoc> = docs
         .into_iter()
-        .map(|doc| {
+        .filter(|doc| {
             let unchanged = kb
                 .doc_by_id(&doc.id)
                 .is_some_and(|d| d.content_hash == content_hash(&doc.title, &doc.text));
             if unchanged {
                 report.record(IngestOutcome::Unchanged);
                 progress.advance(&doc.id);
-                None
-            } else {
-                Some(doc)
             }
+            !unchanged
         })
         .collect();
-    let work: Vec<SourceDoc> = work.into_iter().flatten().collect();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(work.len()).max(1);
     std::thread::scope(|scope| -> Result<()> {
         // Worker w prepares documents w, w + workers, ...; reading the channels round-robin

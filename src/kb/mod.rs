@@ -272,8 +272,8 @@ impl Kb {
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
         self.nodes.values()
     }
-    /// Nodes sharing a blocking key with `mention`: the only possible alias matches.
-    /// Committed nodes with an alias carrying one of `blocks` (see [`align::blocking_keys`]).
+    /// Committed nodes with an alias carrying one of `blocks` (see [`align::blocking_keys`]):
+    /// the only possible alias matches.
     pub fn alias_candidates(&self, blocks: &[String]) -> Vec<NodeId> {
         let mut out: Vec<NodeId> = blocks
             .iter()

@@ -68,14 +68,13 @@ struct Changes {
     node_vectors: HashMap<NodeId, Vec<f32>>,
     edges_removed: Vec<EdgeId>,
     edges_added: Vec<Edge>,
-    /// Embeddings prepared with the document, for relation labels new to the KB.
+    /// Embeddings prepared with the document (see `PreparedDoc::text_vectors`): read for new
+    /// nodes while staging, for relation labels new to the KB when applying.
     text_vectors: HashMap<String, Embedding>,
 }
 
 struct Staging<'kb> {
     kb: &'kb Kb,
-    /// Precomputed embeddings (see `PreparedDoc::text_vectors`).
-    text_vectors: &'kb HashMap<String, Embedding>,
     batch: KbBatch,
     changes: Changes,
     /// Alias keys created in this staging (new nodes and new aliases).
@@ -83,10 +82,9 @@ struct Staging<'kb> {
 }
 
 impl<'kb> Staging<'kb> {
-    fn new(kb: &'kb Kb, text_vectors: &'kb HashMap<String, Embedding>) -> Self {
+    fn new(kb: &'kb Kb) -> Self {
         Staging {
             kb,
-            text_vectors,
             batch: KbBatch::default(),
             changes: Changes::default(),
             keys: HashMap::new(),
@@ -167,7 +165,7 @@ impl<'kb> Staging<'kb> {
     }
 
     fn match_or_create(&mut self, mention: &str, key: &str) -> Result<NodeId> {
-        let vector = match self.text_vectors.get(mention) {
+        let vector = match self.changes.text_vectors.get(mention) {
             Some(v) => v.clone(),
             None => self.kb.embedder.embed_one(mention)?,
         };
@@ -260,7 +258,8 @@ impl Kb {
         if previous.as_ref().is_some_and(|p| p.content_hash == doc.content_hash) {
             return Ok(IngestOutcome::Unchanged);
         }
-        let mut staging = Staging::new(self, &doc.text_vectors);
+        let mut staging = Staging::new(self);
+        staging.changes.text_vectors = doc.text_vectors;
         if let Some(prev) = &previous {
             staging.stage_delete_doc(prev);
         }
@@ -302,8 +301,7 @@ impl Kb {
         staging.batch.put_doc(&document);
         staging.batch.put_vector(Family::SummaryVec, key as u64, &doc.summary_vector);
         staging.changes.doc_added = Some((document, doc.summary_vector));
-        let mut changes = staging.finish()?;
-        changes.text_vectors = doc.text_vectors;
+        let changes = staging.finish()?;
         self.apply(changes)?;
         Ok(if previous.is_some() {
             IngestOutcome::Replaced
@@ -317,8 +315,7 @@ impl Kb {
         let Some(doc) = self.doc_by_id(id).cloned() else {
             return Ok(false);
         };
-        let no_mentions = HashMap::new();
-        let mut staging = Staging::new(self, &no_mentions);
+        let mut staging = Staging::new(self);
         staging.stage_delete_doc(&doc);
         let changes = staging.finish()?;
         self.apply(changes)?;
@@ -334,8 +331,7 @@ impl Kb {
             .doc(chunk_rec.doc)
             .cloned()
             .ok_or_else(|| Error::NotFound(format!("document of chunk {chunk}")))?;
-        let no_mentions = HashMap::new();
-        let mut staging = Staging::new(self, &no_mentions);
+        let mut staging = Staging::new(self);
         let edge = staging
             .add_edge(triple, chunk, EdgeOrigin::Curated)?
             .ok_or_else(|| Error::Invalid("triple has an empty subject, relation or object".into()))?;
