@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The dev profile builds dependencies optimised (Cargo.toml) and shares the test build.
-cargo build --quiet
+# The first build compiles a few hundred crates (minutes on a small machine): cargo's own
+# progress shows it is working; later runs are instant.
+echo "Building a2rag (the first build takes several minutes; cargo shows its progress)..." >&2
+cargo build
 bin() { cargo run --quiet -- "$@"; }
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT

@@ -34,7 +34,7 @@ pub fn scratch_kb(mut settings: Settings, dir: &Path) -> Result<(Kb, Pipeline)> 
 /// (the floor no ingest can beat) measured on the same corpus.
 pub fn ingest(settings: Settings, corpus: &Path, scratch: &Path) -> Result<String> {
     let t = Instant::now();
-    let read = source::read_file(corpus);
+    let read = source::read_file(corpus, settings.ingest.max_file_bytes);
     let docs = read.docs;
     let n = docs.len();
     let chunks: usize = docs.iter().map(|d| ingest::chunk::chunk_spans(&d.text, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap).len()).sum();
@@ -149,7 +149,7 @@ pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, 
 
 /// Sentences/s of the configured embedder against the hash embedder on the same sentences.
 pub fn embed(settings: &Settings, corpus: &Path, batch: usize) -> Result<String> {
-    let docs = source::read_file(corpus).docs;
+    let docs = source::read_file(corpus, settings.ingest.max_file_bytes).docs;
     let sentences: Vec<String> = docs
         .iter()
         .flat_map(|d| crate::text::sentence_spans(&d.text).into_iter().map(|r| d.text[r].to_string()).collect::<Vec<_>>())
@@ -187,4 +187,83 @@ pub async fn rpc(engine: Arc<crate::engine::Engine>, dataset_dir: &Path, clients
         text.push_str(&format!("{} clients sustain {:.1}x the queries/s of {}", last.clients, last.queries_per_second / first.queries_per_second.max(1e-9), first.clients));
     }
     Ok(text)
+}
+
+/// Seconds to ingest one synthetic document of each size in `megabytes`, each into a fresh
+/// KB, and the time per MB relative to the smallest: linear ingest keeps the ratio near 1.
+pub fn large_doc(settings: Settings, megabytes: &[usize], scratch: &Path) -> Result<String> {
+    let mut lines = Vec::new();
+    let mut first_per_mb = None;
+    for &mb in megabytes {
+        let text = synthetic_document(mb * 1_000_000, 17);
+        let (mut kb, pipeline) = scratch_kb(settings.clone(), scratch)?;
+        let doc = source::SourceDoc { id: format!("synthetic-{mb}mb"), title: format!("Synthetic {mb} MB"), text, source: "bench".into() };
+        let t = Instant::now();
+        let mut report = ingest::IngestReport::default();
+        ingest::ingest_docs(&mut kb, &pipeline, vec![doc], &mut (), &mut report)?;
+        kb.flush()?;
+        let secs = t.elapsed().as_secs_f64();
+        if let Some(e) = report.errors.first() {
+            return Err(crate::Error::Invalid(format!("the {mb} MB document failed: {e}")));
+        }
+        let per_mb = secs / mb.max(1) as f64;
+        let base = *first_per_mb.get_or_insert(per_mb);
+        let stats = kb.stats();
+        lines.push(format!(
+            "  {mb:>3} MB: {secs:>7.2} s  {per_mb:.3} s/MB  x{:.2} of the {} MB rate  ({} chunks, {} nodes, {} edges)",
+            per_mb / base,
+            megabytes[0],
+            stats.chunks,
+            stats.nodes,
+            stats.edges
+        ));
+    }
+    Ok(format!("large-document ingest (one document each, rule extractor, embedder {}):\n{}", settings.embed.provider, lines.join("\n")))
+}
+
+/// About `bytes` of English-like text whose entity vocabulary grows with its length (new
+/// places keep appearing among a fixed cast of people and organisations, as in a long real
+/// document), seeded.
+pub fn synthetic_document(bytes: usize, seed: u64) -> String {
+    const FIRST: &[&str] = &["Anna", "Boris", "Clara", "David", "Elena", "Farid", "Grace", "Hugo", "Irene", "Jonas", "Kira", "Lars", "Maya", "Nils", "Olga", "Pavel"];
+    const LAST: &[&str] = &["Berg", "Costa", "Dahl", "Engel", "Fischer", "Gomez", "Holm", "Ivanova", "Jensen", "Keller", "Lind", "Moreau", "Novak", "Olsen", "Petrov", "Quist"];
+    const ORGS: &[&str] = &["Institute", "Company", "University", "Museum", "Railway", "Orchestra", "Bank", "Society"];
+    const VERBS: &[&str] = &["founded", "joined", "visited", "directed", "studied at", "moved to", "wrote about", "married in"];
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut text = String::with_capacity(bytes + 256);
+    let mut places = 0usize;
+    while text.len() < bytes {
+        // A new place every ~20 sentences keeps the number of distinct entities growing.
+        if rng.random_range(0..20) == 0 {
+            places += 1;
+        }
+        let place = syllables(1000 + rng.random_range(0..=places) as u64);
+        let person = format!("{} {}", FIRST[rng.random_range(0..FIRST.len())], LAST[rng.random_range(0..LAST.len())]);
+        let org = format!("{} {}", syllables(rng.random_range(0..200)), ORGS[rng.random_range(0..ORGS.len())]);
+        let verb = VERBS[rng.random_range(0..VERBS.len())];
+        let year = rng.random_range(1800..2020);
+        text.push_str(&format!("{person} {verb} the {org} in {place} in {year}. "));
+        if rng.random_range(0..8) == 0 {
+            text.push_str("\n\n");
+        }
+    }
+    text
+}
+
+/// A pronounceable capitalised name for `n` ("Kava", "Lomesu", ...), distinct per `n`.
+fn syllables(mut n: u64) -> String {
+    const CONSONANTS: &[u8] = b"bdfgklmnprstvz";
+    const VOWELS: &[u8] = b"aeiou";
+    let mut name = String::new();
+    loop {
+        let s = (n % 70) as usize;
+        name.push(CONSONANTS[s % 14] as char);
+        name.push(VOWELS[s / 14] as char);
+        n /= 70;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut chars = name.chars();
+    chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
 }

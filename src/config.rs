@@ -47,6 +47,7 @@ pub struct IngestSettings {
     pub summary_entities: usize,
     pub extractor: ExtractorKind,
     pub summarizer: SummarizerKind,
+    pub max_file_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -209,6 +210,7 @@ pub struct ServerSettings {
     pub max_message_bytes: usize,
     pub max_pending: usize,
     pub bearer_token: String,
+    pub ingest_roots: Vec<PathBuf>,
 }
 
 impl Settings {
@@ -220,6 +222,22 @@ impl Settings {
     /// Like [`Settings::load`], with a policy profile layered between the file and the
     /// environment.
     pub fn load_with_policy(file: Option<&Path>, policy: Option<&Path>) -> Result<Settings> {
+        Settings::layered(file, |builder| match policy {
+            Some(path) => builder.add_source(config::File::from(path).format(config::FileFormat::Toml).required(true)),
+            None => builder,
+        })
+    }
+
+    /// Like [`Settings::load_with_policy`], with the policy given as TOML text (the policies
+    /// embedded in the binary).
+    pub fn load_with_policy_text(file: Option<&Path>, policy: &str) -> Result<Settings> {
+        Settings::layered(file, |builder| builder.add_source(config::File::from_str(policy, config::FileFormat::Toml)))
+    }
+
+    fn layered(
+        file: Option<&Path>,
+        policy: impl FnOnce(config::ConfigBuilder<config::builder::DefaultState>) -> config::ConfigBuilder<config::builder::DefaultState>,
+    ) -> Result<Settings> {
         let mut builder = config::Config::builder().add_source(config::File::from_str(
             DEFAULT_TOML,
             config::FileFormat::Toml,
@@ -230,9 +248,7 @@ impl Settings {
             }
             builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml));
         }
-        if let Some(path) = policy {
-            builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml).required(true));
-        }
+        builder = policy(builder);
         builder = builder.add_source(
             config::Environment::with_prefix("A2RAG")
                 .prefix_separator("__")
@@ -263,6 +279,9 @@ impl Settings {
         }
         if self.ingest.chunk_overlap >= self.ingest.chunk_tokens {
             return bad("ingest.chunk_overlap must be smaller than ingest.chunk_tokens");
+        }
+        if self.ingest.max_file_bytes == 0 {
+            return bad("ingest.max_file_bytes must be > 0");
         }
         if self.embed.dim == 0 {
             return bad("embed.dim must be > 0");

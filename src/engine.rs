@@ -76,9 +76,39 @@ impl Engine {
     }
 }
 
+/// The policies shipped in `policies/`, for when no policies directory is found.
+const EMBEDDED_POLICIES: &[(&str, &str)] = &[
+    ("balanced", include_str!("../policies/balanced.toml")),
+    ("cheap", include_str!("../policies/cheap.toml")),
+    ("strict", include_str!("../policies/strict.toml")),
+];
+
+/// Where the policies directory is: a relative `policy.policies_dir` is taken next to the
+/// config file (not the working directory, which changes with where a command is run).
+/// Without a config file, the default name means the embedded policies (`None`), and any
+/// other relative name is the user's own, under the working directory.
+fn policies_dir(dir: &Path, config_file: Option<&Path>) -> Option<PathBuf> {
+    let default = Settings::defaults().policy.policies_dir;
+    let resolved = match config_file.and_then(Path::parent) {
+        _ if dir.is_absolute() => dir.to_path_buf(),
+        Some(config_dir) => config_dir.join(dir),
+        None if dir == default => return None,
+        None => dir.to_path_buf(),
+    };
+    // The default name where the config file has no such directory: the embedded ones.
+    (resolved.is_dir() || dir != default).then_some(resolved)
+}
+
 fn load_policies(dir: &Path, config_file: Option<&Path>) -> Result<HashMap<String, Arc<Settings>>> {
     let mut policies = HashMap::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Some(dir) = policies_dir(dir, config_file) else {
+        for (name, toml) in EMBEDDED_POLICIES {
+            let settings = Settings::load_with_policy_text(config_file, toml).map_err(|e| Error::Config(format!("embedded policy {name}: {e}")))?;
+            policies.insert(name.to_string(), Arc::new(settings));
+        }
+        return Ok(policies);
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
         // No policies directory is fine: requests may then name no policy.
         return Ok(policies);
     };
@@ -91,4 +121,28 @@ fn load_policies(dir: &Path, config_file: Option<&Path>) -> Result<HashMap<Strin
         policies.insert(name, Arc::new(settings));
     }
     Ok(policies)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 17: `--policy cheap` failed outside the checkout ("known: " and nothing).
+    #[test]
+    fn policies_do_not_depend_on_the_working_directory() {
+        let embedded = load_policies(Path::new("policies"), None).unwrap();
+        let mut names: Vec<_> = embedded.keys().cloned().collect();
+        names.sort();
+        assert_eq!(names, ["balanced", "cheap", "strict"]);
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("a2rag.toml");
+        std::fs::write(&config, "").unwrap();
+        std::fs::create_dir(dir.path().join("policies")).unwrap();
+        std::fs::write(dir.path().join("policies/mine.toml"), "[gate]\nthreshold = 0.11\n").unwrap();
+        let next_to_config = load_policies(Path::new("policies"), Some(&config)).unwrap();
+        assert_eq!(next_to_config.keys().collect::<Vec<_>>(), ["mine"]);
+        assert_eq!(next_to_config["mine"].gate.threshold, 0.11);
+        std::fs::remove_dir_all(dir.path().join("policies")).unwrap();
+        assert_eq!(load_policies(Path::new("policies"), Some(&config)).unwrap().len(), 3, "embedded when the config has none beside it");
+    }
 }

@@ -75,6 +75,11 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         listen: Vec<a2rag::rpc::Listen>,
     },
+    /// Check the knowledge base's integrity (provenance, edges, documents, curation
+    /// decisions); exits non-zero and lists the violations when there are any.
+    Check,
+    /// Print the curation audit log, one JSON object per line, oldest first.
+    Audit,
     /// Review pending triple proposals: a=approve, r=reject, e=edit, s=skip, q=quit.
     Review {
         /// Name recorded in the audit log (default: $USER).
@@ -149,6 +154,12 @@ enum BenchCommand {
         clients: Vec<usize>,
         #[arg(long, default_value_t = 500)]
         queries: usize,
+    },
+    /// Seconds to ingest one synthetic document of each size (MB), and time per MB against
+    /// the smallest size: ingest of one large document must stay linear.
+    LargeDoc {
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+        megabytes: Vec<usize>,
     },
     /// Retrieval latency (all stages, no LLM) over a dataset's questions.
     Retrieve {
@@ -246,8 +257,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 eprintln!("error: {e}");
             }
             let stats = engine.kb.get_mut().stats();
+            let dropped = if report.triples_dropped > 0 { format!(", {} imported triples left out", report.triples_dropped) } else { String::new() };
             println!(
-                "{} files: {} added, {} replaced, {} unchanged, {} errors; KB has {} documents, {} chunks, {} nodes, {} edges",
+                "{} files: {} added, {} replaced, {} unchanged, {} errors{dropped}; KB has {} documents, {} chunks, {} nodes, {} edges",
                 report.files, report.added, report.replaced, report.unchanged, report.errors.len(), stats.documents, stats.chunks, stats.nodes, stats.edges
             );
             Ok(if report.failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
@@ -350,6 +362,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     a2rag::bench::ppr(*nodes, *edges, *queries, &settings.retrieve)
                 }
                 BenchCommand::Retrieve { dataset, triples } => a2rag::bench::retrieve(settings, dataset, triples.as_deref(), &scratch)?,
+                BenchCommand::LargeDoc { megabytes } => a2rag::bench::large_doc(settings, megabytes, &scratch)?,
                 BenchCommand::Embed { corpus, batch } => a2rag::bench::embed(&settings, corpus, *batch)?,
                 BenchCommand::Rpc { dataset, clients, queries } => {
                     let engine = std::sync::Arc::new(open(settings)?);
@@ -368,12 +381,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 for address in daemon.addresses() {
                     eprintln!("a2rag: listening on {address}");
                 }
+                if let Some(file) = daemon.token_file() {
+                    eprintln!("a2rag: TCP clients must send the token in {} (auth)", file.display());
+                }
                 daemon.run().await
             });
             // Dropping the runtime would wait for a write that outlived the shutdown grace
             // period; sled keeps each document's batch atomic, so exiting is safe.
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             served?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Check => {
+            let mut engine = open_existing(settings)?;
+            let kb = engine.kb.get_mut();
+            let mut violations = kb.integrity_violations();
+            violations.extend(a2rag::curate::integrity_violations(kb)?);
+            for v in &violations {
+                println!("violation: {v}");
+            }
+            let stats = kb.stats();
+            println!("{} violations in {} documents, {} chunks, {} nodes, {} edges", violations.len(), stats.documents, stats.chunks, stats.nodes, stats.edges);
+            Ok(if violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Audit => {
+            let mut engine = open_existing(settings)?;
+            let mut out = std::io::stdout().lock();
+            for entry in a2rag::curate::audit_log(engine.kb.get_mut())? {
+                use std::io::Write;
+                writeln!(out, "{}", serde_json::to_string(&entry)?)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Review { who } => {
@@ -391,7 +428,7 @@ fn print_response(r: &a2rag::control::QueryResponse) {
         (None, Some(reason)) => println!("Abstained: {reason}"),
         _ => println!("No answer"),
     }
-    println!("Stage: {:?}   iterations: {}   LLM calls: {}   tokens: {}", r.stage, r.iterations, r.ledger.llm_calls, r.ledger.tokens());
+    println!("Stage: {}   iterations: {}   LLM calls: {}   tokens: {}", stage_name(r.stage), r.iterations, r.ledger.llm_calls, r.ledger.tokens());
     println!("\nEvidence:");
     for (i, e) in r.evidence.iter().take(5).enumerate() {
         let cited = if r.cited.contains(&e.chunk) { "*" } else { " " };
@@ -412,6 +449,11 @@ fn print_response(r: &a2rag::control::QueryResponse) {
         let v: Vec<String> = verdicts.iter().map(|v| format!("{:?}={}", v.check, if v.pass { "pass" } else { "fail" })).collect();
         println!("  verify #{}: {}", i + 1, v.join(", "));
     }
+}
+
+/// The stage as the JSON output names it ("global"), or "none" when retrieval did not run.
+fn stage_name(stage: Option<a2rag::retrieve::Stage>) -> String {
+    stage.and_then(|s| serde_json::to_value(s).ok()).and_then(|v| v.as_str().map(String::from)).unwrap_or_else(|| "none".into())
 }
 
 fn preview(text: &str, n: usize) -> String {

@@ -306,6 +306,20 @@ fn every_method_and_every_error_code() {
     assert_eq!(batch[2]["result"]["documents"], 4);
     assert_eq!(batch[3]["error"]["code"], -32600);
 
+    // The integrity check over RPC.
+    assert_eq!(c.call("check", json!({})), json!({"ok": true, "violations": []}));
+
+    // Ids keep their exact value, however large.
+    c.send_raw(r#"{"jsonrpc":"2.0","id":9007199254740993,"method":"health"}"#);
+    let reply = c.recv().unwrap();
+    assert_eq!(reply["id"].to_string(), "9007199254740993");
+    c.send_raw(r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"health"}"#);
+    assert_eq!(c.recv().unwrap()["id"].to_string(), "18446744073709551615");
+    // Beyond 64 bits it would come back altered: refused instead.
+    c.send_raw(r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"health"}"#);
+    let reply = c.recv().unwrap();
+    assert_eq!(error_of(&reply).0, -32600);
+
     // Cancelling something that is not running says so.
     assert_eq!(c.call("$/cancelRequest", json!({"id": 424242})), json!({"cancelled": false}));
 
@@ -322,28 +336,88 @@ fn every_method_and_every_error_code() {
     assert!(!socket.exists());
 }
 
+/// Issue 17: a cancelled ingest went on and its documents appeared later; requests queued
+/// behind it made `health` and `shutdown` fail with "overloaded".
 #[test]
-fn cancellation_and_overload() {
+fn cancelled_ingest_stops_between_documents_and_health_is_never_refused() {
     let dir = ingested_kb();
-    let daemon = Daemon::start(dir.path(), &[("A2RAG__SERVER__MAX_PENDING", "2")], &[]);
+    let daemon = Daemon::start(dir.path(), &[("A2RAG__SERVER__MAX_PENDING", "1")], &[]);
     let mut writer = daemon.connect();
-    writer.send(json!({"jsonrpc": "2.0", "id": "big", "method": "ingest", "params": generated_docs(400, "Cancel")}));
-    // Once the first progress notification arrives the ingest holds the write lock, so a
-    // query waits for it: cancellable, and holding the second of two permits.
+    writer.send(json!({"jsonrpc": "2.0", "id": "big", "method": "ingest", "params": generated_docs(3000, "Cancel")}));
     assert_eq!(writer.recv().unwrap()["method"], "ingest/progress");
+    // The ingest holds the only permit: other work is refused, liveness is not.
     let mut c = daemon.connect();
-    c.send(json!({"jsonrpc": "2.0", "id": 7, "method": "query", "params": {"question": "Where was Marie Curie born?"}}));
-    let overloaded = c.request("health", json!({}));
-    assert_eq!(error_of(&overloaded), (-32000, "overloaded".to_string()));
-    c.send(json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 7}}));
-    let cancelled = c.recv_id(&json!(7));
-    assert_eq!(error_of(&cancelled), (-32800, "request cancelled".to_string()));
-    // The permit came back with the cancellation.
-    assert_eq!(c.call("health", json!({}))["status"], "ok");
-    let done = writer.recv_id(&json!("big"));
-    assert_eq!(done["result"]["report"]["added"], 400);
+    assert_eq!(c.error_code("stats", json!({})), (-32000, "overloaded".to_string()));
+    let batch: Vec<Value> = (0..300).map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "health"})).collect();
+    c.send(Value::Array(batch));
+    let replies = c.recv().unwrap();
+    assert!(replies.as_array().unwrap().iter().all(|r| r["result"]["status"] == "ok"), "{replies}");
+    writer.send(json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": "big"}}));
+    let cancelled = writer.recv_id(&json!("big"));
+    let (code, message) = error_of(&cancelled);
+    assert_eq!(code, -32800);
+    let report = &cancelled["error"]["data"]["report"];
+    assert_eq!(report["cancelled"], true);
+    let committed = report["added"].as_u64().unwrap();
+    assert!(committed < 3000, "{message}");
+    assert!(message.contains(&format!("{committed} document(s)")), "{message}");
+    // Nothing more appears after the answer: what it reported is what there is.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.call("stats", json!({}))["documents"], 3 + committed);
+    assert_eq!(c.call("check", json!({}))["ok"], true);
     daemon.signal("INT");
     assert_eq!(daemon.wait(), 0);
+}
+
+/// Issue 17: an ingest held the write lock to the end, so every query stalled behind it.
+#[test]
+fn queries_are_answered_while_a_long_ingest_runs() {
+    let dir = ingested_kb();
+    let daemon = Daemon::start(dir.path(), &[], &[]);
+    let mut writer = daemon.connect();
+    writer.send(json!({"jsonrpc": "2.0", "id": "long", "method": "ingest", "params": generated_docs(3000, "Long")}));
+    assert_eq!(writer.recv().unwrap()["method"], "ingest/progress");
+    let mut c = daemon.connect();
+    assert_eq!(c.call("query", json!({"question": "Where was Marie Curie born?"}))["answer"], "Warsaw");
+    let documents = c.call("stats", json!({}))["documents"].as_u64().unwrap();
+    assert!(documents < 3003, "the query waited for the whole ingest ({documents} documents)");
+    assert_eq!(writer.recv_id(&json!("long"))["result"]["report"]["added"], 3000);
+}
+
+/// Issue 17: requests after `shutdown` got a closed connection instead of -32003.
+#[test]
+fn requests_after_shutdown_are_answered_shutting_down() {
+    let dir = ingested_kb();
+    let daemon = Daemon::start(dir.path(), &[], &[]);
+    let mut writer = daemon.connect();
+    writer.send(json!({"jsonrpc": "2.0", "id": "w", "method": "ingest", "params": generated_docs(600, "Late")}));
+    assert_eq!(writer.recv().unwrap()["method"], "ingest/progress");
+    let mut c = daemon.connect();
+    assert_eq!(c.call("shutdown", json!({}))["shutting_down"], true);
+    assert_eq!(c.error_code("stats", json!({})), (-32003, "shutting down".to_string()));
+    assert_eq!(c.call("health", json!({}))["status"], "shutting_down");
+    // The work in flight finishes and is answered before the daemon exits.
+    assert_eq!(writer.recv_id(&json!("w"))["result"]["report"]["added"], 600);
+    assert_eq!(daemon.wait(), 0);
+}
+
+/// Issue 17: a second daemon on the same socket path silently unlinked the live one's socket.
+#[test]
+fn a_second_daemon_leaves_a_live_socket_alone() {
+    let dir = ingested_kb();
+    let daemon = Daemon::start(dir.path(), &[], &[]);
+    let other = tempfile::tempdir().unwrap();
+    let output = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(other.path().join("data"))
+        .arg("serve")
+        .arg("--listen")
+        .arg(format!("unix:{}", daemon.socket.display()))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("another daemon is listening"), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(daemon.connect().call("health", json!({}))["status"], "ok");
 }
 
 #[test]
@@ -464,15 +538,51 @@ fn tcp_auth_and_stdio_at_once() {
     assert_eq!(daemon.wait(), 0);
 }
 
+/// Issue 17: TCP without a configured token accepted every request, and `paths` let any
+/// client read any file the daemon could (symlinks included).
 #[test]
-fn non_loopback_tcp_without_a_token_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(BIN)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .args(["serve", "--listen", "tcp:0.0.0.0:0"])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("bearer_token"));
+fn tcp_always_needs_a_token_and_paths_stay_inside_the_ingest_roots() {
+    let dir = ingested_kb();
+    let roots = dir.path().join("inbox");
+    std::fs::create_dir(&roots).unwrap();
+    std::fs::write(roots.join("ok.txt"), "Lodz is a city in Poland.").unwrap();
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "The vault code is 4321.").unwrap();
+    std::os::unix::fs::symlink(&secret, roots.join("leak.txt")).unwrap();
+    let config = dir.path().join("a2rag.toml");
+    std::fs::write(&config, format!("[server]\ningest_roots = [{:?}]\n", roots.display().to_string())).unwrap();
+    let daemon = Daemon::start(dir.path(), &[], &["--config", config.to_str().unwrap(), "--listen", "tcp:127.0.0.1:0"]);
+    let token_file = dir.path().join("data/rpc-token");
+    assert_eq!(std::fs::metadata(&token_file).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::metadata(dir.path().join("data")).unwrap().permissions().mode() & 0o777, 0o700);
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    assert!(token.len() >= 32);
+    let address = daemon.tcp_address();
+
+    let mut refused = Client::tcp(&address);
+    assert_eq!(refused.error_code("health", json!({})).0, -32001);
+    let mut c = Client::tcp(&address);
+    c.call("auth", json!({"token": token}));
+    let (code, message) = c.error_code("ingest", json!({"paths": [secret]}));
+    assert_eq!(code, -32602);
+    assert!(message.contains("outside server.ingest_roots"), "{message}");
+    let (code, message) = c.error_code("ingest", json!({"paths": [roots.join("leak.txt")]}));
+    assert_eq!(code, -32602);
+    assert!(message.contains("resolves to"), "{message}");
+    // A directory inside the roots: its good file is read, the symlink out is an error.
+    let report = c.call("ingest", json!({"paths": [roots]}))["report"].clone();
+    assert_eq!(report["added"], 1);
+    assert!(report["errors"].to_string().contains("outside server.ingest_roots"), "{report}");
+    let answer = c.call("query", json!({"question": "What is the vault code?"}));
+    assert!(!answer.to_string().contains("4321"), "{answer}");
+    c.call("shutdown", json!({}));
+    assert_eq!(daemon.wait(), 0);
+
+    // Without roots, no path is read over RPC at all; inline documents still are.
+    let daemon = Daemon::start(dir.path(), &[], &[]);
+    let mut c = daemon.connect();
+    let (code, message) = c.error_code("ingest", json!({"paths": [roots.join("ok.txt")]}));
+    assert_eq!(code, -32602);
+    assert!(message.contains("ingest_roots is empty"), "{message}");
+    assert_eq!(c.call("ingest", json!({"documents": [{"text": "Poznan is a city."}]}))["report"]["added"], 1);
 }

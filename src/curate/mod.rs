@@ -4,9 +4,11 @@
 //! rejects (the triple is never proposed again) or corrects them; every decision lands in an
 //! append-only audit log.
 //!
-//! Three sled trees next to the knowledge base: `proposals` (id -> proposal), `decisions`
-//! (normalised triple -> proposal id and status, the dedupe key) and `audit` (monotonic id ->
-//! entry).
+//! Three keyspaces of the KB's store (`kb::store::Keyspace`): proposals (id -> proposal),
+//! decisions (normalised triple -> proposal id and status, the dedupe key) and audit
+//! (monotonic id -> entry). A decision — the curated edge, the proposal's new status, the
+//! decision record and the audit entry — commits in one atomic batch: after a crash it
+//! happened entirely or not at all.
 
 mod review;
 
@@ -14,13 +16,12 @@ use std::collections::HashSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionError};
 
 use crate::control::QueryResponse;
 use crate::error::{Error, Result};
 use crate::ingest::extract::{Extractor, RuleExtractor};
 use crate::kb::Kb;
+use crate::kb::store::{KbBatch, Keyspace};
 use crate::kb::model::{ChunkId, EdgeId, RawTriple, relation_label};
 use crate::text::{normalize_entity, sentence_spans};
 
@@ -86,28 +87,17 @@ struct Decision {
     status: Status,
 }
 
-struct Trees {
-    db: sled::Db,
-    proposals: sled::Tree,
-    decisions: sled::Tree,
-    audit: sled::Tree,
+fn get_proposal(kb: &Kb, id: ProposalId) -> Result<Proposal> {
+    let bytes = kb.store().get_raw(Keyspace::Proposals, &id.to_be_bytes())?.ok_or_else(|| Error::NotFound(format!("proposal {id}")))?;
+    decode(&bytes, id)
 }
 
-impl Trees {
-    fn open(kb: &Kb) -> Result<Trees> {
-        let db = kb.store().db().clone();
-        Ok(Trees {
-            proposals: db.open_tree("proposals")?,
-            decisions: db.open_tree("decisions")?,
-            audit: db.open_tree("audit")?,
-            db,
-        })
-    }
-
-    fn get(&self, id: ProposalId) -> Result<Proposal> {
-        let bytes = self.proposals.get(id.to_be_bytes())?.ok_or_else(|| Error::NotFound(format!("proposal {id}")))?;
-        decode(&bytes, id)
-    }
+/// Every record of a keyspace keyed by a big-endian id, in id order.
+fn scan_by_id<T: for<'de> Deserialize<'de>>(kb: &Kb, keyspace: Keyspace) -> impl Iterator<Item = Result<T>> + '_ {
+    kb.store().scan_raw(keyspace).map(|item| {
+        let (key, bytes) = item?;
+        decode(&bytes, key.as_ref().try_into().map_or(0, u64::from_be_bytes))
+    })
 }
 
 fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8], id: u64) -> Result<T> {
@@ -152,7 +142,7 @@ pub fn propose_from_response(kb: &Kb, response: &QueryResponse) -> Result<Vec<Pr
     if chunks.is_empty() {
         chunks.extend(response.evidence.first().map(|e| e.chunk));
     }
-    let trees = Trees::open(kb)?;
+    let store = kb.store();
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for chunk_id in chunks {
@@ -165,10 +155,10 @@ pub fn propose_from_response(kb: &Kb, response: &QueryResponse) -> Result<Vec<Pr
                 if !seen.insert(key.clone()) || in_graph(kb, &triple) {
                     continue;
                 }
-                let id = trees.db.generate_id()?;
+                let id = store.next_id()?;
                 let decision = encode(&Decision { proposal: id, status: Status::Pending })?;
-                // Compare-and-swap so that two queries racing on the same triple propose it once.
-                if trees.decisions.compare_and_swap(key.as_bytes(), None as Option<&[u8]>, Some(decision))?.is_err() {
+                // Insert-if-absent so that two queries racing on the same triple propose it once.
+                if !store.insert_new_raw(Keyspace::Decisions, key.as_bytes(), decision)? {
                     continue;
                 }
                 let proposal = Proposal {
@@ -186,7 +176,7 @@ pub fn propose_from_response(kb: &Kb, response: &QueryResponse) -> Result<Vec<Pr
                     created_ms: now_ms(),
                     decided_ms: None,
                 };
-                trees.proposals.insert(id.to_be_bytes(), encode(&proposal)?)?;
+                store.insert_raw(Keyspace::Proposals, &id.to_be_bytes(), encode(&proposal)?)?;
                 out.push(proposal);
             }
         }
@@ -196,12 +186,9 @@ pub fn propose_from_response(kb: &Kb, response: &QueryResponse) -> Result<Vec<Pr
 
 /// Proposals in id order, optionally only those with `status`.
 pub fn list(kb: &Kb, status: Option<Status>) -> Result<Vec<Proposal>> {
-    let trees = Trees::open(kb)?;
     let mut out = Vec::new();
-    for item in trees.proposals.iter() {
-        let (key, bytes) = item?;
-        let id = key.as_ref().try_into().map_or(0, u64::from_be_bytes);
-        let p: Proposal = decode(&bytes, id)?;
+    for p in scan_by_id::<Proposal>(kb, Keyspace::Proposals) {
+        let p = p?;
         if status.is_none_or(|s| s == p.status) {
             out.push(p);
         }
@@ -210,16 +197,12 @@ pub fn list(kb: &Kb, status: Option<Status>) -> Result<Vec<Proposal>> {
 }
 
 pub fn get(kb: &Kb, id: ProposalId) -> Result<Proposal> {
-    Trees::open(kb)?.get(id)
+    get_proposal(kb, id)
 }
 
 /// The audit log, oldest first.
 pub fn audit_log(kb: &Kb) -> Result<Vec<AuditEntry>> {
-    let trees = Trees::open(kb)?;
-    trees.audit.iter().map(|item| {
-        let (key, bytes) = item?;
-        decode(&bytes, key.as_ref().try_into().map_or(0, u64::from_be_bytes))
-    }).collect()
+    scan_by_id(kb, Keyspace::Audit).collect()
 }
 
 /// Adds the proposal's triple to the graph (live and on disk) and records the approval.
@@ -238,8 +221,7 @@ pub fn edit(kb: &mut Kb, id: ProposalId, who: &str, corrected: RawTriple) -> Res
 }
 
 fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Option<RawTriple>) -> Result<Proposal> {
-    let trees = Trees::open(kb)?;
-    let mut proposal = trees.get(id)?;
+    let mut proposal = get_proposal(kb, id)?;
     if proposal.status != Status::Pending {
         return Err(Error::Invalid(format!("proposal {id} is already {:?}", proposal.status).to_lowercase()));
     }
@@ -247,52 +229,88 @@ fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Opt
         return Err(Error::Invalid("who is empty".into()));
     }
     let applied = corrected.clone().unwrap_or_else(|| proposal.triple.clone());
-    // The edge commits first: if the decision below were lost the proposal stays pending and
-    // can be decided again, whereas the reverse order could record an approval with no edge.
-    let edge = match action {
-        Action::Reject => None,
-        Action::Approve | Action::Edit => Some(kb.add_curated_triple(&applied, proposal.chunk)?),
-    };
     let status = if action == Action::Reject { Status::Rejected } else { Status::Approved };
     let when = now_ms();
+    let seq = kb.store().next_id()?;
     proposal.status = status;
     proposal.corrected = corrected;
-    proposal.edge = edge;
     proposal.decided_by = Some(who.to_string());
     proposal.decided_ms = Some(when);
-    let seq = trees.db.generate_id()?;
-    let entry = AuditEntry {
-        seq,
-        who: who.to_string(),
-        when_ms: when,
-        action,
-        proposal: id,
-        triple: applied.clone(),
-        doc_id: proposal.doc_id.clone(),
-        chunk: proposal.chunk,
-        edge,
-    };
-    let proposal_bytes = encode(&proposal)?;
-    let entry_bytes = encode(&entry)?;
-    let decision = encode(&Decision { proposal: id, status })?;
     let mut keys = vec![triple_key(&proposal.triple)];
     if applied != proposal.triple {
         keys.push(triple_key(&applied));
     }
-    (&trees.proposals, &trees.decisions, &trees.audit)
-        .transaction(|(proposals, decisions, audit)| {
-            proposals.insert(&id.to_be_bytes(), proposal_bytes.as_slice())?;
-            for key in &keys {
-                decisions.insert(key.as_bytes(), decision.as_slice())?;
-            }
-            audit.insert(&seq.to_be_bytes(), entry_bytes.as_slice())?;
-            Ok::<_, ConflictableTransactionError<()>>(())
-        })
-        .map_err(|e| match e {
-            TransactionError::Storage(e) => Error::Store(e),
-            TransactionError::Abort(()) => Error::Invalid("curation transaction aborted".into()),
-        })?;
+    // The records of the decision, written into the same batch as the edge (if any).
+    let record = |proposal: &mut Proposal, edge: Option<EdgeId>, batch: &mut KbBatch| -> Result<()> {
+        proposal.edge = edge;
+        let entry = AuditEntry {
+            seq,
+            who: who.to_string(),
+            when_ms: when,
+            action,
+            proposal: id,
+            triple: applied.clone(),
+            doc_id: proposal.doc_id.clone(),
+            chunk: proposal.chunk,
+            edge,
+        };
+        batch.put_raw(Keyspace::Proposals, &id.to_be_bytes(), encode(&*proposal)?);
+        let decision = encode(&Decision { proposal: id, status })?;
+        for key in &keys {
+            batch.put_raw(Keyspace::Decisions, key.as_bytes(), decision.clone());
+        }
+        batch.put_raw(Keyspace::Audit, &seq.to_be_bytes(), encode(&entry)?);
+        Ok(())
+    };
+    match action {
+        Action::Reject => {
+            let mut batch = KbBatch::default();
+            record(&mut proposal, None, &mut batch)?;
+            kb.store().commit(batch)?;
+        }
+        Action::Approve | Action::Edit => {
+            kb.add_curated_triple(&applied, proposal.chunk, |edge, batch| record(&mut proposal, Some(edge), batch))?;
+        }
+    }
     // A decision is a person's work: make it durable before saying it happened.
-    trees.db.flush()?;
+    kb.flush()?;
     Ok(proposal)
+}
+
+/// Checks that decisions are whole: every curated edge belongs to an approved proposal, and
+/// every decided proposal (and only those) has exactly one audit entry that matches it.
+/// Empty means consistent. (An approved edge may be gone: deleting or replacing its document
+/// removes it.)
+pub fn integrity_violations(kb: &Kb) -> Result<Vec<String>> {
+    let proposals = list(kb, None)?;
+    let audit = audit_log(kb)?;
+    let mut problems = Vec::new();
+    let approved_edges: std::collections::HashMap<EdgeId, ProposalId> =
+        proposals.iter().filter(|p| p.status == Status::Approved).filter_map(|p| Some((p.edge?, p.id))).collect();
+    for edge in kb.edges().filter(|e| e.origin == crate::kb::model::EdgeOrigin::Curated) {
+        if !approved_edges.contains_key(&edge.id) {
+            problems.push(format!("curated edge {} belongs to no approved proposal", edge.id));
+        }
+    }
+    let mut audited: std::collections::HashMap<ProposalId, Vec<&AuditEntry>> = std::collections::HashMap::new();
+    for entry in &audit {
+        audited.entry(entry.proposal).or_default().push(entry);
+    }
+    for p in &proposals {
+        let entries = audited.remove(&p.id).unwrap_or_default();
+        match (p.status, entries.as_slice()) {
+            (Status::Pending, []) => {}
+            (Status::Pending, _) => problems.push(format!("pending proposal {} has audit entries", p.id)),
+            (_, [entry]) if entry.edge == p.edge => {}
+            (_, [_]) => problems.push(format!("proposal {} and its audit entry name different edges", p.id)),
+            (_, entries) => problems.push(format!("decided proposal {} has {} audit entries, not 1", p.id, entries.len())),
+        }
+        if p.status == Status::Approved && p.edge.is_none() {
+            problems.push(format!("approved proposal {} has no edge", p.id));
+        }
+    }
+    for proposal in audited.keys() {
+        problems.push(format!("audit entry for missing proposal {proposal}"));
+    }
+    Ok(problems)
 }

@@ -67,7 +67,8 @@ impl Dataset {
                 return Err(Error::Invalid(format!("{} not found (a dataset dir holds corpus.json and questions.json)", p.display())));
             }
         }
-        let read = source::read_file(&corpus);
+        // A dataset the user named on the command line: no size cap.
+        let read = source::read_file(&corpus, u64::MAX);
         if let Some(source::SourceProblem::Error(e)) = read.problems.into_iter().next() {
             return Err(e);
         }

@@ -20,7 +20,7 @@ use crate::kb::model::{EdgeOrigin, relation_label};
 use crate::kb::PreparedChunk;
 use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
 use extract::{Extractor, RuleExtractor};
-use source::{SourceDoc, SourceProblem};
+use source::{Access, SourceDoc, SourceProblem};
 use summary::{ExtractiveSummarizer, Summarizer};
 use triples::TripleImport;
 
@@ -34,6 +34,8 @@ pub struct Pipeline {
     pub triples: Option<TripleImport>,
     /// Origin recorded on the extractor's edges (rules or LLM).
     pub extracted_origin: EdgeOrigin,
+    /// Largest input file read (`ingest.max_file_bytes`).
+    pub max_file_bytes: u64,
 }
 
 impl Pipeline {
@@ -71,6 +73,7 @@ impl Pipeline {
                 ExtractorKind::Rules => EdgeOrigin::Extracted,
                 ExtractorKind::Llm => EdgeOrigin::Llm,
             },
+            max_file_bytes: settings.ingest.max_file_bytes,
         })
     }
 
@@ -116,7 +119,9 @@ impl Pipeline {
                 });
             }
         }
-        all_entities.dedup();
+        // Every distinct mention once, in document order (the summary's tie-break).
+        let mut seen = std::collections::HashSet::new();
+        all_entities.retain(|e| seen.insert(e.clone()));
         let summary = self.summarizer.summarize(&doc.title, &doc.text, &all_entities)?;
 
         // One embedding call for everything the commit needs: chunks (indexed with their
@@ -180,6 +185,11 @@ pub struct IngestReport {
     pub added: usize,
     pub replaced: usize,
     pub unchanged: usize,
+    /// Imported triples left out (malformed, or for no ingested document); each is also
+    /// explained in `errors`.
+    pub triples_dropped: usize,
+    /// The run was cancelled: the documents counted above committed, the rest did not.
+    pub cancelled: bool,
     pub errors: Vec<String>,
     pub warnings: Vec<String>,
 }
@@ -205,6 +215,13 @@ impl IngestReport {
             }
         }
     }
+
+    /// Accounts for the triples of `import` that no document took, after an ingest.
+    pub fn record_unused_triples(&mut self, import: &TripleImport) {
+        let problems = import.problems();
+        self.triples_dropped += problems.iter().map(|p| p.triples).sum::<usize>();
+        self.errors.extend(problems.into_iter().map(|p| p.message));
+    }
 }
 
 /// Progress callbacks so the CLI can draw a bar and the daemon can send notifications.
@@ -212,25 +229,62 @@ pub trait Progress {
     fn start(&mut self, _total_docs: usize) {}
     fn advance(&mut self, _doc_id: &str) {}
     fn finish(&mut self) {}
+    /// Asked before each document commits: `true` stops the run there.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 impl Progress for () {}
 
+/// Write access to the KB for a run of commits. The CLI owns its KB; the daemon's is shared
+/// with queries and is locked per document, so a long ingest lets queries in between.
+pub trait KbAccess {
+    fn write<R>(&mut self, f: impl FnOnce(&mut Kb) -> R) -> R;
+}
+
+impl KbAccess for Kb {
+    fn write<R>(&mut self, f: impl FnOnce(&mut Kb) -> R) -> R {
+        f(self)
+    }
+}
+
+/// Must be used off the async runtime's worker threads (it blocks on the lock).
+impl KbAccess for &tokio::sync::RwLock<Kb> {
+    fn write<R>(&mut self, f: impl FnOnce(&mut Kb) -> R) -> R {
+        f(&mut self.blocking_write())
+    }
+}
+
 /// Ingests files and directories. Each document commits on its own; a failure in one file
 /// is recorded in the report and the others go on.
-pub fn ingest_paths(kb: &mut Kb, pipeline: &Pipeline, paths: &[PathBuf], progress: &mut dyn Progress) -> Result<IngestReport> {
+pub fn ingest_paths<K: KbAccess + ?Sized>(kb: &mut K, pipeline: &Pipeline, paths: &[PathBuf], progress: &mut dyn Progress) -> Result<IngestReport> {
+    ingest_paths_within(kb, pipeline, paths, &Access::anywhere(pipeline.max_file_bytes), progress)
+}
+
+/// [`ingest_paths`] reading only what `access` allows.
+pub fn ingest_paths_within<K: KbAccess + ?Sized>(
+    kb: &mut K,
+    pipeline: &Pipeline,
+    paths: &[PathBuf],
+    access: &Access,
+    progress: &mut dyn Progress,
+) -> Result<IngestReport> {
     let mut report = IngestReport::default();
-    let (files, problems) = source::collect_files(paths);
+    let (files, problems) = source::collect_files(paths, access);
     problems.into_iter().for_each(|p| report.problem(p));
     let mut docs = Vec::new();
     for file in &files {
         report.files += 1;
-        let read = source::read_file(file);
+        let read = source::read_file(file, access.max_file_bytes);
         read.problems.into_iter().for_each(|p| report.problem(p));
         docs.extend(read.docs);
     }
     ingest_docs(kb, pipeline, docs, progress, &mut report)?;
-    kb.flush()?;
+    kb.write(|kb| kb.flush())?;
+    if let Some(import) = &pipeline.triples {
+        report.record_unused_triples(import);
+    }
     Ok(report)
 }
 
@@ -239,9 +293,9 @@ pub fn ingest_paths(kb: &mut Kb, pipeline: &Pipeline, paths: &[PathBuf], progres
 /// Preparation (chunking, extraction, summaries, embeddings) needs only the pipeline, so it
 /// runs ahead on one worker thread per core while this thread commits the prepared
 /// documents strictly in input order: node ids, alias merges and the graph come out the
-/// same as in a sequential run.
-pub fn ingest_docs(
-    kb: &mut Kb,
+/// same as in a sequential run. `progress.cancelled()` is asked before each commit.
+pub fn ingest_docs<K: KbAccess + ?Sized>(
+    kb: &mut K,
     pipeline: &Pipeline,
     docs: Vec<SourceDoc>,
     progress: &mut dyn Progress,
@@ -249,19 +303,18 @@ pub fn ingest_docs(
 ) -> Result<()> {
     progress.start(docs.len());
     // Skip the preparation work for unchanged documents.
-    let work: Vec<SourceDoc> = docs
-        .into_iter()
-        .filter(|doc| {
-            let unchanged = kb
-                .doc_by_id(&doc.id)
-                .is_some_and(|d| d.content_hash == content_hash(&doc.title, &doc.text));
-            if unchanged {
-                report.record(IngestOutcome::Unchanged);
-                progress.advance(&doc.id);
-            }
-            !unchanged
-        })
-        .collect();
+    let work: Vec<SourceDoc> = kb.write(|kb| {
+        docs.into_iter()
+            .filter(|doc| {
+                let unchanged = kb.doc_by_id(&doc.id).is_some_and(|d| d.content_hash == content_hash(&doc.title, &doc.text));
+                if unchanged {
+                    report.record(IngestOutcome::Unchanged);
+                    progress.advance(&doc.id);
+                }
+                !unchanged
+            })
+            .collect()
+    });
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(work.len()).max(1);
     std::thread::scope(|scope| -> Result<()> {
         // Worker w prepares documents w, w + workers, ...; reading the channels round-robin
@@ -277,7 +330,8 @@ pub fn ingest_docs(
             scope.spawn(move || {
                 for doc in share {
                     let id = doc.id.clone();
-                    // A closed channel means the committer stopped (storage failure).
+                    // A closed channel means the committer stopped (cancelled, or storage
+                    // failure).
                     if tx.send((id, pipeline.prepare(doc))).is_err() {
                         break;
                     }
@@ -286,10 +340,14 @@ pub fn ingest_docs(
             queues.push(rx);
         }
         for i in 0..total {
+            if progress.cancelled() {
+                report.cancelled = true;
+                break;
+            }
             let Ok((id, prepared)) = queues[i % workers].recv() else {
                 return Err(Error::Invalid("an ingest worker stopped early".into()));
             };
-            match prepared.and_then(|p| kb.commit_document(p)) {
+            match prepared.and_then(|p| kb.write(|kb| kb.commit_document(p))) {
                 Ok(outcome) => report.record(outcome),
                 // Storage failures are not the document's fault: stop rather than skip.
                 Err(e @ Error::Store(_)) => return Err(e),
@@ -297,9 +355,11 @@ pub fn ingest_docs(
             }
             progress.advance(&id);
         }
+        // Dropping the queues stops the workers at their next send.
+        drop(queues);
         Ok(())
     })?;
-    kb.link_staged_vectors()?;
+    kb.write(|kb| kb.link_staged_vectors())?;
     progress.finish();
     Ok(())
 }

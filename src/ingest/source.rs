@@ -1,7 +1,7 @@
 //! Reading documents from disk: `.txt`, `.md`, `.jsonl` and the two JSON corpus shapes.
 //! Problems are collected per file (and per line), never fatal for the other files.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -22,7 +22,7 @@ pub struct SourceDoc {
 pub enum SourceProblem {
     /// The file or one of its lines could not be parsed; counts as a failure.
     Error(Error),
-    /// Skipped on purpose (not UTF-8, unsupported extension); a warning.
+    /// Skipped on purpose (unsupported extension); a warning.
     Skipped { path: PathBuf, reason: String },
 }
 
@@ -34,39 +34,111 @@ pub struct ReadOutcome {
 
 const EXTENSIONS: &[&str] = &["txt", "md", "jsonl", "json"];
 
-/// Files under `paths` (directories recurse, sorted for determinism).
-pub fn collect_files(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<SourceProblem>) {
-    let mut files = Vec::new();
-    let mut problems = Vec::new();
-    for path in paths {
-        walk(path, true, &mut files, &mut problems);
-    }
-    (files, problems)
+/// Which files an ingest may read. The CLI reads whatever its user names; the daemon only
+/// reads under its configured roots, so a client cannot make it read (and then serve back)
+/// any file the daemon's user can read.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// Canonical directories every file must lie under (after resolving symlinks); `None`
+    /// means anywhere.
+    roots: Option<Vec<PathBuf>>,
+    /// Largest file read; bigger ones are refused before reading.
+    pub max_file_bytes: u64,
 }
 
-fn walk(path: &Path, explicit: bool, files: &mut Vec<PathBuf>, problems: &mut Vec<SourceProblem>) {
-    if path.is_dir() {
-        let entries = match std::fs::read_dir(path) {
-            Ok(entries) => entries,
-            Err(e) => return problems.push(SourceProblem::Error(Error::io(path, e))),
-        };
-        let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-        children.sort();
-        for child in children {
-            walk(&child, false, files, problems);
+impl Access {
+    pub fn anywhere(max_file_bytes: u64) -> Access {
+        Access { roots: None, max_file_bytes }
+    }
+
+    /// Only files under `roots`. Roots that do not exist are dropped (they contain nothing);
+    /// an empty list allows no file at all.
+    pub fn within(roots: &[PathBuf], max_file_bytes: u64) -> Access {
+        let roots = roots.iter().filter_map(|r| std::fs::canonicalize(r).ok()).collect();
+        Access { roots: Some(roots), max_file_bytes }
+    }
+
+    /// Whether `canonical` (a resolved path) may be read.
+    fn allows(&self, canonical: &Path) -> bool {
+        self.roots.as_ref().is_none_or(|roots| roots.iter().any(|r| canonical.starts_with(r)))
+    }
+
+    /// Refuses, before any work, an explicitly named path that resolves outside the roots.
+    pub fn check(&self, path: &Path) -> Result<(), Error> {
+        let Some(roots) = &self.roots else { return Ok(()) };
+        if roots.is_empty() {
+            return Err(Error::Invalid("ingest of paths is disabled on this server (server.ingest_roots is empty); send the text as `documents`, or configure server.ingest_roots".into()));
         }
-    } else if !path.exists() {
-        problems.push(SourceProblem::Error(Error::io(
-            path,
-            std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
-        )));
-    } else if has_supported_extension(path) {
-        files.push(path.to_path_buf());
-    } else if explicit {
-        problems.push(SourceProblem::Skipped {
-            path: path.to_path_buf(),
-            reason: format!("unsupported extension (expected one of {})", EXTENSIONS.join(", ")),
-        });
+        let canonical = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+        if self.allows(&canonical) {
+            Ok(())
+        } else {
+            Err(outside(path, &canonical))
+        }
+    }
+}
+
+fn outside(path: &Path, canonical: &Path) -> Error {
+    let via = if path == canonical { String::new() } else { format!(" (resolves to {})", canonical.display()) };
+    Error::Invalid(format!("{}{via} is outside server.ingest_roots; only files under those directories can be ingested by path", path.display()))
+}
+
+/// Files under `paths` (directories recurse, sorted for determinism). Each file is visited
+/// once by its canonical path, so symlink loops end and a file reached twice is one document.
+pub fn collect_files(paths: &[PathBuf], access: &Access) -> (Vec<PathBuf>, Vec<SourceProblem>) {
+    let mut walk = Walk { access, visited: HashSet::new(), files: Vec::new(), problems: Vec::new() };
+    for path in paths {
+        walk.visit(path, true);
+    }
+    (walk.files, walk.problems)
+}
+
+struct Walk<'a> {
+    access: &'a Access,
+    visited: HashSet<PathBuf>,
+    files: Vec<PathBuf>,
+    problems: Vec<SourceProblem>,
+}
+
+impl Walk<'_> {
+    fn visit(&mut self, path: &Path, explicit: bool) {
+        let canonical = match std::fs::canonicalize(path) {
+            Ok(c) => c,
+            Err(e) => return self.problems.push(SourceProblem::Error(Error::io(path, e))),
+        };
+        if !self.access.allows(&canonical) {
+            return self.problems.push(SourceProblem::Error(outside(path, &canonical)));
+        }
+        if !self.visited.insert(canonical.clone()) {
+            return;
+        }
+        let meta = match std::fs::metadata(&canonical) {
+            Ok(m) => m,
+            Err(e) => return self.problems.push(SourceProblem::Error(Error::io(path, e))),
+        };
+        if meta.is_dir() {
+            let entries = match std::fs::read_dir(&canonical) {
+                Ok(entries) => entries,
+                Err(e) => return self.problems.push(SourceProblem::Error(Error::io(path, e))),
+            };
+            let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            children.sort();
+            for child in children {
+                // Keep the name the user gave (document ids derive from it).
+                self.visit(&path.join(child.file_name().unwrap_or_default()), false);
+            }
+        } else if !has_supported_extension(path) {
+            if explicit {
+                self.problems.push(SourceProblem::Skipped {
+                    path: path.to_path_buf(),
+                    reason: format!("unsupported extension (expected one of {})", EXTENSIONS.join(", ")),
+                });
+            }
+        } else if !meta.is_file() {
+            self.problems.push(SourceProblem::Error(Error::Invalid(format!("{}: not a regular file (a FIFO, device or socket is never read)", path.display()))));
+        } else {
+            self.files.push(path.to_path_buf());
+        }
     }
 }
 
@@ -76,22 +148,64 @@ fn has_supported_extension(path: &Path) -> bool {
         .is_some_and(|e| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
-pub fn read_file(path: &Path) -> ReadOutcome {
+/// The bytes of a regular file of at most `max` bytes. Opened without blocking and checked
+/// on the open handle, so a path swapped for a FIFO or device after the walk is still refused.
+fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, Error> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Linux's value; opening a FIFO for reading must not wait for a writer.
+    const O_NONBLOCK: i32 = 0o4000;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(O_NONBLOCK).open(path).map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::Invalid(format!("{}: not a regular file (a FIFO, device or socket is never read)", path.display())));
+    }
+    if meta.len() > max {
+        return Err(Error::Invalid(format!("{}: {} bytes is over ingest.max_file_bytes ({max}); split the file or raise the limit", path.display(), meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
+    if bytes.len() as u64 > max {
+        return Err(Error::Invalid(format!("{}: grew past ingest.max_file_bytes ({max}) while being read", path.display())));
+    }
+    Ok(bytes)
+}
+
+/// The file's lines that are valid UTF-8, joined again; each invalid line is an error with
+/// its number, so one bad byte costs one line, not the file.
+fn decode_lines(path: &Path, bytes: &[u8], problems: &mut Vec<SourceProblem>) -> String {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return text.to_string();
+    }
+    let mut text = String::with_capacity(bytes.len());
+    for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+        match std::str::from_utf8(line) {
+            Ok(line) => text.push_str(line),
+            Err(e) => {
+                problems.push(SourceProblem::Error(Error::Parse {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message: format!("not valid UTF-8 (byte {} of the line); the line was left out", e.valid_up_to() + 1),
+                }));
+                if line.ends_with(b"\n") {
+                    text.push('\n');
+                }
+            }
+        }
+    }
+    text
+}
+
+pub fn read_file(path: &Path, max_file_bytes: u64) -> ReadOutcome {
     let mut out = ReadOutcome::default();
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_bounded(path, max_file_bytes) {
         Ok(b) => b,
         Err(e) => {
-            out.problems.push(SourceProblem::Error(Error::io(path, e)));
+            out.problems.push(SourceProblem::Error(e));
             return out;
         }
     };
-    let Ok(content) = String::from_utf8(bytes) else {
-        out.problems.push(SourceProblem::Skipped {
-            path: path.to_path_buf(),
-            reason: "not valid UTF-8".into(),
-        });
-        return out;
-    };
+    let content = decode_lines(path, &bytes, &mut out.problems);
     let source = path.display().to_string();
     let ext = path
         .extension()
@@ -100,6 +214,9 @@ pub fn read_file(path: &Path) -> ReadOutcome {
         .unwrap_or_default();
     match ext.as_str() {
         "jsonl" => read_jsonl(path, &content, &source, &mut out),
+        // A JSON document is one value: a bad line breaks it whole, so parse it only when
+        // every line decoded.
+        "json" if !out.problems.is_empty() => {}
         "json" => read_json(path, &content, &source, &mut out),
         "md" => out.docs.push(plain_doc(&content, &source, markdown_title(&content))),
         _ => out.docs.push(plain_doc(&content, &source, None)),
@@ -257,6 +374,12 @@ impl IdAllocator {
 mod tests {
     use super::*;
 
+    const MAX: u64 = 1 << 20;
+
+    fn anywhere() -> Access {
+        Access::anywhere(MAX)
+    }
+
     fn write(dir: &Path, name: &str, content: &[u8]) -> PathBuf {
         let p = dir.join(name);
         std::fs::write(&p, content).unwrap();
@@ -271,7 +394,7 @@ mod tests {
             "a.jsonl",
             b"{\"title\":\"A\",\"text\":\"alpha\"}\n{broken\n{\"id\":7,\"text\":\"gamma\"}\n",
         );
-        let out = read_file(&p);
+        let out = read_file(&p, MAX);
         assert_eq!(out.docs.len(), 2);
         assert_eq!(out.docs[1].id, "7");
         match &out.problems[..] {
@@ -288,27 +411,94 @@ mod tests {
             "l.json",
             br#"[{"title":"T","text":"one"},{"title":"T","text":"two"},{"title":"E","text":"  "}]"#,
         );
-        let out = read_file(&list);
+        let out = read_file(&list, MAX);
         let ids: Vec<_> = out.docs.iter().map(|d| d.id.as_str()).collect();
         assert_eq!(ids, vec!["T", "T#2"], "empty document ignored");
         let sents = write(dir.path(), "s.json", br#"{"X":["First one."," Second one."]}"#);
-        let out = read_file(&sents);
+        let out = read_file(&sents, MAX);
         assert_eq!(out.docs[0].text, "First one. Second one.");
     }
 
     #[test]
-    fn non_utf8_is_skipped_and_dirs_recurse() {
+    fn dirs_recurse_and_unsupported_files_are_ignored() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("sub")).unwrap();
         write(&dir.path().join("sub"), "ok.md", b"# Title\nbody");
-        write(dir.path(), "bad.txt", &[0xff, 0xfe, 0x00]);
+        write(dir.path(), "other.txt", b"text");
         write(dir.path(), "ignored.bin", b"x");
-        let (files, problems) = collect_files(&[dir.path().to_path_buf()]);
+        let (files, problems) = collect_files(&[dir.path().to_path_buf()], &anywhere());
         assert_eq!(files.len(), 2);
         assert!(problems.is_empty());
-        let bad = read_file(&dir.path().join("bad.txt"));
-        assert!(matches!(bad.problems[..], [SourceProblem::Skipped { .. }]));
-        let md = read_file(&dir.path().join("sub/ok.md"));
+        let md = read_file(&dir.path().join("sub/ok.md"), MAX);
         assert_eq!(md.docs[0].title, "Title");
+    }
+
+    /// Issue 17: one bad byte dropped a whole `.txt` (only a warning), and one invalid-UTF-8
+    /// line dropped a whole `.jsonl`.
+    #[test]
+    fn invalid_utf8_costs_one_line_and_is_an_error_with_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let txt = write(dir.path(), "bad.txt", b"first line\nsecond \xff line\nthird line\n");
+        let out = read_file(&txt, MAX);
+        assert_eq!(out.docs[0].text, "first line\n\nthird line\n");
+        assert!(matches!(out.problems[..], [SourceProblem::Error(Error::Parse { line: 2, .. })]), "{:?}", out.problems);
+        let jsonl = write(dir.path(), "bad.jsonl", b"{\"id\":\"a\",\"text\":\"alpha\"}\n{\"id\":\"b\",\"text\":\"\xfe\"}\n{\"id\":\"c\",\"text\":\"gamma\"}\n");
+        let out = read_file(&jsonl, MAX);
+        let ids: Vec<_> = out.docs.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(ids, ["a", "c"]);
+        assert!(matches!(out.problems[..], [SourceProblem::Error(Error::Parse { line: 2, .. })]), "{:?}", out.problems);
+    }
+
+    /// Issue 17: a directory with a symlink loop ingested the same file 41 times.
+    #[test]
+    fn symlink_loops_end_and_each_file_is_read_once() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a.txt", b"alpha");
+        std::os::unix::fs::symlink(dir.path(), dir.path().join("loop")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("a.txt"), dir.path().join("same.txt")).unwrap();
+        let (files, problems) = collect_files(&[dir.path().to_path_buf()], &anywhere());
+        assert_eq!(files, [dir.path().join("a.txt")]);
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+
+    /// Issue 17: a FIFO held the write lock forever, /dev/zero read until memory ran out.
+    #[test]
+    fn only_regular_files_under_the_size_cap_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.txt")).unwrap();
+        let fifo = dir.path().join("pipe.txt");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let (files, problems) = collect_files(&[dir.path().to_path_buf()], &anywhere());
+        assert!(files.is_empty(), "{files:?}");
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        for path in [fifo, dir.path().join("zero.txt")] {
+            let out = read_file(&path, MAX);
+            assert!(out.docs.is_empty());
+            assert!(format!("{:?}", out.problems).contains("not a regular file"), "{:?}", out.problems);
+        }
+        let big = write(dir.path(), "big.txt", &[b'a'; 100]);
+        let out = read_file(&big, 99);
+        assert!(format!("{:?}", out.problems).contains("max_file_bytes"), "{:?}", out.problems);
+        assert_eq!(read_file(&big, 100).docs.len(), 1);
+    }
+
+    /// Issue 17: any file the daemon could read could be ingested over RPC, symlinks included.
+    #[test]
+    fn confined_access_refuses_paths_and_symlinks_outside_the_roots() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let secret = write(elsewhere.path(), "secret.txt", b"password");
+        let inside = write(root.path(), "ok.txt", b"fine");
+        std::os::unix::fs::symlink(&secret, root.path().join("link.txt")).unwrap();
+        let access = Access::within(&[root.path().to_path_buf()], MAX);
+        assert!(access.check(&inside).is_ok());
+        assert!(access.check(&secret).unwrap_err().to_string().contains("outside server.ingest_roots"));
+        let err = access.check(&root.path().join("link.txt")).unwrap_err().to_string();
+        assert!(err.contains("resolves to") && err.contains("outside"), "{err}");
+        let (files, problems) = collect_files(&[root.path().to_path_buf()], &access);
+        assert_eq!(files, [inside]);
+        assert!(format!("{problems:?}").contains("outside server.ingest_roots"), "{problems:?}");
+        let none = Access::within(&[], MAX);
+        assert!(none.check(&secret).unwrap_err().to_string().contains("ingest_roots is empty"));
     }
 }

@@ -22,12 +22,8 @@ impl Summarizer for ExtractiveSummarizer {
             .take(self.sentences)
             .map(|r| &body[r])
             .collect();
-        let lower_body = body.to_lowercase();
-        let mut counted: Vec<(usize, usize, &String)> = entities
-            .iter()
-            .enumerate()
-            .map(|(first, e)| (lower_body.matches(&e.to_lowercase()).count(), first, e))
-            .collect();
+        let counts = mention_counts(&body.to_lowercase(), entities);
+        let mut counted: Vec<(usize, usize, &String)> = entities.iter().enumerate().map(|(first, e)| (counts[first], first, e)).collect();
         // Most mentioned first; ties keep document order.
         counted.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut seen = HashMap::new();
@@ -49,6 +45,40 @@ impl Summarizer for ExtractiveSummarizer {
         }
         Ok(summary.trim().to_string())
     }
+}
+
+/// How often each entity occurs in `lower_body` (case-insensitively), all entities in one
+/// pass: counting them one by one is entities x body, quadratic on a large document.
+/// Occurrences of one entity may overlap ("aa" twice in "aaa"), unlike `str::matches`.
+fn mention_counts(lower_body: &str, entities: &[String]) -> Vec<usize> {
+    let mut distinct: HashMap<String, usize> = HashMap::new();
+    let slots: Vec<Option<usize>> = entities
+        .iter()
+        .map(|e| {
+            let lower = e.to_lowercase();
+            if lower.is_empty() {
+                return None;
+            }
+            let next = distinct.len();
+            Some(*distinct.entry(lower).or_insert(next))
+        })
+        .collect();
+    let mut patterns = vec![String::new(); distinct.len()];
+    for (pattern, slot) in distinct {
+        patterns[slot] = pattern;
+    }
+    let per_pattern = match aho_corasick::AhoCorasick::new(&patterns) {
+        Ok(matcher) => {
+            let mut counts = vec![0usize; patterns.len()];
+            for m in matcher.find_overlapping_iter(lower_body) {
+                counts[m.pattern().as_usize()] += 1;
+            }
+            counts
+        }
+        // Only past the automaton's size limits: count one by one, slowly but exactly.
+        Err(_) => patterns.iter().map(|p| lower_body.matches(p.as_str()).count()).collect(),
+    };
+    slots.into_iter().map(|s| s.map_or(0, |s| per_pattern[s])).collect()
 }
 
 #[cfg(test)]

@@ -56,9 +56,35 @@ impl Family {
     }
 }
 
+/// Keyspaces beside the knowledge base proper: curation's records (see `curate`). They live
+/// in their own sled trees, and a [`KbBatch`] can write them together with KB records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keyspace {
+    /// Proposal id -> proposal.
+    Proposals,
+    /// Normalised triple -> decision (the dedupe key).
+    Decisions,
+    /// Monotonic id -> audit entry.
+    Audit,
+}
+
+impl Keyspace {
+    const ALL: [Keyspace; 3] = [Keyspace::Proposals, Keyspace::Decisions, Keyspace::Audit];
+
+    fn tree_name(self) -> &'static str {
+        match self {
+            Keyspace::Proposals => "proposals",
+            Keyspace::Decisions => "decisions",
+            Keyspace::Audit => "audit",
+        }
+    }
+}
+
 pub struct Store {
     db: sled::Db,
     kb: sled::Tree,
+    /// One tree per [`Keyspace`], in `Keyspace::ALL` order.
+    keyspaces: [sled::Tree; 3],
     dir: PathBuf,
 }
 
@@ -67,7 +93,12 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let db = sled::Config::new().path(dir.join("db")).open()?;
+        // The KB holds the users' documents: owner-only, whatever the umask. Only sled's own
+        // files are touched below `dir`.
+        set_mode(dir, 0o700)?;
+        restrict_to_owner(&dir.join("db"))?;
         let kb = db.open_tree("kb")?;
+        let keyspaces = [db.open_tree(Keyspace::ALL[0].tree_name())?, db.open_tree(Keyspace::ALL[1].tree_name())?, db.open_tree(Keyspace::ALL[2].tree_name())?];
         match kb.get(META_SCHEMA)? {
             Some(raw) => {
                 let found = u32::from_be_bytes(raw.as_ref().try_into().map_err(|_| Error::Corrupt {
@@ -89,8 +120,32 @@ impl Store {
         Ok(Store {
             db,
             kb,
+            keyspaces,
             dir: dir.to_path_buf(),
         })
+    }
+
+    fn tree(&self, keyspace: Keyspace) -> &sled::Tree {
+        &self.keyspaces[keyspace as usize]
+    }
+
+    pub fn get_raw(&self, keyspace: Keyspace, key: &[u8]) -> Result<Option<sled::IVec>> {
+        Ok(self.tree(keyspace).get(key)?)
+    }
+
+    /// Every (key, value) of a keyspace in key order.
+    pub fn scan_raw(&self, keyspace: Keyspace) -> impl Iterator<Item = Result<(sled::IVec, sled::IVec)>> + '_ {
+        self.tree(keyspace).iter().map(|item| Ok(item?))
+    }
+
+    pub fn insert_raw(&self, keyspace: Keyspace, key: &[u8], value: Vec<u8>) -> Result<()> {
+        self.tree(keyspace).insert(key, value)?;
+        Ok(())
+    }
+
+    /// Inserts `value` only if `key` is absent; `false` when it was already there.
+    pub fn insert_new_raw(&self, keyspace: Keyspace, key: &[u8], value: Vec<u8>) -> Result<bool> {
+        Ok(self.tree(keyspace).compare_and_swap(key, None as Option<&[u8]>, Some(value))?.is_ok())
     }
 
     /// Whether `dir` holds a knowledge base (commands that only read refuse to create one).
@@ -102,9 +157,6 @@ impl Store {
         &self.dir
     }
 
-    pub fn db(&self) -> &sled::Db {
-        &self.db
-    }
 
     /// A fresh id, unique for the life of the database (gaps after a crash are harmless).
     pub fn next_id(&self) -> Result<u64> {
@@ -155,9 +207,33 @@ impl Store {
         })
     }
 
+    /// Applies the batch atomically. A batch that also writes other keyspaces commits as one
+    /// sled transaction over all the trees it touches, so a crash keeps all or none of it.
     pub fn commit(&self, batch: KbBatch) -> Result<()> {
-        self.kb.apply_batch(batch.inner)?;
-        Ok(())
+        use sled::Transactional;
+        use sled::transaction::{ConflictableTransactionError, TransactionError};
+        if batch.side.is_empty() {
+            self.kb.apply_batch(batch.inner)?;
+            return Ok(());
+        }
+        let [proposals, decisions, audit] = &self.keyspaces;
+        (&self.kb, proposals, decisions, audit)
+            .transaction(|(kb, proposals, decisions, audit)| {
+                kb.apply_batch(&batch.inner)?;
+                for (keyspace, key, value) in &batch.side {
+                    let tree = match keyspace {
+                        Keyspace::Proposals => proposals,
+                        Keyspace::Decisions => decisions,
+                        Keyspace::Audit => audit,
+                    };
+                    tree.insert(key.as_slice(), value.as_slice())?;
+                }
+                Ok::<_, ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| match e {
+                TransactionError::Storage(e) => Error::Store(e),
+                TransactionError::Abort(()) => Error::Invalid("transaction aborted".into()),
+            })
     }
 
     pub fn flush(&self) -> Result<()> {
@@ -177,6 +253,26 @@ impl Store {
     pub fn edges(&self) -> impl Iterator<Item = Result<Edge>> + '_ {
         self.scan(Family::Edge)
     }
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))
+}
+
+/// Mode 0700 on `dir` and its subdirectories, 0600 on its files.
+fn restrict_to_owner(dir: &Path) -> Result<()> {
+    set_mode(dir, 0o700)?;
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io(&path, e))?;
+        if meta.is_dir() {
+            restrict_to_owner(&path)?;
+        } else if meta.is_file() {
+            set_mode(&path, 0o600)?;
+        }
+    }
+    Ok(())
 }
 
 fn decode<T: DeserializeOwned>(key: &[u8], raw: &[u8]) -> Result<T> {
@@ -201,9 +297,15 @@ fn bytes_to_vec(b: &[u8]) -> Vec<f32> {
 pub struct KbBatch {
     inner: sled::Batch,
     len: usize,
+    /// Writes to the other keyspaces, committed in the same transaction.
+    side: Vec<(Keyspace, Vec<u8>, Vec<u8>)>,
 }
 
 impl KbBatch {
+    pub fn put_raw(&mut self, keyspace: Keyspace, key: &[u8], value: Vec<u8>) {
+        self.side.push((keyspace, key.to_vec(), value));
+        self.len += 1;
+    }
     fn put<T: Serialize>(&mut self, key: Vec<u8>, value: &T) {
         let bytes = serde_json::to_vec(value).expect("records serialise");
         self.inner.insert(key, bytes);
@@ -268,6 +370,39 @@ mod tests {
         let err = Store::open(dir.path()).err().unwrap();
         assert!(matches!(err, Error::SchemaTooNew { .. }));
         assert!(err.to_string().contains("upgrade a2rag"));
+    }
+
+    #[test]
+    fn the_data_directory_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+        drop(Store::open(&data).unwrap());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&data), 0o700);
+        let mut files = 0;
+        for entry in std::fs::read_dir(data.join("db")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                assert_eq!(mode(&path), 0o600, "{}", path.display());
+                files += 1;
+            }
+        }
+        assert!(files > 0);
+    }
+
+    #[test]
+    fn a_batch_with_side_writes_lands_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut b = KbBatch::default();
+        b.put_vector(Family::ChunkVec, 7, &[1.0]);
+        b.put_raw(Keyspace::Audit, b"k", b"v".to_vec());
+        store.commit(b).unwrap();
+        assert_eq!(store.scan_vectors(Family::ChunkVec).count(), 1);
+        assert_eq!(store.get_raw(Keyspace::Audit, b"k").unwrap().unwrap().as_ref(), b"v");
     }
 
     #[test]

@@ -79,6 +79,10 @@ struct Staging<'kb> {
     changes: Changes,
     /// Alias keys created in this staging (new nodes and new aliases).
     keys: HashMap<String, NodeId>,
+    /// Blocking keys of the names and aliases of the nodes this staging created, so that
+    /// finding a merge target costs the size of one block, not of everything staged (a large
+    /// document creates tens of thousands of nodes).
+    blocks: HashMap<String, Vec<NodeId>>,
 }
 
 impl<'kb> Staging<'kb> {
@@ -88,6 +92,7 @@ impl<'kb> Staging<'kb> {
             batch: KbBatch::default(),
             changes: Changes::default(),
             keys: HashMap::new(),
+            blocks: HashMap::new(),
         }
     }
 
@@ -100,6 +105,25 @@ impl<'kb> Staging<'kb> {
 
     fn node(&self, id: NodeId) -> Option<Node> {
         self.node_ref(id).cloned()
+    }
+
+    /// The staged copy of a node, copied from the committed KB on first touch only: a node
+    /// mentioned in every chunk of a large document is not cloned once per mention.
+    fn node_mut(&mut self, id: NodeId) -> Option<&mut Node> {
+        if !self.changes.nodes.contains_key(&id) {
+            let committed = self.kb.nodes.get(&id)?.clone();
+            self.changes.nodes.insert(id, Some(committed));
+        }
+        self.changes.nodes.get_mut(&id)?.as_mut()
+    }
+
+    fn block_staged(&mut self, id: NodeId, surface: &str) {
+        for key in super::align::blocking_keys(surface) {
+            let ids = self.blocks.entry(key).or_default();
+            if ids.last() != Some(&id) {
+                ids.push(id);
+            }
+        }
     }
 
     fn live(&self, id: NodeId) -> bool {
@@ -149,18 +173,22 @@ impl<'kb> Staging<'kb> {
             Some(id) => id,
             None => self.match_or_create(mention, &key)?,
         };
-        let mut node = self.node(id).ok_or_else(|| Error::Corrupt {
+        let created_here = self.changes.node_vectors.contains_key(&id);
+        let node = self.node_mut(id).ok_or_else(|| Error::Corrupt {
             key: format!("node/{id}"),
             message: "resolved to a missing node".into(),
         })?;
-        if !node.aliases.iter().any(|a| a == mention) {
+        let new_alias = !node.aliases.iter().any(|a| a == mention);
+        if new_alias {
             node.aliases.push(mention.to_string());
         }
         if let Err(pos) = node.chunks.binary_search(&chunk) {
             node.chunks.insert(pos, chunk);
         }
+        if new_alias && created_here {
+            self.block_staged(id, mention);
+        }
         self.keys.insert(key, id);
-        self.put_node(node);
         Ok(Some(id))
     }
 
@@ -182,6 +210,7 @@ impl<'kb> Staging<'kb> {
             chunks: Vec::new(),
         });
         self.changes.node_vectors.insert(id, vector);
+        self.block_staged(id, mention);
         Ok(id)
     }
 
@@ -190,16 +219,9 @@ impl<'kb> Staging<'kb> {
     /// Candidate vectors are only read for the few pairs whose names are close enough.
     fn merge_target(&self, mention: &str, key: &str, vector: &[f32]) -> Option<NodeId> {
         let blocks = super::align::blocking_keys(mention);
-        let mut staged: Vec<NodeId> = self
-            .changes
-            .node_vectors
-            .keys()
-            .copied()
-            .filter(|id| {
-                self.node_ref(*id).is_some_and(|n| n.aliases.iter().chain([&n.name]).any(|a| super::align::blocking_keys(a).iter().any(|k| blocks.contains(k))))
-            })
-            .collect();
+        let mut staged: Vec<NodeId> = blocks.iter().filter_map(|k| self.blocks.get(k)).flatten().copied().collect();
         staged.sort_unstable();
+        staged.dedup();
         let me = Mention { surface: mention, key };
         let alias = &self.kb.settings.alias;
         self.kb.alias_candidates(&blocks).into_iter().chain(staged).find(|&id| {
@@ -322,8 +344,15 @@ impl Kb {
         Ok(true)
     }
 
-    /// Inserts an approved triple whose provenance is `chunk`, live and on disk.
-    pub fn add_curated_triple(&mut self, triple: &RawTriple, chunk: ChunkId) -> Result<EdgeId> {
+    /// Inserts an approved triple whose provenance is `chunk`, live and on disk. `record`
+    /// adds the caller's records of the decision (given the new edge's id) to the same
+    /// atomic batch.
+    pub fn add_curated_triple(
+        &mut self,
+        triple: &RawTriple,
+        chunk: ChunkId,
+        record: impl FnOnce(EdgeId, &mut KbBatch) -> Result<()>,
+    ) -> Result<EdgeId> {
         let chunk_rec = self
             .chunk(chunk)
             .ok_or_else(|| Error::NotFound(format!("chunk {chunk}")))?;
@@ -337,6 +366,7 @@ impl Kb {
             .ok_or_else(|| Error::Invalid("triple has an empty subject, relation or object".into()))?;
         doc.edges.push(edge.id);
         staging.batch.put_doc(&doc);
+        record(edge.id, &mut staging.batch)?;
         let mut changes = staging.finish()?;
         changes.doc_updated = Some(doc);
         self.apply(changes)?;

@@ -4,26 +4,33 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::protocol::{INTERNAL_ERROR, INVALID_PARAMS, RpcError, notification};
+use super::protocol::{INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, RpcError, notification};
 use super::Server;
 use crate::control::QueryRequest;
 use crate::curate::{self, ProposalId, Status};
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::ingest::source::SourceDoc;
+use crate::ingest::source::{Access, SourceDoc};
 use crate::ingest::{self, IngestReport, Progress};
 use crate::kb::model::{NodeId, RawTriple};
 
 pub const METHODS: &[&str] = &[
-    "query", "ingest", "delete", "stats", "health", "proposals.list", "proposals.approve",
+    "query", "ingest", "delete", "stats", "health", "check", "proposals.list", "proposals.approve",
     "proposals.reject", "proposals.edit", "graph.node", "shutdown",
 ];
+
+/// Methods that stop by themselves when cancelled (and report what they did) instead of
+/// being aborted.
+pub fn stops_on_cancel(method: &str) -> bool {
+    method == "ingest"
+}
 
 /// What a method may use besides its parameters.
 pub struct Context {
@@ -31,21 +38,42 @@ pub struct Context {
     /// The connection's outgoing lines, for notifications.
     pub out: mpsc::Sender<String>,
     pub id: Value,
+    /// Set by `$/cancelRequest` (for methods that [`stops_on_cancel`]).
+    pub cancelled: Arc<AtomicBool>,
 }
 
 type MethodResult = Result<Value, RpcError>;
 
+/// The methods answered on the spot, without a task or a permit: they only read the
+/// server's own state, so neither load nor shutdown may refuse them.
+pub fn immediate(server: &Server, method: &str, params: &Value) -> Option<MethodResult> {
+    let no_params = || decode::<Empty>(params.clone());
+    match method {
+        "health" => Some(no_params().map(|_| {
+            json!({
+                "status": if server.is_shutting_down() { "shutting_down" } else { "ok" },
+                "version": env!("CARGO_PKG_VERSION"),
+                "uptime_ms": server.started.elapsed().as_millis() as u64,
+                "pending": server.max_pending - server.permits.available_permits(),
+                "max_pending": server.max_pending,
+            })
+        })),
+        "shutdown" => Some(no_params().map(|_| {
+            server.begin_shutdown();
+            json!({"shutting_down": true})
+        })),
+        _ => None,
+    }
+}
+
 pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
     match method {
-        "health" => {
-            let s = &cx.server;
-            Ok(json!({
-                "status": if s.is_shutting_down() { "shutting_down" } else { "ok" },
-                "version": env!("CARGO_PKG_VERSION"),
-                "uptime_ms": s.started.elapsed().as_millis() as u64,
-                "pending": s.max_pending - s.permits.available_permits(),
-                "max_pending": s.max_pending,
-            }))
+        "check" => {
+            decode::<Empty>(params)?;
+            let kb = cx.server.engine.kb.read().await;
+            let mut violations = kb.integrity_violations();
+            violations.extend(curate::integrity_violations(&kb)?);
+            Ok(json!({"ok": violations.is_empty(), "violations": violations}))
         }
         "stats" => {
             decode::<Empty>(params)?;
@@ -88,11 +116,6 @@ pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
             .await
         }
         "graph.node" => graph_node(&cx.server.engine, decode(params)?).await,
-        "shutdown" => {
-            decode::<Empty>(params)?;
-            cx.server.begin_shutdown();
-            Ok(json!({"shutting_down": true}))
-        }
         _ => Err(RpcError::new(super::protocol::METHOD_NOT_FOUND, format!("method not found: {method}"))),
     }
 }
@@ -214,11 +237,12 @@ async fn query(cx: &Context, request: QueryRequest) -> MethodResult {
 }
 
 /// Sends `ingest/progress` notifications to the requesting client. Notifications are dropped
-/// rather than awaited when the client reads slowly: the ingest holds the write lock and must
-/// not wait on one client's socket.
+/// rather than awaited when the client reads slowly: the ingest must not wait on one
+/// client's socket.
 struct Notifier {
     out: mpsc::Sender<String>,
     request: Value,
+    cancelled: Arc<AtomicBool>,
     done: usize,
     total: usize,
 }
@@ -233,11 +257,19 @@ impl Progress for Notifier {
         let params = json!({"request": self.request, "done": self.done, "total": self.total, "doc": doc});
         let _ = self.out.try_send(notification("ingest/progress", params).to_string());
     }
+    fn cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
 }
 
 async fn ingest_method(cx: Context, params: IngestParams) -> MethodResult {
     if params.paths.is_empty() && params.documents.is_empty() {
         return Err(RpcError::new(INVALID_PARAMS, "invalid params: give `paths` or `documents`"));
+    }
+    let settings = &cx.server.engine.settings;
+    let access = Access::within(&settings.server.ingest_roots, settings.ingest.max_file_bytes);
+    for path in &params.paths {
+        access.check(path)?;
     }
     let mut docs = Vec::with_capacity(params.documents.len());
     for (i, d) in params.documents.into_iter().enumerate() {
@@ -251,22 +283,34 @@ async fn ingest_method(cx: Context, params: IngestParams) -> MethodResult {
         };
         docs.push(SourceDoc { id, title, text: d.text, source: "rpc".into() });
     }
-    let mut progress = Notifier { out: cx.out.clone(), request: cx.id.clone(), done: 0, total: 0 };
+    let mut progress = Notifier { out: cx.out.clone(), request: cx.id.clone(), cancelled: cx.cancelled.clone(), done: 0, total: 0 };
     let paths = params.paths;
-    write(&cx.server.engine.clone(), move |kb| {
-        let engine = &cx.server.engine;
+    let engine = cx.server.engine.clone();
+    // The write lock is taken per document (see `ingest::KbAccess`), so queries run between
+    // the documents of a long ingest.
+    let (report, stats) = tokio::task::spawn_blocking(move || -> crate::Result<(IngestReport, crate::kb::Stats)> {
+        let mut kb = &engine.kb;
         let mut report = if paths.is_empty() {
             IngestReport::default()
         } else {
-            ingest::ingest_paths(kb, &engine.pipeline, &paths, &mut progress)?
+            ingest::ingest_paths_within(&mut kb, &engine.pipeline, &paths, &access, &mut progress)?
         };
-        if !docs.is_empty() {
-            ingest::ingest_docs(kb, &engine.pipeline, docs, &mut progress, &mut report)?;
-            kb.flush()?;
+        if !docs.is_empty() && !report.cancelled {
+            ingest::ingest_docs(&mut kb, &engine.pipeline, docs, &mut progress, &mut report)?;
         }
-        Ok(json!({"report": report, "stats": kb.stats()}))
+        // Durable before the answer, cancelled or not: what the report says committed did.
+        let kb = engine.kb.blocking_read();
+        kb.flush()?;
+        Ok((report, kb.stats()))
     })
     .await
+    .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("internal error: {e}")))??;
+    if report.cancelled {
+        let committed = report.added + report.replaced + report.unchanged;
+        return Err(RpcError::new(REQUEST_CANCELLED, format!("request cancelled: {committed} document(s) were ingested before the cancel, the rest were not"))
+            .with_data(json!({"report": report, "stats": stats})));
+    }
+    Ok(json!({"report": report, "stats": stats}))
 }
 
 async fn graph_node(engine: &Engine, params: NodeParams) -> MethodResult {

@@ -2,11 +2,16 @@
 //! See docs/rpc.md for the methods and error codes.
 //!
 //! Every request runs as its own task so that one connection can have many in flight and
-//! `$/cancelRequest` can abort them. A semaphore of `server.max_pending` permits bounds the
-//! work in flight across all connections; beyond it requests are refused ("overloaded")
-//! rather than queued. Shutdown (the `shutdown` method, SIGTERM, SIGINT) stops accepting
-//! connections and reading requests, waits a bounded time for the work in flight and its
-//! responses, then flushes sled.
+//! `$/cancelRequest` can abort them (an ingest is asked to stop between documents instead,
+//! and reports what committed). A semaphore of `server.max_pending` permits bounds the work
+//! in flight across all connections; beyond it requests are refused ("overloaded") rather
+//! than queued. `health` and `shutdown` are answered at once, outside that bound, so a
+//! liveness probe and a stop always get through. Shutdown (the `shutdown` method, SIGTERM,
+//! SIGINT) stops accepting connections, answers new requests with "shutting down", waits a
+//! bounded time for the work in flight and its responses, then flushes sled.
+//!
+//! Access: unix sockets are owner-only (0600); every TCP connection must first send the
+//! token (`server.bearer_token`, or one generated into the data directory).
 
 pub mod bench;
 mod methods;
@@ -17,6 +22,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,6 +35,9 @@ use tokio::task::AbortHandle;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use protocol::{Frame, LineReader, RpcError, failure, success};
+
+/// Every method the daemon answers (besides `auth` and `$/cancelRequest`).
+pub use methods::METHODS;
 
 /// Where to listen besides stdio.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +89,8 @@ pub struct Server {
     max_message_bytes: usize,
     started: Instant,
     shutdown: watch::Sender<bool>,
+    /// Set once the work in flight is done (or the grace period is over): connections stop.
+    closing: watch::Sender<bool>,
 }
 
 impl Server {
@@ -96,6 +107,11 @@ impl Server {
         // An error means the sender is gone, which only happens once everything is over.
         let _ = rx.wait_for(|down| *down).await;
     }
+
+    async fn closing(&self) {
+        let mut rx = self.closing.subscribe();
+        let _ = rx.wait_for(|closing| *closing).await;
+    }
 }
 
 enum Bound {
@@ -110,6 +126,7 @@ pub struct Daemon {
     stdio: bool,
     bound: Vec<(Bound, String)>,
     grace: Duration,
+    token_file: Option<PathBuf>,
 }
 
 impl Daemon {
@@ -118,19 +135,21 @@ impl Daemon {
             return Err(Error::Invalid("nothing to serve: give --stdio and/or --listen".into()));
         }
         let settings = engine.settings.server.clone();
-        let token = Some(settings.bearer_token.clone()).filter(|t| !t.is_empty());
+        let tcp = options.listen.iter().any(|l| matches!(l, Listen::Tcp(_)));
+        let (token, token_file) = match (tcp, settings.bearer_token.is_empty()) {
+            (false, _) => (None, None),
+            (true, false) => (Some(settings.bearer_token.clone()), None),
+            (true, true) => {
+                let file = engine.settings.data_dir.join(TOKEN_FILE);
+                (Some(read_or_create_token(&file)?), Some(file))
+            }
+        };
         let mut bound = Vec::new();
         for listen in &options.listen {
             let b = match listen {
                 Listen::Unix(path) => bind_unix(path)?,
                 Listen::Tcp(addr) => {
                     let listener = TcpListener::bind(addr.as_str()).await.map_err(|e| Error::io(addr, e))?;
-                    let local = listener.local_addr().map_err(|e| Error::io(addr, e))?;
-                    if !local.ip().is_loopback() && token.is_none() {
-                        return Err(Error::Config(format!(
-                            "refusing to listen on non-loopback {local} without server.bearer_token"
-                        )));
-                    }
                     Bound::Tcp { listener, token: token.clone() }
                 }
             };
@@ -148,8 +167,15 @@ impl Daemon {
             max_message_bytes: settings.max_message_bytes.max(1),
             started: Instant::now(),
             shutdown: watch::channel(false).0,
+            closing: watch::channel(false).0,
         });
-        Ok(Daemon { server, stdio: options.stdio, bound, grace: options.grace })
+        Ok(Daemon { server, stdio: options.stdio, bound, grace: options.grace, token_file })
+    }
+
+    /// The file holding the generated TCP token, when TCP is served without a configured
+    /// `server.bearer_token`.
+    pub fn token_file(&self) -> Option<&Path> {
+        self.token_file.as_deref()
     }
 
     /// The listeners' addresses, with real ports.
@@ -183,9 +209,17 @@ impl Daemon {
         tokio::spawn(watch_signals(server.clone()));
         server.shutdown_requested().await;
         tracing::info!("shutting down");
-        if tokio::time::timeout(self.grace, all_done.recv()).await.is_err() {
+        let deadline = tokio::time::Instant::now() + self.grace;
+        // Every request in flight holds a permit: all of them back means all work is done.
+        let all_permits = u32::try_from(server.max_pending).unwrap_or(u32::MAX);
+        let drained = tokio::time::timeout_at(deadline, server.permits.acquire_many(all_permits)).await;
+        if drained.is_err() {
             tracing::warn!(grace_s = self.grace.as_secs(), "work still in flight after the grace period; exiting anyway");
         }
+        // Until here connections kept answering "shutting down"; now they close, once their
+        // last responses are written.
+        server.closing.send_replace(true);
+        let _ = tokio::time::timeout_at(deadline.max(tokio::time::Instant::now() + Duration::from_secs(1)), all_done.recv()).await;
         // A write that outlived the grace period holds the lock; sled's own batches keep the
         // store consistent without this flush.
         match server.engine.kb.try_read() {
@@ -221,6 +255,13 @@ fn bind_unix(path: &Path) -> Result<Bound> {
         if !meta.file_type().is_socket() {
             return Err(Error::Invalid(format!("{} exists and is not a socket", path.display())));
         }
+        // A socket someone still accepts on belongs to a live daemon: leave it alone.
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(Error::Invalid(format!(
+                "another daemon is listening on {}; stop it first or choose another --listen path",
+                path.display()
+            )));
+        }
         // A stale socket from a previous run that did not exit cleanly.
         std::fs::remove_file(path).map_err(|e| Error::io(path, e))?;
     }
@@ -232,6 +273,31 @@ fn bind_unix(path: &Path) -> Result<Bound> {
     std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::io(&staging, e))?;
     std::fs::rename(&staging, path).map_err(|e| Error::io(path, e))?;
     Ok(Bound::Unix { listener, path: path.to_path_buf() })
+}
+
+/// Where a generated TCP token lives, inside the data directory.
+pub const TOKEN_FILE: &str = "rpc-token";
+
+/// The token in `file`, or a new random one written there with mode 0600 (created with that
+/// mode, so it is never readable by others, even briefly).
+fn read_or_create_token(file: &Path) -> Result<String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Ok(existing) = std::fs::read_to_string(file) {
+        let token = existing.trim();
+        if !token.is_empty() {
+            return Ok(token.to_string());
+        }
+    }
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let mut bytes = [0u8; 32];
+    rand::Rng::fill(&mut rand::rng(), &mut bytes);
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut out = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(file).map_err(|e| Error::io(file, e))?;
+    out.write_all(token.as_bytes()).map_err(|e| Error::io(file, e))?;
+    Ok(token)
 }
 
 async fn accept(server: Arc<Server>, bound: Bound, alive: mpsc::Sender<()>) {
@@ -295,7 +361,7 @@ struct Conn {
     server: Arc<Server>,
     out: mpsc::Sender<String>,
     /// Requests in flight by id (as JSON text), for `$/cancelRequest`.
-    running: Mutex<HashMap<String, AbortHandle>>,
+    running: Mutex<HashMap<String, Running>>,
     _alive: mpsc::Sender<()>,
 }
 
@@ -328,8 +394,10 @@ where
     let mut reader = LineReader::new(read, server.max_message_bytes);
     let mut authenticated = token.is_none();
     loop {
+        // After `shutdown` the connection still reads, to answer "shutting down" (-32003)
+        // rather than vanish, until the work in flight is over.
         let frame = tokio::select! {
-            _ = server.shutdown_requested() => break,
+            _ = server.closing() => break,
             frame = reader.next() => frame,
         };
         let bytes = match frame {
@@ -381,6 +449,16 @@ fn check_auth(bytes: &[u8], token: &str) -> std::result::Result<Option<Value>, V
 /// Equality whose time does not depend on where the first difference is.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A request in flight, as `$/cancelRequest` sees it.
+#[derive(Clone)]
+struct Running {
+    abort: AbortHandle,
+    /// Asked for by a cancel; methods that stop cleanly (ingest) read it.
+    cancelled: Arc<AtomicBool>,
+    /// Whether the method stops on `cancelled` itself rather than being aborted.
+    cooperative: bool,
 }
 
 /// A message's fate once it has been read: answered at once, running, or silent.
@@ -454,8 +532,10 @@ impl Conn {
         let invalid = |id: Value, why: &str| Started::Done(Some(failure(id, RpcError::new(protocol::INVALID_REQUEST, format!("invalid request: {why}")))));
         let Value::Object(mut m) = message else { return invalid(Value::Null, "not an object") };
         let id = m.remove("id");
-        if id.as_ref().is_some_and(|id| !(id.is_string() || id.is_number() || id.is_null())) {
-            return invalid(Value::Null, "id must be a string, a number or null");
+        // A number beyond 64-bit integers parses as a float and would be echoed altered;
+        // refusing it keeps the promise that every id comes back exactly as sent.
+        if id.as_ref().is_some_and(|id| !(id.is_string() || id.is_i64() || id.is_u64() || id.is_null())) {
+            return invalid(Value::Null, "id must be a string, an integer within 64 bits, or null");
         }
         let reply_id = id.clone().unwrap_or(Value::Null);
         if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
@@ -480,6 +560,10 @@ impl Conn {
         if !methods::METHODS.contains(&method.as_str()) {
             return Started::Done(reply(Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("method not found: {method}")))));
         }
+        // Liveness and stop never wait behind load, nor count towards it.
+        if let Some(result) = methods::immediate(&self.server, &method, &params) {
+            return Started::Done(reply(result));
+        }
         if self.server.is_shutting_down() {
             return Started::Done(reply(Err(RpcError::new(protocol::SHUTTING_DOWN, "shutting down"))));
         }
@@ -487,10 +571,13 @@ impl Conn {
             return Started::Done(reply(Err(RpcError::new(protocol::OVERLOADED, "overloaded"))));
         };
 
-        let cx = methods::Context { server: self.server.clone(), out: self.out.clone(), id: reply_id };
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let cooperative = methods::stops_on_cancel(&method);
+        let cx = methods::Context { server: self.server.clone(), out: self.out.clone(), id: reply_id, cancelled: cancelled.clone() };
         let inner = tokio::spawn(async move { methods::call(cx, &method, params).await });
         if let Some(key) = &key {
-            self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), inner.abort_handle());
+            let running = Running { abort: inner.abort_handle(), cancelled, cooperative };
+            self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), running);
         }
         let conn = self.clone();
         Started::Running(tokio::spawn(async move {
@@ -508,11 +595,14 @@ impl Conn {
             .get("id")
             .filter(|id| id.is_string() || id.is_number())
             .ok_or_else(|| RpcError::new(protocol::INVALID_PARAMS, "invalid params: missing field `id`"))?;
-        let handle = self.running.lock().unwrap_or_else(|e| e.into_inner()).get(&target.to_string()).cloned();
-        if let Some(h) = &handle {
-            h.abort();
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner()).get(&target.to_string()).cloned();
+        if let Some(r) = &running {
+            r.cancelled.store(true, Ordering::SeqCst);
+            if !r.cooperative {
+                r.abort.abort();
+            }
         }
-        Ok(serde_json::json!({"cancelled": handle.is_some()}))
+        Ok(serde_json::json!({"cancelled": running.is_some()}))
     }
 }
 

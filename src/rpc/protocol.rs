@@ -27,11 +27,19 @@ pub const REQUEST_CANCELLED: i64 = -32800;
 pub struct RpcError {
     pub code: i64,
     pub message: String,
+    /// What the request did before failing (a cancelled ingest's report).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
 }
 
 impl RpcError {
     pub fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError { code, message: message.into() }
+        RpcError { code, message: message.into(), data: None }
+    }
+
+    pub fn with_data(mut self, data: Value) -> RpcError {
+        self.data = Some(data);
+        self
     }
 }
 
