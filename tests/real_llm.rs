@@ -85,7 +85,7 @@ async fn controller_runs_end_to_end_on_the_real_model() {
     let engine = a2rag::engine::Engine::open(settings, None).unwrap();
     {
         let mut kb = engine.kb.write().await;
-        let report = a2rag::ingest::ingest_paths(&mut kb, &engine.pipeline, &[docs], &mut ()).unwrap();
+        let report = a2rag::ingest::ingest_paths(&mut *kb, &engine.pipeline, &[docs], &mut ()).unwrap();
         assert_eq!(report.added, 1);
     }
     let request = a2rag::control::QueryRequest { question: "When was Oslo Harbour rebuilt?".into(), policy: None, budget: None };
