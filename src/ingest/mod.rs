@@ -3,6 +3,7 @@
 
 pub mod chunk;
 pub mod extract;
+pub mod llm;
 pub mod source;
 pub mod summary;
 pub mod triples;
@@ -45,7 +46,7 @@ impl Pipeline {
     ) -> Result<Pipeline> {
         let extractor: Arc<dyn Extractor> = match (settings.ingest.extractor, &llm) {
             (ExtractorKind::Rules, _) => Arc::new(RuleExtractor),
-            (ExtractorKind::Llm, Some(model)) => Arc::new(crate::llm::roles::LlmExtractor::new(model.clone(), settings)?),
+            (ExtractorKind::Llm, Some(model)) => Arc::new(llm::LlmExtractor::new(model.clone(), settings)?),
             (ExtractorKind::Llm, None) => {
                 return Err(Error::Config("ingest.extractor = \"llm\" needs an [llm] provider other than \"embedded\"".into()));
             }
@@ -55,7 +56,7 @@ impl Pipeline {
                 sentences: settings.ingest.summary_sentences,
                 entities: settings.ingest.summary_entities,
             }),
-            (SummarizerKind::Llm, Some(model)) => Arc::new(crate::llm::roles::LlmSummarizer::new(model.clone(), settings)?),
+            (SummarizerKind::Llm, Some(model)) => Arc::new(llm::LlmSummarizer::new(model.clone(), settings)?),
             (SummarizerKind::Llm, None) => {
                 return Err(Error::Config("ingest.summarizer = \"llm\" needs an [llm] provider other than \"embedded\"".into()));
             }

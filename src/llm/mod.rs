@@ -1,11 +1,11 @@
 //! Language models behind one trait. Each LLM-backed step (reader, validators, rewriter,
 //! extractor, summariser) has an embedded deterministic implementation and an LLM one that
-//! goes through [`LanguageModel`]; see [`roles`]. Providers: [`provider`] (rig-core).
+//! goes through [`LanguageModel`] (the ingest roles are in `ingest::llm`, the controller's in
+//! `control::roles`). Providers: [`provider`] (rig-core).
 
 pub mod parse;
 pub mod prompts;
 pub mod provider;
-pub mod roles;
 
 use std::future::Future;
 

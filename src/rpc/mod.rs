@@ -8,7 +8,6 @@
 //! connections and reading requests, waits a bounded time for the work in flight and its
 //! responses, then flushes sled.
 
-pub mod bench;
 mod methods;
 pub mod protocol;
 

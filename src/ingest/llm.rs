@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::prompts::{PromptId, Prompts};
-use super::{CompletionRequest, LanguageModel, block_on, parse};
+use super::extract::{Extraction, Extractor};
+use super::summary::Summarizer;
 use crate::config::Settings;
 use crate::error::Result;
-use crate::ingest::extract::{Extraction, Extractor};
-use crate::ingest::summary::Summarizer;
 use crate::kb::model::RawTriple;
+use crate::llm::prompts::{PromptId, Prompts};
+use crate::llm::{CompletionRequest, LanguageModel, block_on, parse};
 
 struct Caller {
     model: Arc<dyn LanguageModel>,

@@ -1,6 +1,8 @@
 //! `a2rag bench ...`: throughput and latency measurements. Each prints its numbers next to
 //! a baseline measured in the same run, never a bare absolute.
 
+pub mod rpc;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,24 +13,11 @@ use crate::config::{PprMethod, Settings};
 use crate::error::Result;
 use crate::eval::dataset::Dataset;
 use crate::eval::metrics::percentile;
-use crate::ingest::{self, Pipeline, source};
-use crate::kb::Kb;
+use crate::eval::scratch_kb;
+use crate::ingest::{self, source};
 use crate::kb::graph::Csr;
 use crate::retrieve::ppr::{self, PprParams};
 use crate::retrieve::{RetrieveOptions, Retriever, Stage, Strategy};
-
-/// An empty KB in `dir` (wiped first) with the embedded pipeline, for benches and eval.
-pub fn scratch_kb(mut settings: Settings, dir: &Path) -> Result<(Kb, Pipeline)> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
-    }
-    settings.data_dir = dir.to_path_buf();
-    let settings = Arc::new(settings);
-    let embedder = crate::embed::from_settings(&settings.embed)?;
-    let kb = Kb::open(settings.clone(), embedder.clone())?;
-    let pipeline = Pipeline::from_settings(&settings, embedder, None)?;
-    Ok((kb, pipeline))
-}
 
 /// Ingest throughput in passages/s on a corpus, against the parse-and-chunk-only baseline
 /// (the floor no ingest can beat) measured on the same corpus.
@@ -176,12 +165,12 @@ pub async fn rpc(engine: Arc<crate::engine::Engine>, dataset_dir: &Path, clients
     let options = crate::rpc::ServeOptions { stdio: false, listen: vec![address.clone()], ..Default::default() };
     let daemon = crate::rpc::Daemon::bind(engine, options).await?;
     let server = tokio::spawn(daemon.run());
-    let bench = crate::rpc::bench::BenchOptions { address, token: None, clients: clients.to_vec(), queries, policy: None };
-    let rows = crate::rpc::bench::bench_rpc(&bench, &questions).await;
+    let bench = rpc::BenchOptions { address, token: None, clients: clients.to_vec(), queries, policy: None };
+    let rows = rpc::bench_rpc(&bench, &questions).await;
     server.abort();
     let rows = rows?;
     let mut out = Vec::new();
-    crate::rpc::bench::print_table(&rows, &mut out).map_err(|e| crate::Error::io("stdout", e))?;
+    rpc::print_table(&rows, &mut out).map_err(|e| crate::Error::io("stdout", e))?;
     let mut text = String::from_utf8_lossy(&out).into_owned();
     if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
         text.push_str(&format!("{} clients sustain {:.1}x the queries/s of {}", last.clients, last.queries_per_second / first.queries_per_second.max(1e-9), first.clients));
