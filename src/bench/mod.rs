@@ -16,6 +16,7 @@ use crate::eval::metrics::percentile;
 use crate::eval::scratch_kb;
 use crate::ingest::{self, source};
 use crate::kb::graph::Csr;
+use crate::net::Remote;
 use crate::retrieve::ppr::{self, PprParams};
 use crate::retrieve::{RetrieveOptions, Retriever, Stage, Strategy};
 
@@ -28,7 +29,7 @@ pub fn ingest(settings: Settings, corpus: &Path, scratch: &Path) -> Result<Strin
     let n = docs.len();
     let chunks: usize = docs.iter().map(|d| ingest::chunk::chunk_spans(&d.text, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap).len()).sum();
     let baseline = n as f64 / t.elapsed().as_secs_f64();
-    let (mut kb, pipeline) = scratch_kb(settings, scratch)?;
+    let (mut kb, pipeline) = scratch_kb(settings, scratch, &Remote::new())?;
     let t = Instant::now();
     let mut report = ingest::IngestReport::default();
     ingest::ingest_docs(&mut kb, &pipeline, docs, &mut (), &mut report)?;
@@ -98,7 +99,7 @@ pub fn ppr(nodes: usize, edges: usize, queries: usize, settings: &crate::config:
 /// against the hybrid text retriever measured on the same KB.
 pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, scratch: &Path) -> Result<String> {
     let dataset = Dataset::load(dataset_dir)?;
-    let (mut kb, mut pipeline) = scratch_kb(settings, scratch)?;
+    let (mut kb, mut pipeline) = scratch_kb(settings, scratch, &Remote::new())?;
     if let Some(t) = triples {
         pipeline.triples = Some(ingest::triples::TripleImport::load(t)?);
     }
@@ -144,7 +145,7 @@ pub fn embed(settings: &Settings, corpus: &Path, batch: usize) -> Result<String>
         .flat_map(|d| crate::text::sentence_spans(&d.text).into_iter().map(|r| d.text[r].to_string()).collect::<Vec<_>>())
         .collect();
     let refs: Vec<&str> = sentences.iter().map(String::as_str).collect();
-    let configured = crate::embed::from_settings(&settings.embed)?;
+    let configured = crate::embed::from_settings(&settings.embed, &Remote::new())?;
     let hash = crate::embed::HashEmbedder::new(settings.embed.dim);
     let rate = crate::embed::embedding_throughput(configured.as_ref(), &refs, batch)?;
     let baseline = crate::embed::embedding_throughput(&hash, &refs, batch)?;
