@@ -11,13 +11,14 @@
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use a2rag::rpc::Listen;
 use a2rag::bench::rpc::{BenchOptions, Client, bench_rpc, print_table};
+use a2rag::rpc::Listen;
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
-    let address: Listen = args.next().context("usage: rpc_client ADDR [--token T] [--bench FILE [N]] [QUESTION...]")?.parse()?;
+    let address: Listen =
+        args.next().context("usage: rpc_client ADDR [--token T] [--bench FILE [N]] [QUESTION...]")?.parse()?;
     let mut token = None;
     let mut bench = None;
     let mut questions = Vec::new();

@@ -179,7 +179,8 @@ pub struct RetrieveSettings {
 }
 
 /// Why `retrieve.sufficiency_judge = "llm"` is refused without a model.
-pub const LLM_JUDGE_NEEDS_MODEL: &str = "retrieve.sufficiency_judge = \"llm\" needs an [llm] provider other than \"embedded\"";
+pub const LLM_JUDGE_NEEDS_MODEL: &str =
+    "retrieve.sufficiency_judge = \"llm\" needs an [llm] provider other than \"embedded\"";
 
 /// Who decides, after each retrieval stage, whether the evidence suffices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -300,10 +301,8 @@ impl Settings {
     }
 
     fn layered(file: Option<&Path>, policy: PolicySource<'_>) -> Result<Settings> {
-        let mut builder = config::Config::builder().add_source(config::File::from_str(
-            DEFAULT_TOML,
-            config::FileFormat::Toml,
-        ));
+        let mut builder =
+            config::Config::builder().add_source(config::File::from_str(DEFAULT_TOML, config::FileFormat::Toml));
         let known = Keys::of_defaults()?;
         if let Some(path) = file {
             if !path.exists() {
@@ -325,15 +324,10 @@ impl Settings {
         }
         known.check_env(std::env::vars_os())?;
         builder = builder.add_source(
-            config::Environment::with_prefix("A2RAG")
-                .prefix_separator("__")
-                .separator("__")
-                .try_parsing(true),
+            config::Environment::with_prefix("A2RAG").prefix_separator("__").separator("__").try_parsing(true),
         );
-        let settings: Settings = builder
-            .build()
-            .and_then(|c| c.try_deserialize())
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let settings: Settings =
+            builder.build().and_then(|c| c.try_deserialize()).map_err(|e| Error::Config(e.to_string()))?;
         settings.validate()?;
         Ok(settings)
     }
@@ -394,7 +388,10 @@ impl Keys {
 
     /// Refuses the first key of the TOML file at `path` that is not a setting.
     fn check_file(&self, path: &Path, what: &str) -> Result<()> {
-        self.check_source(config::File::from(path).format(config::FileFormat::Toml), &format!("{what} {}", path.display()))
+        self.check_source(
+            config::File::from(path).format(config::FileFormat::Toml),
+            &format!("{what} {}", path.display()),
+        )
     }
 
     /// Refuses the first key in `source` that names no setting; `origin` says where it came from.
@@ -434,9 +431,7 @@ impl Keys {
             Some((_, known)) => format!("; did you mean `{known}`?"),
             None => String::new(),
         };
-        Error::Config(format!(
-            "unknown setting `{key}` in {origin}{hint} (config/default.toml lists every setting)"
-        ))
+        Error::Config(format!("unknown setting `{key}` in {origin}{hint} (config/default.toml lists every setting)"))
     }
 }
 

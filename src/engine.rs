@@ -40,14 +40,19 @@ impl Engine {
         let policies = load_policies(&settings.policy.policies_dir, config_file)?;
         // The controller's roles come from the base settings: a policy cannot bring a model.
         if llm.is_none()
-            && let Some((name, _)) = policies.iter().find(|(_, p)| p.retrieve.sufficiency_judge == crate::config::SufficiencyJudge::Llm)
+            && let Some((name, _)) =
+                policies.iter().find(|(_, p)| p.retrieve.sufficiency_judge == crate::config::SufficiencyJudge::Llm)
         {
             return Err(Error::Config(format!(
                 "policy `{name}` sets retrieve.sufficiency_judge = \"llm\", but no [llm] provider is configured (llm.provider = \"embedded\")"
             )));
         }
         if !settings.policy.default.is_empty() && !policies.contains_key(&settings.policy.default) {
-            return Err(Error::Config(format!("policy.default `{}` is not in {}", settings.policy.default, settings.policy.policies_dir.display())));
+            return Err(Error::Config(format!(
+                "policy.default `{}` is not in {}",
+                settings.policy.default,
+                settings.policy.policies_dir.display()
+            )));
         }
         Ok(Engine { settings, kb: RwLock::new(kb), pipeline, controller, llm, policies })
     }
@@ -106,7 +111,8 @@ fn load_policies(dir: &Path, config_file: Option<&Path>) -> Result<HashMap<Strin
     let mut policies = HashMap::new();
     let Some(dir) = policies_dir(dir, config_file) else {
         for (name, toml) in EMBEDDED_POLICIES {
-            let settings = Settings::load_with_policy_text(config_file, toml).map_err(|e| Error::Config(format!("embedded policy {name}: {e}")))?;
+            let settings = Settings::load_with_policy_text(config_file, toml)
+                .map_err(|e| Error::Config(format!("embedded policy {name}: {e}")))?;
             policies.insert(name.to_string(), Arc::new(settings));
         }
         return Ok(policies);
@@ -115,7 +121,10 @@ fn load_policies(dir: &Path, config_file: Option<&Path>) -> Result<HashMap<Strin
         // No policies directory is fine: requests may then name no policy.
         return Ok(policies);
     };
-    let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|e| e == "toml")).collect();
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
     files.sort();
     for file in files {
         let name = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
@@ -146,6 +155,10 @@ mod tests {
         assert_eq!(next_to_config.keys().collect::<Vec<_>>(), ["mine"]);
         assert_eq!(next_to_config["mine"].gate.threshold, 0.11);
         std::fs::remove_dir_all(dir.path().join("policies")).unwrap();
-        assert_eq!(load_policies(Path::new("policies"), Some(&config)).unwrap().len(), 3, "embedded when the config has none beside it");
+        assert_eq!(
+            load_policies(Path::new("policies"), Some(&config)).unwrap().len(),
+            3,
+            "embedded when the config has none beside it"
+        );
     }
 }

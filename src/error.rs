@@ -15,11 +15,7 @@ pub enum Error {
     },
 
     #[error("{path}:{line}: {message}")]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
+    Parse { path: PathBuf, line: usize, message: String },
 
     #[error("configuration error: {0}")]
     Config(String),
@@ -27,11 +23,7 @@ pub enum Error {
     #[error(
         "data directory {dir} was written by schema version {found}, this build understands up to {supported}; upgrade a2rag"
     )]
-    SchemaTooNew {
-        dir: PathBuf,
-        found: u32,
-        supported: u32,
-    },
+    SchemaTooNew { dir: PathBuf, found: u32, supported: u32 },
 
     #[error(
         "knowledge base was embedded with `{stored}` but the configuration asks for `{configured}`; run `a2rag reindex` to re-embed"
@@ -62,9 +54,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
-        }
+        Error::Io { path: path.into(), source }
     }
 }

@@ -257,10 +257,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 eprintln!("error: {e}");
             }
             let stats = engine.kb.get_mut().stats();
-            let dropped = if report.triples_dropped > 0 { format!(", {} imported triples left out", report.triples_dropped) } else { String::new() };
+            let dropped = if report.triples_dropped > 0 {
+                format!(", {} imported triples left out", report.triples_dropped)
+            } else {
+                String::new()
+            };
             println!(
                 "{} files: {} added, {} replaced, {} unchanged, {} errors{dropped}; KB has {} documents, {} chunks, {} nodes, {} edges",
-                report.files, report.added, report.replaced, report.unchanged, report.errors.len(), stats.documents, stats.chunks, stats.nodes, stats.edges
+                report.files,
+                report.added,
+                report.replaced,
+                report.unchanged,
+                report.errors.len(),
+                stats.documents,
+                stats.chunks,
+                stats.nodes,
+                stats.edges
             );
             Ok(if report.failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
         }
@@ -292,7 +304,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Search { query, mode, k } => {
             let mut engine = open_existing(settings)?;
             let kb = engine.kb.get_mut();
-            for (rank, (id, score)) in kb.search(query, (*mode).into(), *k, (&kb.settings().retrieve).into())?.into_iter().enumerate() {
+            for (rank, (id, score)) in
+                kb.search(query, (*mode).into(), *k, (&kb.settings().retrieve).into())?.into_iter().enumerate()
+            {
                 if let Some(chunk) = kb.chunk(id) {
                     println!("{:>2}. [{score:.4}] {} — {}", rank + 1, kb.chunk_title(chunk), preview(&chunk.text, 160));
                 }
@@ -324,9 +338,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("  {file}");
             }
             if model_id.trim() == settings.embed.model_id.trim() {
-                println!("embed.provider = \"minilm\" uses it when embed.model_dir is empty and {} has no model", a2rag::embed::minilm::DEFAULT_MODEL_DIR);
+                println!(
+                    "embed.provider = \"minilm\" uses it when embed.model_dir is empty and {} has no model",
+                    a2rag::embed::minilm::DEFAULT_MODEL_DIR
+                );
             } else {
-                println!("to use it: embed.provider = \"minilm\" with embed.model_id = \"{}\" (or embed.model_dir = \"{}\")", model_id.trim(), fetched.dir.display());
+                println!(
+                    "to use it: embed.provider = \"minilm\" with embed.model_id = \"{}\" (or embed.model_dir = \"{}\")",
+                    model_id.trim(),
+                    fetched.dir.display()
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -335,7 +356,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let r = a2rag::kb::reindex::reindex(&settings, embedder)?;
             println!(
                 "re-embedded {} chunks, {} summaries, {} entities with {} (was {}) in {:.1} s",
-                r.chunks, r.summaries, r.nodes, r.embedder, r.previous_embedder.as_deref().unwrap_or("none"), r.seconds
+                r.chunks,
+                r.summaries,
+                r.nodes,
+                r.embedder,
+                r.previous_embedder.as_deref().unwrap_or("none"),
+                r.seconds
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -361,7 +387,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 BenchCommand::Ppr { nodes, edges, queries } => {
                     a2rag::bench::ppr(*nodes, *edges, *queries, &settings.retrieve)
                 }
-                BenchCommand::Retrieve { dataset, triples } => a2rag::bench::retrieve(settings, dataset, triples.as_deref(), &scratch)?,
+                BenchCommand::Retrieve { dataset, triples } => {
+                    a2rag::bench::retrieve(settings, dataset, triples.as_deref(), &scratch)?
+                }
                 BenchCommand::LargeDoc { megabytes } => a2rag::bench::large_doc(settings, megabytes, &scratch)?,
                 BenchCommand::Embed { corpus, batch } => a2rag::bench::embed(&settings, corpus, *batch)?,
                 BenchCommand::Rpc { dataset, clients, queries } => {
@@ -401,7 +429,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 println!("violation: {v}");
             }
             let stats = kb.stats();
-            println!("{} violations in {} documents, {} chunks, {} nodes, {} edges", violations.len(), stats.documents, stats.chunks, stats.nodes, stats.edges);
+            println!(
+                "{} violations in {} documents, {} chunks, {} nodes, {} edges",
+                violations.len(),
+                stats.documents,
+                stats.chunks,
+                stats.nodes,
+                stats.edges
+            );
             Ok(if violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Audit => {
@@ -428,16 +463,31 @@ fn print_response(r: &a2rag::control::QueryResponse) {
         (None, Some(reason)) => println!("Abstained: {reason}"),
         _ => println!("No answer"),
     }
-    println!("Stage: {}   iterations: {}   LLM calls: {}   tokens: {}", stage_name(r.stage), r.iterations, r.ledger.llm_calls, r.ledger.tokens());
+    println!(
+        "Stage: {}   iterations: {}   LLM calls: {}   tokens: {}",
+        stage_name(r.stage),
+        r.iterations,
+        r.ledger.llm_calls,
+        r.ledger.tokens()
+    );
     println!("\nEvidence:");
     for (i, e) in r.evidence.iter().take(5).enumerate() {
         let cited = if r.cited.contains(&e.chunk) { "*" } else { " " };
-        println!("{cited}{:>2}. {} (chunk {}, bytes {}..{}): {}", i + 1, e.title, e.chunk, e.span.0, e.span.1, preview(&e.text, 140));
+        println!(
+            "{cited}{:>2}. {} (chunk {}, bytes {}..{}): {}",
+            i + 1,
+            e.title,
+            e.chunk,
+            e.span.0,
+            e.span.1,
+            preview(&e.text, 140)
+        );
     }
     if !r.paths.is_empty() {
         println!("\nGraph paths:");
         for p in r.paths.iter().take(3) {
-            let hops: Vec<String> = p.iter().map(|h| format!("{} -[{}]-> {}", h.subject, h.relation, h.object)).collect();
+            let hops: Vec<String> =
+                p.iter().map(|h| format!("{} -[{}]-> {}", h.subject, h.relation, h.object)).collect();
             println!("  {}", hops.join(" ; "));
         }
     }
@@ -446,14 +496,18 @@ fn print_response(r: &a2rag::control::QueryResponse) {
         println!("  [{}] {} -> {} {}", t.iteration, t.from, t.to, t.detail);
     }
     for (i, verdicts) in r.verdicts.iter().enumerate() {
-        let v: Vec<String> = verdicts.iter().map(|v| format!("{:?}={}", v.check, if v.pass { "pass" } else { "fail" })).collect();
+        let v: Vec<String> =
+            verdicts.iter().map(|v| format!("{:?}={}", v.check, if v.pass { "pass" } else { "fail" })).collect();
         println!("  verify #{}: {}", i + 1, v.join(", "));
     }
 }
 
 /// The stage as the JSON output names it ("global"), or "none" when retrieval did not run.
 fn stage_name(stage: Option<a2rag::retrieve::Stage>) -> String {
-    stage.and_then(|s| serde_json::to_value(s).ok()).and_then(|v| v.as_str().map(String::from)).unwrap_or_else(|| "none".into())
+    stage
+        .and_then(|s| serde_json::to_value(s).ok())
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_else(|| "none".into())
 }
 
 fn preview(text: &str, n: usize) -> String {

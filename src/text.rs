@@ -4,14 +4,13 @@
 use std::ops::Range;
 
 const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
-    "before", "being", "both", "but", "by", "can", "could", "did", "do", "does", "during", "each",
-    "for", "from", "had", "has", "have", "he", "her", "hers", "him", "his", "how", "i", "if", "in",
-    "into", "is", "it", "its", "many", "me", "more", "most", "much", "my", "no", "not", "of", "on",
-    "one", "or", "other", "our", "out", "over", "she", "so", "some", "such", "than", "that", "the",
-    "their", "them", "then", "there", "these", "they", "this", "those", "through", "to", "under",
-    "until", "up", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
-    "whose", "why", "will", "with", "would", "you", "your", "s", "t", "same", "name", "named",
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being",
+    "both", "but", "by", "can", "could", "did", "do", "does", "during", "each", "for", "from", "had", "has", "have",
+    "he", "her", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "many", "me", "more", "most",
+    "much", "my", "no", "not", "of", "on", "one", "or", "other", "our", "out", "over", "she", "so", "some", "such",
+    "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "to",
+    "under", "until", "up", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "whose",
+    "why", "will", "with", "would", "you", "your", "s", "t", "same", "name", "named",
 ];
 
 static STOPWORD_SET: std::sync::LazyLock<std::collections::HashSet<&'static str>> =
@@ -23,9 +22,7 @@ pub fn is_stopword(word: &str) -> bool {
 
 /// Lowercased alphanumeric terms. Apostrophes split ("Smith's" -> "smith", "s").
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(|w| w.to_lowercase())
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(|w| w.to_lowercase())
 }
 
 /// Terms that carry content: `words` minus stopwords.
@@ -82,9 +79,9 @@ fn push_trimmed(text: &str, range: Range<usize>, spans: &mut Vec<Range<usize>>) 
 
 fn ends_with_abbreviation(sentence: &str) -> bool {
     const ABBREVIATIONS: &[&str] = &[
-        "mr.", "mrs.", "ms.", "dr.", "st.", "jr.", "sr.", "vs.", "no.", "inc.", "co.", "ltd.",
-        "mt.", "ft.", "gen.", "col.", "lt.", "u.s.", "e.g.", "i.e.", "etc.", "approx.", "jan.",
-        "feb.", "aug.", "sept.", "oct.", "nov.", "dec.",
+        "mr.", "mrs.", "ms.", "dr.", "st.", "jr.", "sr.", "vs.", "no.", "inc.", "co.", "ltd.", "mt.", "ft.", "gen.",
+        "col.", "lt.", "u.s.", "e.g.", "i.e.", "etc.", "approx.", "jan.", "feb.", "aug.", "sept.", "oct.", "nov.",
+        "dec.",
     ];
     let last = sentence.rsplit(char::is_whitespace).next().unwrap_or("");
     let lower = last.to_lowercase();
@@ -111,7 +108,12 @@ pub fn normalize_entity(mention: &str) -> String {
     let key = collapsed.join(" ");
     if key.is_empty() {
         // Everything was inside brackets: keep the bracketed text rather than lose the mention.
-        mention.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect::<Vec<_>>().join(" ")
+        mention
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect::<Vec<_>>()
+            .join(" ")
     } else {
         key
     }
@@ -120,15 +122,8 @@ pub fn normalize_entity(mention: &str) -> String {
 /// SQuAD answer normalisation: lowercase, drop punctuation and articles, collapse whitespace.
 pub fn normalize_answer(answer: &str) -> String {
     let lower = answer.to_lowercase();
-    let no_punct: String = lower
-        .chars()
-        .map(|c| if c.is_ascii_punctuation() { ' ' } else { c })
-        .collect();
-    no_punct
-        .split_whitespace()
-        .filter(|w| !matches!(*w, "a" | "an" | "the"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    let no_punct: String = lower.chars().map(|c| if c.is_ascii_punctuation() { ' ' } else { c }).collect();
+    no_punct.split_whitespace().filter(|w| !matches!(*w, "a" | "an" | "the")).collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
@@ -142,7 +137,8 @@ mod tests {
 
     #[test]
     fn sentences_split_but_not_on_initials_or_abbreviations() {
-        let text = "John F. Kennedy was born in 1917. He lived in Washington, D.C. for years. Dr. Smith agreed! Did he?";
+        let text =
+            "John F. Kennedy was born in 1917. He lived in Washington, D.C. for years. Dr. Smith agreed! Did he?";
         let got: Vec<&str> = sentence_spans(text).into_iter().map(|r| &text[r]).collect();
         assert_eq!(
             got,

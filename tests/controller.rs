@@ -115,7 +115,11 @@ fn right_on_the_second_try_is_accepted_after_one_rewrite() {
     *model.answers.lock().unwrap() = vec!["Oslo".into(), "Ingrid Berg".into()];
     // Try 1: relevant, grounded, inadequate. Try 2: all pass.
     *model.verdicts.lock().unwrap() = vec![true, true, false, true, true, true];
-    let r = block(controller(model.clone(), &settings).run(&kb, &settings, &ask("Who founded the company that rebuilt Oslo Harbour?")));
+    let r = block(controller(model.clone(), &settings).run(
+        &kb,
+        &settings,
+        &ask("Who founded the company that rebuilt Oslo Harbour?"),
+    ));
     assert_eq!(r.answer.as_deref(), Some("Ingrid Berg"), "{:?}", r.abstained);
     assert_eq!(r.iterations, 2);
     assert_eq!(r.queries.len(), 2);
@@ -125,7 +129,10 @@ fn right_on_the_second_try_is_accepted_after_one_rewrite() {
     // 2 answers + 6 verdicts + 1 rewrite, tokens from the model's reported usage.
     assert_eq!(r.ledger.llm_calls, 9);
     assert!(r.ledger.tokens() > 0);
-    assert!(model.prompts.lock().unwrap().iter().any(|p| p.contains("did not resolve the question")), "inadequate -> decomposition prompt");
+    assert!(
+        model.prompts.lock().unwrap().iter().any(|p| p.contains("did not resolve the question")),
+        "inadequate -> decomposition prompt"
+    );
 }
 
 #[test]
@@ -145,8 +152,13 @@ fn each_failure_type_triggers_its_own_rewrite() {
         *model.verdicts.lock().unwrap() = script;
         let r = block(controller(model.clone(), &settings).run(&kb, &settings, &ask("Who rebuilt Oslo Harbour?")));
         assert!(model.prompts.lock().unwrap().iter().any(|p| p.contains(prompt_marker)), "{prompt_marker}");
-        let retrieve_after_rewrite = r.trace.iter().skip_while(|t| t.to != "rewrite").find(|t| t.to == "retrieve").unwrap();
-        assert!(retrieve_after_rewrite.detail.contains(&format!("from stage {next_stage}")), "{}", retrieve_after_rewrite.detail);
+        let retrieve_after_rewrite =
+            r.trace.iter().skip_while(|t| t.to != "rewrite").find(|t| t.to == "retrieve").unwrap();
+        assert!(
+            retrieve_after_rewrite.detail.contains(&format!("from stage {next_stage}")),
+            "{}",
+            retrieve_after_rewrite.detail
+        );
         assert!(r.answer.is_some());
     }
 }
@@ -196,7 +208,13 @@ fn sufficiency_prompts(model: &Scripted) -> usize {
 }
 
 fn stage_judgements(r: &QueryResponse) -> Vec<(Stage, bool, String)> {
-    r.retrieval.as_ref().unwrap().stages.iter().map(|s| (s.stage, s.judgement.sufficient, s.judgement.reason.clone())).collect()
+    r.retrieval
+        .as_ref()
+        .unwrap()
+        .stages
+        .iter()
+        .map(|s| (s.stage, s.judgement.sufficient, s.judgement.reason.clone()))
+        .collect()
 }
 
 #[test]
@@ -219,7 +237,10 @@ fn llm_judge_escalates_on_no_and_stops_on_yes() {
         assert!(retrieval.sufficient && retrieval.stage == *stages.last().unwrap());
         // One judge call per stage, then one answer and three verdicts.
         assert_eq!(sufficiency_prompts(&model), stages.len());
-        assert_eq!(r.ledger.entries.iter().filter(|e| e.step == "sufficiency").map(|e| e.llm_calls).sum::<u32>(), stages.len() as u32);
+        assert_eq!(
+            r.ledger.entries.iter().filter(|e| e.step == "sufficiency").map(|e| e.llm_calls).sum::<u32>(),
+            stages.len() as u32
+        );
         assert_eq!(r.ledger.llm_calls, stages.len() as u32 + 4);
         assert!(r.ledger.entries.iter().filter(|e| e.step == "sufficiency").all(|e| e.prompt_tokens > 0));
     }
@@ -230,7 +251,10 @@ fn a_judge_the_budget_cannot_afford_falls_back_to_coverage_and_the_question_is_s
     let dir = tempfile::tempdir().unwrap();
     let (kb, settings) = kb(dir.path());
     let settings = llm_judged(settings);
-    let with_calls = |n| QueryRequest { budget: Some(BudgetOverride { max_llm_calls: Some(n), ..Default::default() }), ..ask("Who rebuilt Oslo Harbour?") };
+    let with_calls = |n| QueryRequest {
+        budget: Some(BudgetOverride { max_llm_calls: Some(n), ..Default::default() }),
+        ..ask("Who rebuilt Oslo Harbour?")
+    };
 
     // Four calls are one answer and three verdicts: nothing is left for the judge.
     let model = answering(vec![false, false, false]);
@@ -264,7 +288,11 @@ fn a_failing_judge_falls_back_to_coverage_and_its_call_is_counted() {
     assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
     let judged = stage_judgements(&r);
     assert!(!judged.is_empty());
-    assert!(judged.iter().all(|j| j.2.starts_with("coverage: ") && j.2.contains("llm judge failed: provider request failed: scripted outage")), "{judged:?}");
+    assert!(
+        judged.iter().all(|j| j.2.starts_with("coverage: ")
+            && j.2.contains("llm judge failed: provider request failed: scripted outage")),
+        "{judged:?}"
+    );
     assert_eq!(r.ledger.llm_calls, judged.len() as u32 + 4, "a failed call still counts");
 }
 
@@ -277,7 +305,14 @@ fn a_stage_without_evidence_is_insufficient_without_asking_the_model() {
     let mut ledger = Ledger::new(settings.budget);
     let coverage = CoverageCheck { min_coverage: 0.0 };
     let seeds = Seeds::default();
-    let evidence = StageEvidence { stage: Stage::Local, query: "Who rebuilt Oslo Harbour?", seeds: &seeds, edges: &[], chunks: &[], paths: &[] };
+    let evidence = StageEvidence {
+        stage: Stage::Local,
+        query: "Who rebuilt Oslo Harbour?",
+        seeds: &seeds,
+        edges: &[],
+        chunks: &[],
+        paths: &[],
+    };
     let mut gate = CallGate { ledger: &mut ledger, max_completion_tokens: 64, temperature: 0.0 };
     let judgement = block(judge.judge(&kb, &evidence, &coverage, &mut gate, 0));
     assert!(!judgement.sufficient);
@@ -292,7 +327,10 @@ fn a_stage_without_evidence_is_insufficient_without_asking_the_model() {
     let judgement = block(judge.judge(&kb, &evidence, &coverage, &mut gate, 0));
     assert!(judgement.sufficient && judgement.reason.starts_with("llm: "), "{judgement:?}");
     let prompts = model.prompts.lock().unwrap();
-    assert!(prompts.len() == 1 && prompts[0].contains("[1] ") && prompts[0].contains("Question: Who rebuilt Oslo Harbour?"), "{prompts:?}");
+    assert!(
+        prompts.len() == 1 && prompts[0].contains("[1] ") && prompts[0].contains("Question: Who rebuilt Oslo Harbour?"),
+        "{prompts:?}"
+    );
     assert_eq!(ledger.llm_calls, 1);
 }
 

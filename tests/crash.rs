@@ -37,9 +37,13 @@ fn prepare(dir: &Path) {
     let mut t = std::fs::File::create(&triples).unwrap();
     for i in 0..TOWNS {
         let title = format!("Crash Town {i}");
-        let text = format!("{title} lies on the River Ember{}. The mayor of {title} is Person{i} Novak. {title} was founded by Count Vel{i}.", i % 7);
+        let text = format!(
+            "{title} lies on the River Ember{}. The mayor of {title} is Person{i} Novak. {title} was founded by Count Vel{i}.",
+            i % 7
+        );
         writeln!(d, "{}", json!({"id": title, "title": title, "text": text})).unwrap();
-        writeln!(t, "{}", json!({"doc_title": title, "subject": title, "relation": "is in", "object": "Crashland"})).unwrap();
+        writeln!(t, "{}", json!({"doc_title": title, "subject": title, "relation": "is in", "object": "Crashland"}))
+            .unwrap();
     }
     let settings = common::settings_in(&dir.join("data"));
     let (mut kb, mut pipeline) = common::open(&settings);
@@ -149,11 +153,17 @@ fn kill_9_during_ingest_and_curation_loses_nothing_acknowledged_and_keeps_decisi
                 .map(|k| json!({"id": format!("c{i}-{k}"), "title": format!("Crashed Village {i} {k}"),
                                 "text": format!("Crashed Village {i} {k} lies near Crash Town {k}. Its bell was cast by Smith{i} Brass in {}.", 1500 + k)}))
                 .collect();
-            send(&mut stream, json!({"jsonrpc": "2.0", "id": "ingest", "method": "ingest", "params": {"documents": docs}}));
+            send(
+                &mut stream,
+                json!({"jsonrpc": "2.0", "id": "ingest", "method": "ingest", "params": {"documents": docs}}),
+            );
             std::thread::sleep(Duration::from_micros(rng.random_range(0..150_000)));
             None
         } else {
-            send(&mut stream, json!({"jsonrpc": "2.0", "id": "list", "method": "proposals.list", "params": {"status": "pending"}}));
+            send(
+                &mut stream,
+                json!({"jsonrpc": "2.0", "id": "list", "method": "proposals.list", "params": {"status": "pending"}}),
+            );
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let mut line = String::new();
             reader.read_line(&mut line).unwrap();
@@ -163,7 +173,10 @@ fn kill_9_during_ingest_and_curation_loses_nothing_acknowledged_and_keeps_decisi
             let id = pending[rng.random_range(0..pending.len())]["id"].as_u64().unwrap();
             let approve = rng.random_bool(0.5);
             let method = if approve { "proposals.approve" } else { "proposals.reject" };
-            send(&mut stream, json!({"jsonrpc": "2.0", "id": "decide", "method": method, "params": {"id": id, "who": "crash"}}));
+            send(
+                &mut stream,
+                json!({"jsonrpc": "2.0", "id": "decide", "method": method, "params": {"id": id, "who": "crash"}}),
+            );
             std::thread::sleep(Duration::from_micros(rng.random_range(0..8_000)));
             Some((id, if approve { Status::Approved } else { Status::Rejected }))
         };

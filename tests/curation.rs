@@ -99,19 +99,27 @@ fn review_loop_approves_rejects_edits_and_audits() {
     let curated: Vec<(String, String, String)> = kb
         .edges()
         .filter(|e| e.origin == EdgeOrigin::Curated)
-        .map(|e| (kb.node(e.subject).unwrap().name.clone(), e.relation.clone(), kb.node(e.object).unwrap().name.clone()))
+        .map(|e| {
+            (kb.node(e.subject).unwrap().name.clone(), e.relation.clone(), kb.node(e.object).unwrap().name.clone())
+        })
         .collect();
     assert!(curated.contains(&("Marie Curie".into(), "was born in".into(), "Warsaw".into())));
     assert!(curated.contains(&("Warsaw".into(), "largest city of".into(), "Poland".into())));
 
     let decided = curate::list(&kb, None).unwrap();
-    assert_eq!(decided.iter().map(|p| p.status).collect::<Vec<_>>(), [Status::Approved, Status::Rejected, Status::Approved]);
+    assert_eq!(
+        decided.iter().map(|p| p.status).collect::<Vec<_>>(),
+        [Status::Approved, Status::Rejected, Status::Approved]
+    );
     assert_eq!(decided[2].corrected.as_ref().map(|t| t.relation.as_str()), Some("largest city of"));
     assert!(decided.iter().all(|p| p.decided_by.as_deref() == Some("tester")));
 
     let audit = curate::audit_log(&kb).unwrap();
     assert_eq!(audit.iter().map(|a| a.action).collect::<Vec<_>>(), [Action::Approve, Action::Reject, Action::Edit]);
-    assert_eq!(audit.iter().map(|a| a.proposal).collect::<Vec<_>>(), proposals.iter().map(|p| p.id).collect::<Vec<_>>());
+    assert_eq!(
+        audit.iter().map(|a| a.proposal).collect::<Vec<_>>(),
+        proposals.iter().map(|p| p.id).collect::<Vec<_>>()
+    );
     assert!(audit.windows(2).all(|w| w[0].seq < w[1].seq));
     assert_eq!(audit[1].edge, None);
     assert!(audit[0].edge.is_some());

@@ -180,10 +180,10 @@ fn reply_with_too_few_vectors_is_an_error() {
 
 #[test]
 fn server_error_is_retried_until_success() {
-    let server = MockServer::background(|index, seen| {
-        if index == 0 { error_reply(500, "boom") } else { openai_reply(seen) }
-    });
-    let out = embedder(&settings(EmbedProvider::OpenAi, &server.base_url)).embed(&["retry me"]).expect("second attempt");
+    let server =
+        MockServer::background(|index, seen| if index == 0 { error_reply(500, "boom") } else { openai_reply(seen) });
+    let out =
+        embedder(&settings(EmbedProvider::OpenAi, &server.base_url)).embed(&["retry me"]).expect("second attempt");
     assert_eq!(out.len(), 1);
     assert_eq!(server.hits(), 2);
 }
@@ -237,7 +237,10 @@ fn ingest_and_search_a_real_kb_with_server_vectors() {
     let docs = [
         ("lighthouse.md", "# Lighthouse\nThe old lighthouse keeper lit the lamp every evening on the rocky coast."),
         ("bakery.md", "# Bakery\nThe village bakery sells sourdough bread and almond croissants each morning."),
-        ("glacier.md", "# Glacier\nA slow glacier carved the valley during the last ice age in the northern mountains."),
+        (
+            "glacier.md",
+            "# Glacier\nA slow glacier carved the valley during the last ice age in the northern mountains.",
+        ),
     ];
     for (name, text) in docs {
         std::fs::write(corpus.join(name), text).unwrap();

@@ -73,11 +73,23 @@ fn served() -> &'static Served {
         let docs = [("curie", "Marie Curie was born in Warsaw. Marie Curie studied in Paris.")];
         {
             let mut kb = engine.kb.blocking_write();
-            let docs = docs.iter().map(|(id, text)| a2rag::ingest::source::SourceDoc { id: id.to_string(), title: id.to_string(), text: text.to_string(), source: "fuzz".into() }).collect();
+            let docs = docs
+                .iter()
+                .map(|(id, text)| a2rag::ingest::source::SourceDoc {
+                    id: id.to_string(),
+                    title: id.to_string(),
+                    text: text.to_string(),
+                    source: "fuzz".into(),
+                })
+                .collect();
             a2rag::ingest::ingest_docs(&mut *kb, &engine.pipeline, docs, &mut (), &mut Default::default()).unwrap();
         }
         let socket = dir.path().join("fuzz.sock");
-        let options = a2rag::rpc::ServeOptions { stdio: false, listen: vec![a2rag::rpc::Listen::Unix(socket.clone())], grace: Duration::from_secs(1) };
+        let options = a2rag::rpc::ServeOptions {
+            stdio: false,
+            listen: vec![a2rag::rpc::Listen::Unix(socket.clone())],
+            grace: Duration::from_secs(1),
+        };
         std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();
             rt.block_on(async { a2rag::rpc::serve(engine, options).await.unwrap() });
@@ -123,7 +135,25 @@ fn client() -> &'static std::sync::Mutex<Client> {
 }
 
 /// Field names the methods know, so generated objects hit real fields as well as unknown ones.
-const FIELDS: &[&str] = &["question", "policy", "budget", "id", "paths", "documents", "text", "title", "status", "who", "subject", "relation", "object", "name", "limit", "token", "x"];
+const FIELDS: &[&str] = &[
+    "question",
+    "policy",
+    "budget",
+    "id",
+    "paths",
+    "documents",
+    "text",
+    "title",
+    "status",
+    "who",
+    "subject",
+    "relation",
+    "object",
+    "name",
+    "limit",
+    "token",
+    "x",
+];
 
 fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
@@ -133,7 +163,14 @@ fn json_value() -> impl Strategy<Value = Value> {
         (0u64..5).prop_map(Value::from),
         any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
         "\\PC{0,24}".prop_map(Value::from),
-        prop_oneof![Just("pending"), Just("approved"), Just("Marie Curie"), Just("Where was Marie Curie born?"), Just("/etc/passwd")].prop_map(Value::from),
+        prop_oneof![
+            Just("pending"),
+            Just("approved"),
+            Just("Marie Curie"),
+            Just("Where was Marie Curie born?"),
+            Just("/etc/passwd")
+        ]
+        .prop_map(Value::from),
     ];
     leaf.prop_recursive(3, 24, 5, |inner| {
         prop_oneof![
@@ -192,8 +229,10 @@ proptest! {
 
 fn jsonl_line() -> impl Strategy<Value = (Vec<u8>, bool)> {
     prop_oneof![
-        ("[a-z]{1,8}", "\\PC{1,40}").prop_map(|(id, text)| (json!({"id": id, "text": format!("x{text}")}).to_string().into_bytes(), true)),
-        proptest::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 1..40).prop_map(|b| (b, false)),
+        ("[a-z]{1,8}", "\\PC{1,40}")
+            .prop_map(|(id, text)| (json!({"id": id, "text": format!("x{text}")}).to_string().into_bytes(), true)),
+        proptest::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 1..40)
+            .prop_map(|b| (b, false)),
     ]
 }
 

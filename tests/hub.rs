@@ -110,11 +110,16 @@ fn fetches_a_repo_into_the_cache_then_needs_no_server() {
     let server = hub_server("org/tiny-model", Arc::clone(&repo));
     let cache = tempfile::tempdir().unwrap();
 
-    let fetched = hub::fetch_from(&Remote::new(), "org/tiny-model", cache.path(), &server.root, false).expect("download");
+    let fetched =
+        hub::fetch_from(&Remote::new(), "org/tiny-model", cache.path(), &server.root, false).expect("download");
     assert!(!fetched.from_cache);
     // sentence_bert_config.json is optional: the 404 for it is no error.
     assert_eq!(fetched.files, ["config.json", "tokenizer.json", "model.safetensors"]);
-    assert!(fetched.dir.starts_with(cache.path().join("models--org--tiny-model/snapshots")), "{}", fetched.dir.display());
+    assert!(
+        fetched.dir.starts_with(cache.path().join("models--org--tiny-model/snapshots")),
+        "{}",
+        fetched.dir.display()
+    );
     assert!(fetched.dir.ends_with(COMMIT));
     for (name, bytes) in repo.iter() {
         assert_eq!(&std::fs::read(fetched.dir.join(name)).unwrap(), bytes.as_ref(), "{name}");
@@ -128,7 +133,8 @@ fn fetches_a_repo_into_the_cache_then_needs_no_server() {
     assert!(seen.iter().any(|r| r.path() == "/org/tiny-model/resolve/main/sentence_bert_config.json"));
     drop(server);
 
-    let again = hub::fetch_from(&Remote::new(), "org/tiny-model", cache.path(), &dead_endpoint(), false).expect("cache hit");
+    let again =
+        hub::fetch_from(&Remote::new(), "org/tiny-model", cache.path(), &dead_endpoint(), false).expect("cache hit");
     assert!(again.from_cache);
     assert_eq!(again.dir, fetched.dir);
     assert_eq!(hub::cached("org/tiny-model", cache.path()), Some(again));
@@ -139,7 +145,8 @@ fn a_missing_required_file_is_named() {
     let repo = files(&[("config.json", b"{}".to_vec())]);
     let server = hub_server("org/partial", repo);
     let cache = tempfile::tempdir().unwrap();
-    let error = hub::fetch_from(&Remote::new(), "org/partial", cache.path(), &server.root, false).expect_err("no tokenizer");
+    let error =
+        hub::fetch_from(&Remote::new(), "org/partial", cache.path(), &server.root, false).expect_err("no tokenizer");
     let message = error.to_string();
     assert!(message.contains("tokenizer.json") && message.contains("404"), "{message}");
     assert_eq!(hub::cached("org/partial", cache.path()), None);
@@ -149,7 +156,8 @@ fn a_missing_required_file_is_named() {
 fn an_unreachable_hub_is_an_error_naming_it() {
     let cache = tempfile::tempdir().unwrap();
     let endpoint = dead_endpoint();
-    let error = hub::fetch_from(&Remote::new(), "org/model", cache.path(), &endpoint, false).expect_err("nothing listens");
+    let error =
+        hub::fetch_from(&Remote::new(), "org/model", cache.path(), &endpoint, false).expect_err("nothing listens");
     let message = error.to_string();
     assert!(message.contains(&endpoint) && message.contains("org/model"), "{message}");
 }

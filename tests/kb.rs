@@ -36,10 +36,15 @@ fn musique_with_openie_import_gives_every_passage_and_triple() {
                 .iter()
                 .filter_map(|t| {
                     let t = t.as_array()?;
-                    let parts: Vec<String> = t.iter().filter_map(|x| x.as_str().map(|s| s.trim().to_string())).collect();
+                    let parts: Vec<String> =
+                        t.iter().filter_map(|x| x.as_str().map(|s| s.trim().to_string())).collect();
                     // An entity with no letters or digits ("?") cannot become a node.
                     let named = |s: &String| !a2rag::text::normalize_entity(s).is_empty();
-                    let valid = t.len() == 3 && parts.len() == 3 && parts.iter().all(|s| !s.is_empty()) && named(&parts[0]) && named(&parts[2]);
+                    let valid = t.len() == 3
+                        && parts.len() == 3
+                        && parts.iter().all(|s| !s.is_empty())
+                        && named(&parts[0])
+                        && named(&parts[2]);
                     valid.then_some(parts)
                 })
                 .collect::<HashSet<_>>()
@@ -50,7 +55,11 @@ fn musique_with_openie_import_gives_every_passage_and_triple() {
     assert_eq!(stats.documents, 1890);
     assert_eq!(stats.edges, expected, "one edge per distinct valid triple");
     assert!(stats.aliases_merged > 0, "alias normalisation merged some mentions");
-    assert!(kb.integrity_violations().is_empty(), "{:?}", &kb.integrity_violations()[..3.min(kb.integrity_violations().len())]);
+    assert!(
+        kb.integrity_violations().is_empty(),
+        "{:?}",
+        &kb.integrity_violations()[..3.min(kb.integrity_violations().len())]
+    );
 
     // Re-ingesting unchanged content is a no-op.
     let again = ingest(&mut kb, &pipeline, &[data.join("musique/corpus.json")]);
@@ -62,7 +71,10 @@ fn musique_with_openie_import_gives_every_passage_and_triple() {
     drop(kb);
     let (kb, _) = open(&settings);
     let reopened = kb.stats();
-    assert_eq!((reopened.documents, reopened.chunks, reopened.nodes, reopened.edges), (stats.documents, stats.chunks, stats.nodes, stats.edges));
+    assert_eq!(
+        (reopened.documents, reopened.chunks, reopened.nodes, reopened.edges),
+        (stats.documents, stats.chunks, stats.nodes, stats.edges)
+    );
 }
 
 fn write_corpus(dir: &std::path::Path, n: usize) -> PathBuf {
@@ -114,7 +126,9 @@ fn killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         std::thread::sleep(std::time::Duration::from_millis(150));
-        let size: u64 = std::fs::read_dir(crashed.join("db")).map(|d| d.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum()).unwrap_or(0);
+        let size: u64 = std::fs::read_dir(crashed.join("db"))
+            .map(|d| d.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
+            .unwrap_or(0);
         if size > 200_000 || std::time::Instant::now() > deadline {
             break;
         }
@@ -136,7 +150,10 @@ fn killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run() {
     let (mut clean, pipeline) = open(&clean_settings);
     ingest(&mut clean, &pipeline, std::slice::from_ref(&corpus));
     let reference = clean.stats();
-    assert_eq!((finished.documents, finished.chunks, finished.nodes, finished.edges), (reference.documents, reference.chunks, reference.nodes, reference.edges));
+    assert_eq!(
+        (finished.documents, finished.chunks, finished.nodes, finished.edges),
+        (reference.documents, reference.chunks, reference.nodes, reference.edges)
+    );
 }
 
 #[test]
@@ -149,7 +166,8 @@ fn bad_input_is_reported_and_does_not_stop_the_rest() {
     std::fs::write(input.join("latin1.txt"), [0x41u8, 0xe9, 0xff, 0x00]).unwrap();
     std::fs::write(input.join("empty.txt"), "   \n").unwrap();
     std::fs::write(input.join("broken.json"), "[{\"title\": ").unwrap();
-    let out = Command::new(bin()).arg("--data-dir").arg(dir.path().join("kb")).arg("ingest").arg(&input).output().unwrap();
+    let out =
+        Command::new(bin()).arg("--data-dir").arg(dir.path().join("kb")).arg("ingest").arg(&input).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "errors make the exit code non-zero");
@@ -180,7 +198,13 @@ fn newer_schema_and_other_embedder_are_refused_with_clear_messages() {
     let doc = dir.path().join("d.txt");
     std::fs::write(&doc, "Some text about Oslo.").unwrap();
     assert!(Command::new(bin()).arg("--data-dir").arg(&kb_dir).arg("ingest").arg(&doc).status().unwrap().success());
-    let out = Command::new(bin()).arg("--data-dir").arg(&kb_dir).arg("stats").env("A2RAG__EMBED__DIM", "64").output().unwrap();
+    let out = Command::new(bin())
+        .arg("--data-dir")
+        .arg(&kb_dir)
+        .arg("stats")
+        .env("A2RAG__EMBED__DIM", "64")
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("a2rag reindex"), "{}", String::from_utf8_lossy(&out.stderr));
     {

@@ -126,8 +126,7 @@ async fn api_key_comes_from_the_named_environment_variable() {
 
 #[tokio::test]
 async fn server_error_is_retried_until_success() {
-    let server =
-        MockServer::start(vec![error_reply(500, "boom"), chat_reply("recovered", 5, 1)]).await;
+    let server = MockServer::start(vec![error_reply(500, "boom"), chat_reply("recovered", 5, 1)]).await;
     let llm = model(&settings(&server.base_url));
     let completion = llm.complete(&request()).await.expect("second attempt succeeds");
     assert_eq!(completion.text, "recovered");
@@ -165,10 +164,7 @@ async fn silent_server_times_out_within_the_bound() {
 async fn malformed_body_is_an_error_not_a_panic() {
     let server = MockServer::start(vec![Reply::Garbage]).await;
     let error = model(&settings(&server.base_url)).complete(&request()).await.expect_err("garbage");
-    assert!(
-        matches!(error, RemoteError::Malformed(_) | RemoteError::Provider(_)),
-        "got {error:?}"
-    );
+    assert!(matches!(error, RemoteError::Malformed(_) | RemoteError::Provider(_)), "got {error:?}");
 }
 
 #[tokio::test]
@@ -186,8 +182,7 @@ async fn missing_usage_falls_back_to_estimates() {
                      "finish_reason": "stop"}]
     });
     let server = MockServer::start(vec![Reply::Json(200, body.to_string())]).await;
-    let completion =
-        model(&settings(&server.base_url)).complete(&request()).await.expect("completion");
+    let completion = model(&settings(&server.base_url)).complete(&request()).await.expect("completion");
     assert_eq!(completion.text, "Paris is the capital.");
     assert!(completion.usage.estimated);
     assert!(completion.usage.prompt_tokens > 0);

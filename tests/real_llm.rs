@@ -91,11 +91,22 @@ async fn controller_runs_end_to_end_on_the_real_model() {
         let report = a2rag::ingest::ingest_paths(&mut *kb, &engine.pipeline, &[docs], &mut ()).unwrap();
         assert_eq!(report.added, 1);
     }
-    let request = a2rag::control::QueryRequest { question: "When was Oslo Harbour rebuilt?".into(), policy: None, budget: None };
+    let request =
+        a2rag::control::QueryRequest { question: "When was Oslo Harbour rebuilt?".into(), policy: None, budget: None };
     let r = engine.query(&request).await.unwrap();
-    eprintln!("answer {:?} abstained {:?} verdicts {:?} calls {} tokens {}", r.answer, r.abstained, r.verdicts, r.ledger.llm_calls, r.ledger.tokens());
+    eprintln!(
+        "answer {:?} abstained {:?} verdicts {:?} calls {} tokens {}",
+        r.answer,
+        r.abstained,
+        r.verdicts,
+        r.ledger.llm_calls,
+        r.ledger.tokens()
+    );
     assert!(r.ledger.llm_calls >= 1, "the reader called the model");
-    assert!(r.ledger.entries.iter().any(|e| e.llm_calls == 1 && !e.tokens_estimated && e.prompt_tokens > 0), "usage reported by the server");
+    assert!(
+        r.ledger.entries.iter().any(|e| e.llm_calls == 1 && !e.tokens_estimated && e.prompt_tokens > 0),
+        "usage reported by the server"
+    );
     assert!(r.iterations <= 2);
     assert!(r.answer.is_some() != r.abstained.is_some());
     if r.answer.is_some() {

@@ -6,13 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use a2rag::Error;
 use a2rag::config::Settings;
 use a2rag::embed::{Embedder, HashEmbedder};
 use a2rag::ingest::Pipeline;
 use a2rag::ingest::source::SourceDoc;
 use a2rag::kb::reindex::{ReindexReport, reindex};
 use a2rag::kb::{Kb, SearchMode};
-use a2rag::Error;
 
 const DOCS: &[(&str, &str, &str)] = &[
     (
@@ -134,10 +134,14 @@ fn reindex_switches_embedder_and_matches_fresh_ingest() {
     assert_eq!(stats.summary_vectors, DOCS.len());
     assert_eq!(stats.entity_vectors, stats.nodes);
 
-    let hits = kb.search("river flowing through Vienna and Budapest", SearchMode::Vector, 3, (&kb.settings().retrieve).into()).unwrap();
+    let hits = kb
+        .search("river flowing through Vienna and Budapest", SearchMode::Vector, 3, (&kb.settings().retrieve).into())
+        .unwrap();
     let top = kb.chunk(hits[0].0).unwrap();
     assert_eq!(kb.doc(top.doc).unwrap().id, "danube");
-    let hits = kb.search("green plants sunlight chlorophyll", SearchMode::Hybrid, 3, (&kb.settings().retrieve).into()).unwrap();
+    let hits = kb
+        .search("green plants sunlight chlorophyll", SearchMode::Hybrid, 3, (&kb.settings().retrieve).into())
+        .unwrap();
     assert_eq!(kb.doc(kb.chunk(hits[0].0).unwrap().doc).unwrap().id, "photosynthesis");
 
     // The reindexed vectors are exactly those a fresh ingest with the new embedder writes.

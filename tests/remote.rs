@@ -19,7 +19,10 @@ const ANSWER: &str = "Warsaw";
 fn vector(text: &str) -> Vec<f64> {
     let mut v = vec![0.0; DIM];
     for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        let hash = word.to_lowercase().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        let hash = word
+            .to_lowercase()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
         v[(hash % DIM as u64) as usize] += 1.0;
     }
     v[DIM - 1] += 0.1;
@@ -91,7 +94,8 @@ fn paths_seen(server: &MockServer) -> Vec<String> {
 fn ingest_then_ask_and_serve_with_remote_models() {
     let server = MockServer::background(model_server);
     let dir = tempfile::tempdir().unwrap();
-    let ingest = a2rag(&server, dir.path()).arg("ingest").args(["curie.txt", "prize.txt"].map(fixture)).output().unwrap();
+    let ingest =
+        a2rag(&server, dir.path()).arg("ingest").args(["curie.txt", "prize.txt"].map(fixture)).output().unwrap();
     check(&ingest, "ingest");
     assert!(paths_seen(&server).iter().all(|p| p == "/v1/embeddings"), "{:?}", paths_seen(&server));
 
@@ -109,7 +113,8 @@ fn ingest_then_ask_and_serve_with_remote_models() {
         .spawn()
         .unwrap();
     let mut stdin = serve.stdin.take().unwrap();
-    let request = json!({"jsonrpc": "2.0", "id": 7, "method": "query", "params": {"question": "Where was Marie Curie born?"}});
+    let request =
+        json!({"jsonrpc": "2.0", "id": 7, "method": "query", "params": {"question": "Where was Marie Curie born?"}});
     writeln!(stdin, "{request}").unwrap();
     let mut reply = None;
     for line in BufReader::new(serve.stdout.take().unwrap()).lines() {

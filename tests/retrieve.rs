@@ -88,7 +88,10 @@ fn map_back_ranks_chunks_by_their_evidence_and_escalation_is_monotonic() {
     assert!(ranked.windows(2).all(|w| w[0].1 >= w[1].1), "sorted by score");
 
     let r = Retriever::new(&kb)
-        .retrieve("Which city links Alice Moreau and Carol Diaz?", RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 })
+        .retrieve(
+            "Which city links Alice Moreau and Carol Diaz?",
+            RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 },
+        )
         .unwrap();
     let stages: Vec<Stage> = r.stages.iter().map(|s| s.stage).collect();
     assert!(stages.windows(2).all(|w| w[0] < w[1]), "each stage at most once, in order: {stages:?}");
@@ -98,7 +101,10 @@ fn map_back_ranks_chunks_by_their_evidence_and_escalation_is_monotonic() {
     assert!(docs.contains(&"d2") || docs.contains(&"d4"), "{docs:?}");
 
     let fallback = Retriever::new(&kb)
-        .retrieve("zzz qqq located", RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 })
+        .retrieve(
+            "zzz qqq located",
+            RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 },
+        )
         .unwrap();
     assert_eq!(fallback.stage, Stage::Fallback, "no seed aligns");
     assert_eq!(fallback.chunks[0].doc_id, "d4", "dense + BM25 still find text");

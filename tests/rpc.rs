@@ -70,7 +70,8 @@ impl Daemon {
         let mut addresses = Vec::new();
         let deadline = Instant::now() + TIMEOUT;
         while addresses.len() < 1 + extra.iter().filter(|a| a.starts_with("tcp:") || a.starts_with("unix:")).count() {
-            let line = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("daemon did not start");
+            let line =
+                rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("daemon did not start");
             if let Some(a) = line.strip_prefix("a2rag: listening on ") {
                 addresses.push(a.to_string());
             }
@@ -255,9 +256,12 @@ fn every_method_and_every_error_code() {
     assert_eq!(c.call("proposals.list", json!({"status": "rejected"})), json!([]));
     let id = pending[0]["id"].clone();
     assert_eq!(c.call("proposals.reject", json!({"id": id, "who": "ann"}))["status"], "rejected");
-    assert_eq!(c.error_code("proposals.approve", json!({"id": id})).0, -32602, );
+    assert_eq!(c.error_code("proposals.approve", json!({"id": id})).0, -32602,);
     assert_eq!(c.error_code("proposals.approve", json!({"id": 1})).0, -32002);
-    let edited = c.call("proposals.edit", json!({"id": pending[1]["id"], "subject": "Marie Curie", "relation": "studied", "object": "Polonium"}));
+    let edited = c.call(
+        "proposals.edit",
+        json!({"id": pending[1]["id"], "subject": "Marie Curie", "relation": "studied", "object": "Polonium"}),
+    );
     assert_eq!(edited["status"], "approved");
     assert_eq!(edited["decided_by"], "rpc");
     assert_eq!(c.call("proposals.approve", json!({"id": pending[2]["id"]}))["status"], "approved");
@@ -284,7 +288,10 @@ fn every_method_and_every_error_code() {
     assert!(c.error_code("proposals.edit", json!({"id": 1, "subject": "a"})).1.contains("relation"));
 
     // An oversized message is refused without killing the connection.
-    c.send_raw(&format!(r#"{{"jsonrpc":"2.0","id":9,"method":"query","params":{{"question":"{}"}}}}"#, "x".repeat(10_000)));
+    c.send_raw(&format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"query","params":{{"question":"{}"}}}}"#,
+        "x".repeat(10_000)
+    ));
     let (code, message) = error_of(&c.recv().unwrap());
     assert_eq!(code, -32600);
     assert!(message.contains("too large"), "{message}");
@@ -325,7 +332,9 @@ fn every_method_and_every_error_code() {
 
     // A client that vanishes mid-request harms nobody.
     let mut gone = daemon.connect();
-    gone.send(json!({"jsonrpc": "2.0", "id": 1, "method": "query", "params": {"question": "Where was Marie Curie born?"}}));
+    gone.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "query", "params": {"question": "Where was Marie Curie born?"}}),
+    );
     drop(gone);
     assert_eq!(c.call("health", json!({}))["status"], "ok");
 
@@ -416,7 +425,11 @@ fn a_second_daemon_leaves_a_live_socket_alone() {
         .output()
         .unwrap();
     assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("another daemon is listening"), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("another daemon is listening"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert_eq!(daemon.connect().call("health", json!({}))["status"], "ok");
 }
 
@@ -426,7 +439,8 @@ fn fifty_clients_query_while_one_ingests() {
     let daemon = Daemon::start(dir.path(), &[], &[]);
     let mut writer = daemon.connect();
     writer.send(json!({"jsonrpc": "2.0", "id": "load", "method": "ingest", "params": generated_docs(150, "Load")}));
-    let questions = ["Where was Marie Curie born?", "Where is the Sklodowska Medal awarded?", "What flows through Krakow?"];
+    let questions =
+        ["Where was Marie Curie born?", "Where is the Sklodowska Medal awarded?", "What flows through Krakow?"];
     let clients: Vec<_> = (0..50)
         .map(|i| {
             let mut c = daemon.connect();
@@ -454,7 +468,12 @@ fn approvals_survive_sigterm_and_change_the_next_query() {
     let mut c = daemon.connect();
     let question = json!({"question": "Who is the Sklodowska Medal named after?"});
     let score_of_curie_chunk = |response: &Value| {
-        response["evidence"].as_array().unwrap().iter().find(|e| e["doc_id"].as_str().unwrap().ends_with("curie.txt")).map_or(0.0, |e| e["score"].as_f64().unwrap())
+        response["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["doc_id"].as_str().unwrap().ends_with("curie.txt"))
+            .map_or(0.0, |e| e["score"].as_f64().unwrap())
     };
     let before = c.call("query", question.clone());
     let proposed = c.call("query", json!({"question": "Where was Marie Curie born?"}))["proposals"].clone();
@@ -475,7 +494,13 @@ fn approvals_survive_sigterm_and_change_the_next_query() {
     assert_eq!(local_edges(&after), local_edges(&before) + 1);
     assert!(score_of_curie_chunk(&after) > score_of_curie_chunk(&before), "{before}\n{after}");
     let medal = c.call("graph.node", json!({"name": "Sklodowska Medal"}));
-    assert!(medal["neighbours"].as_array().unwrap().iter().any(|n| n["relation"] == "named after" && n["name"] == "Marie Curie" && n["origin"] == "curated"));
+    assert!(
+        medal["neighbours"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["relation"] == "named after" && n["name"] == "Marie Curie" && n["origin"] == "curated")
+    );
     // Neither the rejected nor the decided triples are proposed again.
     assert_eq!(c.call("query", json!({"question": "Where was Marie Curie born?"}))["proposals"], json!([]));
     assert_eq!(c.call("query", json!({"question": "Where is the Sklodowska Medal awarded?"}))["proposals"], json!([]));
@@ -490,7 +515,14 @@ fn approvals_survive_sigterm_and_change_the_next_query() {
     assert_eq!(counts(c.call("stats", json!({}))), stats);
     let medal = c.call("graph.node", json!({"name": "Sklodowska Medal"}));
     assert!(medal["neighbours"].as_array().unwrap().iter().any(|n| n["edge"] == edge));
-    let decided: Vec<Value> = c.call("proposals.list", json!({})).as_array().unwrap().iter().filter(|p| p["status"] != "pending").cloned().collect();
+    let decided: Vec<Value> = c
+        .call("proposals.list", json!({}))
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["status"] != "pending")
+        .cloned()
+        .collect();
     assert_eq!(decided.len(), 2);
     c.call("shutdown", json!({}));
     assert_eq!(daemon.wait(), 0);

@@ -27,7 +27,10 @@ pub fn ingest(settings: Settings, corpus: &Path, scratch: &Path) -> Result<Strin
     let read = source::read_file(corpus, settings.ingest.max_file_bytes);
     let docs = read.docs;
     let n = docs.len();
-    let chunks: usize = docs.iter().map(|d| ingest::chunk::chunk_spans(&d.text, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap).len()).sum();
+    let chunks: usize = docs
+        .iter()
+        .map(|d| ingest::chunk::chunk_spans(&d.text, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap).len())
+        .sum();
     let baseline = n as f64 / t.elapsed().as_secs_f64();
     let (mut kb, pipeline) = scratch_kb(settings, scratch, &Remote::new())?;
     let t = Instant::now();
@@ -41,7 +44,11 @@ pub fn ingest(settings: Settings, corpus: &Path, scratch: &Path) -> Result<Strin
         "ingest {}: {n} passages ({chunks} chunks) in {secs:.2} s = {rate:.0} passages/s (target >= 500)\n  \
          baseline parse+chunk only: {baseline:.0} passages/s; full ingest is {:.1}x slower than the floor\n  \
          KB: {} nodes, {} edges, {} aliases merged",
-        corpus.display(), baseline / rate, stats.nodes, stats.edges, stats.aliases_merged
+        corpus.display(),
+        baseline / rate,
+        stats.nodes,
+        stats.edges,
+        stats.aliases_merged
     ))
 }
 
@@ -91,7 +98,9 @@ pub fn ppr(nodes: usize, edges: usize, queries: usize, settings: &crate::config:
          power iteration (tol {tolerance:e}): p50 {p50:.2} ms  p95 {p95:.2} ms\n  \
          forward push (eps {epsilon:e}):       p50 {q50:.2} ms  p95 {q95:.2} ms   ({:.1}x faster at p50; top-10 overlap {:.0}%)\n  \
          configured method ({:?}) runs {method} on this graph: p50 {a50:.2} ms   (target p50 <= 30 ms)",
-        p50 / q50.max(1e-9), agree as f64 / (queries * 10) as f64 * 100.0, settings.ppr_method
+        p50 / q50.max(1e-9),
+        agree as f64 / (queries * 10) as f64 * 100.0,
+        settings.ppr_method
     )
 }
 
@@ -111,7 +120,8 @@ pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, 
         let mut phases = std::collections::BTreeMap::new();
         for q in &dataset.questions {
             let t = Instant::now();
-            let r = Retriever::new(&kb).retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k: 10 })?;
+            let r = Retriever::new(&kb)
+                .retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k: 10 })?;
             out.push(t.elapsed().as_secs_f64() * 1000.0);
             let staged: u64 = r.stages.iter().map(|s| s.micros).sum();
             for s in &r.stages {
@@ -133,7 +143,10 @@ pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, 
         "retrieve {} ({} questions): a2rag p50 {a50:.2} ms p95 {a95:.2} ms (target p50 <= 10 ms)\n  \
          mean ms per question by phase: {}\n  \
          baseline hybrid text retrieval: p50 {h50:.2} ms p95 {h95:.2} ms; a2rag/hybrid at p50 = {:.1}x",
-        dataset.name, dataset.questions.len(), breakdown.join(", "), a50 / h50.max(1e-9)
+        dataset.name,
+        dataset.questions.len(),
+        breakdown.join(", "),
+        a50 / h50.max(1e-9)
     ))
 }
 
@@ -142,7 +155,9 @@ pub fn embed(settings: &Settings, corpus: &Path, batch: usize) -> Result<String>
     let docs = source::read_file(corpus, settings.ingest.max_file_bytes).docs;
     let sentences: Vec<String> = docs
         .iter()
-        .flat_map(|d| crate::text::sentence_spans(&d.text).into_iter().map(|r| d.text[r].to_string()).collect::<Vec<_>>())
+        .flat_map(|d| {
+            crate::text::sentence_spans(&d.text).into_iter().map(|r| d.text[r].to_string()).collect::<Vec<_>>()
+        })
         .collect();
     let refs: Vec<&str> = sentences.iter().map(String::as_str).collect();
     let configured = crate::embed::from_settings(&settings.embed, &Remote::new())?;
@@ -151,13 +166,22 @@ pub fn embed(settings: &Settings, corpus: &Path, batch: usize) -> Result<String>
     let baseline = crate::embed::embedding_throughput(&hash, &refs, batch)?;
     Ok(format!(
         "embed {} sentences, batch {batch}: {} {rate:.1} sentences/s; baseline {} {baseline:.0} sentences/s ({:.1}x)",
-        refs.len(), configured.id(), crate::embed::Embedder::id(&hash), baseline / rate.max(1e-9)
+        refs.len(),
+        configured.id(),
+        crate::embed::Embedder::id(&hash),
+        baseline / rate.max(1e-9)
     ))
 }
 
 /// Serves the engine on a unix socket in this process and measures sustained queries/s and
 /// latency at each client count; the single-client row is the baseline for the others.
-pub async fn rpc(engine: Arc<crate::engine::Engine>, dataset_dir: &Path, clients: &[usize], queries: usize, scratch: &Path) -> Result<String> {
+pub async fn rpc(
+    engine: Arc<crate::engine::Engine>,
+    dataset_dir: &Path,
+    clients: &[usize],
+    queries: usize,
+    scratch: &Path,
+) -> Result<String> {
     let dataset = Dataset::load(dataset_dir)?;
     let questions: Vec<String> = dataset.questions.iter().map(|q| q.question.clone()).collect();
     std::fs::create_dir_all(scratch).map_err(|e| crate::Error::io(scratch, e))?;
@@ -174,7 +198,12 @@ pub async fn rpc(engine: Arc<crate::engine::Engine>, dataset_dir: &Path, clients
     rpc::print_table(&rows, &mut out).map_err(|e| crate::Error::io("stdout", e))?;
     let mut text = String::from_utf8_lossy(&out).into_owned();
     if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
-        text.push_str(&format!("{} clients sustain {:.1}x the queries/s of {}", last.clients, last.queries_per_second / first.queries_per_second.max(1e-9), first.clients));
+        text.push_str(&format!(
+            "{} clients sustain {:.1}x the queries/s of {}",
+            last.clients,
+            last.queries_per_second / first.queries_per_second.max(1e-9),
+            first.clients
+        ));
     }
     Ok(text)
 }
@@ -187,7 +216,12 @@ pub fn large_doc(settings: Settings, megabytes: &[usize], scratch: &Path) -> Res
     for &mb in megabytes {
         let text = synthetic_document(mb * 1_000_000, 17);
         let (mut kb, pipeline) = scratch_kb(settings.clone(), scratch)?;
-        let doc = source::SourceDoc { id: format!("synthetic-{mb}mb"), title: format!("Synthetic {mb} MB"), text, source: "bench".into() };
+        let doc = source::SourceDoc {
+            id: format!("synthetic-{mb}mb"),
+            title: format!("Synthetic {mb} MB"),
+            text,
+            source: "bench".into(),
+        };
         let t = Instant::now();
         let mut report = ingest::IngestReport::default();
         ingest::ingest_docs(&mut kb, &pipeline, vec![doc], &mut (), &mut report)?;
@@ -208,17 +242,28 @@ pub fn large_doc(settings: Settings, megabytes: &[usize], scratch: &Path) -> Res
             stats.edges
         ));
     }
-    Ok(format!("large-document ingest (one document each, rule extractor, embedder {}):\n{}", settings.embed.provider, lines.join("\n")))
+    Ok(format!(
+        "large-document ingest (one document each, rule extractor, embedder {}):\n{}",
+        settings.embed.provider,
+        lines.join("\n")
+    ))
 }
 
 /// About `bytes` of English-like text whose entity vocabulary grows with its length (new
 /// places keep appearing among a fixed cast of people and organisations, as in a long real
 /// document), seeded.
 pub fn synthetic_document(bytes: usize, seed: u64) -> String {
-    const FIRST: &[&str] = &["Anna", "Boris", "Clara", "David", "Elena", "Farid", "Grace", "Hugo", "Irene", "Jonas", "Kira", "Lars", "Maya", "Nils", "Olga", "Pavel"];
-    const LAST: &[&str] = &["Berg", "Costa", "Dahl", "Engel", "Fischer", "Gomez", "Holm", "Ivanova", "Jensen", "Keller", "Lind", "Moreau", "Novak", "Olsen", "Petrov", "Quist"];
+    const FIRST: &[&str] = &[
+        "Anna", "Boris", "Clara", "David", "Elena", "Farid", "Grace", "Hugo", "Irene", "Jonas", "Kira", "Lars", "Maya",
+        "Nils", "Olga", "Pavel",
+    ];
+    const LAST: &[&str] = &[
+        "Berg", "Costa", "Dahl", "Engel", "Fischer", "Gomez", "Holm", "Ivanova", "Jensen", "Keller", "Lind", "Moreau",
+        "Novak", "Olsen", "Petrov", "Quist",
+    ];
     const ORGS: &[&str] = &["Institute", "Company", "University", "Museum", "Railway", "Orchestra", "Bank", "Society"];
-    const VERBS: &[&str] = &["founded", "joined", "visited", "directed", "studied at", "moved to", "wrote about", "married in"];
+    const VERBS: &[&str] =
+        &["founded", "joined", "visited", "directed", "studied at", "moved to", "wrote about", "married in"];
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut text = String::with_capacity(bytes + 256);
     let mut places = 0usize;

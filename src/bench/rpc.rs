@@ -85,7 +85,8 @@ impl Client {
             if self.reader.read_line(&mut buf).await.map_err(io)? == 0 {
                 return Err(Error::Invalid("server closed the connection".into()));
             }
-            let reply: Value = serde_json::from_str(&buf).map_err(|e| Error::Invalid(format!("bad reply from server: {e}")))?;
+            let reply: Value =
+                serde_json::from_str(&buf).map_err(|e| Error::Invalid(format!("bad reply from server: {e}")))?;
             if reply.get("id") == Some(&json!(id)) {
                 return Ok(reply);
             }
@@ -107,7 +108,8 @@ pub async fn bench_rpc(options: &BenchOptions, questions: &[String]) -> Result<V
         let mut tasks = Vec::with_capacity(clients);
         for _ in 0..clients {
             let mut client = Client::connect(&options.address, options.token.as_deref()).await?;
-            let (questions, next, total, policy) = (questions.clone(), next.clone(), options.queries, options.policy.clone());
+            let (questions, next, total, policy) =
+                (questions.clone(), next.clone(), options.queries, options.policy.clone());
             tasks.push(tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 let (mut errors, mut accepted) = (0usize, 0usize);
@@ -156,7 +158,11 @@ pub async fn bench_rpc(options: &BenchOptions, questions: &[String]) -> Result<V
 }
 
 pub fn print_table(rows: &[BenchRow], mut out: impl Write) -> std::io::Result<()> {
-    writeln!(out, "{:>7} {:>8} {:>7} {:>9} {:>9} {:>10} {:>10} {:>10}", "clients", "queries", "errors", "accepted", "q/s", "p50 ms", "p95 ms", "max ms")?;
+    writeln!(
+        out,
+        "{:>7} {:>8} {:>7} {:>9} {:>9} {:>10} {:>10} {:>10}",
+        "clients", "queries", "errors", "accepted", "q/s", "p50 ms", "p95 ms", "max ms"
+    )?;
     for r in rows {
         writeln!(
             out,

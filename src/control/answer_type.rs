@@ -19,7 +19,8 @@ pub enum AnswerType {
     Free,
 }
 
-const YES_NO_OPENERS: &[&str] = &["is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "had", "will", "would", "should"];
+const YES_NO_OPENERS: &[&str] =
+    &["is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "had", "will", "would", "should"];
 
 pub fn classify(question: &str) -> AnswerType {
     let lower = question.trim().to_lowercase();
@@ -30,10 +31,18 @@ pub fn classify(question: &str) -> AnswerType {
     if YES_NO_OPENERS.contains(&first) {
         return AnswerType::YesNo;
     }
-    if lower.starts_with("when") || lower.contains("what year") || lower.contains("which year") || lower.contains("what date") {
+    if lower.starts_with("when")
+        || lower.contains("what year")
+        || lower.contains("which year")
+        || lower.contains("what date")
+    {
         return AnswerType::Date;
     }
-    if lower.contains("how many") || lower.contains("how much") || lower.contains("how old") || lower.contains("how long") {
+    if lower.contains("how many")
+        || lower.contains("how much")
+        || lower.contains("how old")
+        || lower.contains("how long")
+    {
         return AnswerType::Number;
     }
     if ["who", "whom", "whose", "where", "which", "what"].contains(&first) || lower.contains(" who ") {
@@ -55,14 +64,30 @@ fn choice_options(question: &str) -> Option<Vec<String>> {
 pub fn looks_like_date(answer: &str) -> bool {
     answer.split(|c: char| !c.is_alphanumeric()).any(|w| {
         (w.len() == 4 && w.chars().all(|c| c.is_ascii_digit()))
-            || ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"]
-                .contains(&w.to_lowercase().as_str())
+            || [
+                "january",
+                "february",
+                "march",
+                "april",
+                "may",
+                "june",
+                "july",
+                "august",
+                "september",
+                "october",
+                "november",
+                "december",
+            ]
+            .contains(&w.to_lowercase().as_str())
             || w.ends_with("s") && w.len() == 5 && w[..4].chars().all(|c| c.is_ascii_digit())
     })
 }
 
 pub fn looks_like_number(answer: &str) -> bool {
-    const WORDS: &[&str] = &["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "hundred", "thousand", "million", "billion"];
+    const WORDS: &[&str] = &[
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "hundred",
+        "thousand", "million", "billion",
+    ];
     answer.chars().any(|c| c.is_ascii_digit()) || text::words(answer).any(|w| WORDS.contains(&w.as_str()))
 }
 

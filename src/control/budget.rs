@@ -97,11 +97,7 @@ impl Ledger {
     }
 
     pub fn check_deadline(&self) -> Result<(), Exceeded> {
-        if self.remaining_time().is_zero() {
-            Err(Exceeded::Deadline)
-        } else {
-            Ok(())
-        }
+        if self.remaining_time().is_zero() { Err(Exceeded::Deadline) } else { Ok(()) }
     }
 
     /// May a call whose tokens are bounded by `token_bound` be made now?

@@ -20,7 +20,10 @@ use crate::llm::prompts::Prompts;
 use crate::retrieve::{PathHop, Retrieval, RetrieveOptions, Retriever, Stage, Strategy};
 use crate::text;
 use budget::{BudgetOverride, Exceeded, Ledger};
-use roles::{CallGate, Check, ExtractiveReader, HeuristicValidator, LlmReader, LlmRewriter, LlmRoles, LlmSufficiencyJudge, LlmValidator, Reader, ReaderAnswer, RoleError, Rewriter, TemplateRewriter, Validator, Verdict};
+use roles::{
+    CallGate, Check, ExtractiveReader, HeuristicValidator, LlmReader, LlmRewriter, LlmRoles, LlmSufficiencyJudge,
+    LlmValidator, Reader, ReaderAnswer, Rewriter, RoleError, TemplateRewriter, Validator, Verdict,
+};
 
 /// Share of the question's key terms the embedded relevance validator wants in evidence.
 const MIN_RELEVANCE: f32 = 0.5;
@@ -52,7 +55,9 @@ impl std::fmt::Display for AbstainReason {
         match self {
             AbstainReason::OutOfScope { similarity } => write!(f, "out of scope (summary similarity {similarity:.3})"),
             AbstainReason::Budget { exceeded } => write!(f, "{exceeded}"),
-            AbstainReason::Unverified { failure } => write!(f, "no verified answer within the iteration budget (last failure: {failure:?})"),
+            AbstainReason::Unverified { failure } => {
+                write!(f, "no verified answer within the iteration budget (last failure: {failure:?})")
+            }
             AbstainReason::NoNewQuery => f.write_str("the rewriter produced no query that was not already tried"),
             AbstainReason::Provider { message } => write!(f, "LLM provider failed: {message}"),
         }
@@ -168,7 +173,12 @@ impl Controller {
         Ok(controller)
     }
 
-    pub fn with_roles(reader: Box<dyn Reader>, validators: Vec<Box<dyn Validator>>, rewriter: Box<dyn Rewriter>, settings: &Settings) -> Controller {
+    pub fn with_roles(
+        reader: Box<dyn Reader>,
+        validators: Vec<Box<dyn Validator>>,
+        rewriter: Box<dyn Rewriter>,
+        settings: &Settings,
+    ) -> Controller {
         Controller {
             reader,
             validators,
@@ -185,7 +195,14 @@ impl Controller {
 
     /// Retrieval with the LLM judging each stage, through the same budget as the other roles.
     /// The judge keeps the calls one read and one round of validation need.
-    async fn retrieve_judged(&self, judge: &LlmSufficiencyJudge, retriever: &Retriever<'_>, query: &str, options: RetrieveOptions, ledger: &mut Ledger) -> Result<Retrieval> {
+    async fn retrieve_judged(
+        &self,
+        judge: &LlmSufficiencyJudge,
+        retriever: &Retriever<'_>,
+        query: &str,
+        options: RetrieveOptions,
+        ledger: &mut Ledger,
+    ) -> Result<Retrieval> {
         let reserved_calls = 1 + self.validators.len() as u32;
         let mut retrieval = retriever.start(query, options)?;
         while let Some(evidence) = retrieval.next_stage() {
@@ -251,10 +268,16 @@ impl Controller {
                 }
                 let started = Instant::now();
                 run.queries.push(query.clone());
-                let options = RetrieveOptions { strategy: Strategy::Adaptive, min_stage: *min_stage, top_k: settings.retrieve.top_k };
+                let options = RetrieveOptions {
+                    strategy: Strategy::Adaptive,
+                    min_stage: *min_stage,
+                    top_k: settings.retrieve.top_k,
+                };
                 let retriever = Retriever::with_settings(kb, &settings.retrieve);
                 let retrieved = match (&self.judge, settings.retrieve.sufficiency_judge) {
-                    (Some(judge), SufficiencyJudge::Llm) => self.retrieve_judged(judge, &retriever, query, options, &mut run.ledger).await,
+                    (Some(judge), SufficiencyJudge::Llm) => {
+                        self.retrieve_judged(judge, &retriever, query, options, &mut run.ledger).await
+                    }
                     _ => retriever.retrieve(query, options),
                 };
                 match retrieved {
@@ -307,18 +330,22 @@ impl Controller {
                 run.verdicts.push(verdicts);
                 match failure {
                     None => State::Accept,
-                    Some(failure) if run.iteration >= run.ledger.budget.max_iterations => abstain(AbstainReason::Unverified { failure }),
+                    Some(failure) if run.iteration >= run.ledger.budget.max_iterations => {
+                        abstain(AbstainReason::Unverified { failure })
+                    }
                     Some(failure) => State::Rewrite { failure },
                 }
             }
             State::Rewrite { failure } => {
                 let answer = run.answer.clone().unwrap_or_default();
                 let mut gate = self.gate(&mut run.ledger);
-                let rewritten = match self.rewriter.rewrite(&request.question, *failure, &answer, &run.queries, &mut gate).await {
-                    Ok(q) => q,
-                    Err(e) => return role_failure(e),
-                };
-                let repeated = run.queries.iter().any(|q| text::normalize_answer(q) == text::normalize_answer(&rewritten));
+                let rewritten =
+                    match self.rewriter.rewrite(&request.question, *failure, &answer, &run.queries, &mut gate).await {
+                        Ok(q) => q,
+                        Err(e) => return role_failure(e),
+                    };
+                let repeated =
+                    run.queries.iter().any(|q| text::normalize_answer(q) == text::normalize_answer(&rewritten));
                 if rewritten.trim().is_empty() || repeated {
                     return abstain(AbstainReason::NoNewQuery);
                 }
@@ -416,7 +443,14 @@ impl Run {
             .map(|r| {
                 r.chunks
                     .iter()
-                    .map(|c| EvidenceItem { doc_id: c.doc_id.clone(), title: c.title.clone(), chunk: c.chunk, span: c.span, score: c.score, text: c.text.clone() })
+                    .map(|c| EvidenceItem {
+                        doc_id: c.doc_id.clone(),
+                        title: c.title.clone(),
+                        chunk: c.chunk,
+                        span: c.span,
+                        score: c.score,
+                        text: c.text.clone(),
+                    })
                     .collect()
             })
             .unwrap_or_default();

@@ -13,11 +13,11 @@ use serde::{Deserialize, Serialize};
 use super::answer_type::{self, AnswerType};
 use super::budget::{Exceeded, Ledger, token_bound};
 use crate::ingest::extract::entity_mentions;
+use crate::kb::Kb;
 use crate::kb::model::ChunkId;
 use crate::llm::prompts::{PromptId, Prompts};
 use crate::llm::{CompletionRequest, LanguageModel, parse};
 use crate::net::RemoteError;
-use crate::kb::Kb;
 use crate::retrieve::sufficiency::{Judgement, StageEvidence, SufficiencyCheck};
 use crate::retrieve::{PathHop, Retrieval};
 use crate::text;
@@ -41,14 +41,27 @@ pub struct CallGate<'a> {
 }
 
 impl CallGate<'_> {
-    pub async fn complete(&mut self, step: &str, model: &dyn LanguageModel, prompt: String) -> Result<String, RoleError> {
+    pub async fn complete(
+        &mut self,
+        step: &str,
+        model: &dyn LanguageModel,
+        prompt: String,
+    ) -> Result<String, RoleError> {
         self.complete_reserving(step, model, prompt, 0).await
     }
 
     /// Like [`CallGate::complete`], admitted only if the budget still allows `reserved_calls`
     /// more calls afterwards (see [`Ledger::admit_reserving`]).
-    pub async fn complete_reserving(&mut self, step: &str, model: &dyn LanguageModel, prompt: String, reserved_calls: u32) -> Result<String, RoleError> {
-        self.ledger.admit_reserving(token_bound(&prompt, self.max_completion_tokens), reserved_calls).map_err(RoleError::Budget)?;
+    pub async fn complete_reserving(
+        &mut self,
+        step: &str,
+        model: &dyn LanguageModel,
+        prompt: String,
+        reserved_calls: u32,
+    ) -> Result<String, RoleError> {
+        self.ledger
+            .admit_reserving(token_bound(&prompt, self.max_completion_tokens), reserved_calls)
+            .map_err(RoleError::Budget)?;
         let request = CompletionRequest {
             system: None,
             prompt,
@@ -100,19 +113,37 @@ pub struct Verdict {
 
 #[async_trait]
 pub trait Reader: Send + Sync {
-    async fn read(&self, question: &str, evidence: &Retrieval, gate: &mut CallGate<'_>) -> Result<ReaderAnswer, RoleError>;
+    async fn read(
+        &self,
+        question: &str,
+        evidence: &Retrieval,
+        gate: &mut CallGate<'_>,
+    ) -> Result<ReaderAnswer, RoleError>;
 }
 
 #[async_trait]
 pub trait Validator: Send + Sync {
     fn check(&self) -> Check;
-    async fn validate(&self, question: &str, answer: &ReaderAnswer, evidence: &Retrieval, gate: &mut CallGate<'_>) -> Result<Verdict, RoleError>;
+    async fn validate(
+        &self,
+        question: &str,
+        answer: &ReaderAnswer,
+        evidence: &Retrieval,
+        gate: &mut CallGate<'_>,
+    ) -> Result<Verdict, RoleError>;
 }
 
 #[async_trait]
 pub trait Rewriter: Send + Sync {
     /// A new query for `failure`; may repeat history, which the controller then refuses.
-    async fn rewrite(&self, question: &str, failure: Check, answer: &ReaderAnswer, history: &[String], gate: &mut CallGate<'_>) -> Result<String, RoleError>;
+    async fn rewrite(
+        &self,
+        question: &str,
+        failure: Check,
+        answer: &ReaderAnswer,
+        history: &[String],
+        gate: &mut CallGate<'_>,
+    ) -> Result<String, RoleError>;
 }
 
 fn evidence_texts(evidence: &Retrieval) -> impl Iterator<Item = (ChunkId, String)> + '_ {
@@ -137,7 +168,8 @@ fn write_evidence<'a>(chunks: impl Iterator<Item = (&'a str, &'a str)>, paths: &
         out.push_str(&format!("[{}] {title}: {text}\n", i + 1));
     }
     for path in paths.iter().take(5) {
-        let hops: Vec<String> = path.iter().map(|h| format!("({} -{}-> {})", h.subject, h.relation, h.object)).collect();
+        let hops: Vec<String> =
+            path.iter().map(|h| format!("({} -{}-> {})", h.subject, h.relation, h.object)).collect();
         out.push_str(&format!("Path: {}\n", hops.join(" ")));
     }
     out
@@ -151,7 +183,12 @@ pub struct ExtractiveReader;
 
 #[async_trait]
 impl Reader for ExtractiveReader {
-    async fn read(&self, question: &str, evidence: &Retrieval, _gate: &mut CallGate<'_>) -> Result<ReaderAnswer, RoleError> {
+    async fn read(
+        &self,
+        question: &str,
+        evidence: &Retrieval,
+        _gate: &mut CallGate<'_>,
+    ) -> Result<ReaderAnswer, RoleError> {
         Ok(extract_answer(question, evidence))
     }
 }
@@ -166,7 +203,8 @@ fn extract_answer(question: &str, evidence: &Retrieval) -> ReaderAnswer {
         let title_terms: HashSet<String> = text::content_terms(&c.title).into_iter().collect();
         for span in text::sentence_spans(&c.text) {
             let sentence = &c.text[span];
-            let terms: HashSet<String> = text::content_terms(sentence).into_iter().chain(title_terms.iter().cloned()).collect();
+            let terms: HashSet<String> =
+                text::content_terms(sentence).into_iter().chain(title_terms.iter().cloned()).collect();
             let overlap = q_terms.intersection(&terms).count() as f32 / q_terms.len().max(1) as f32;
             sentences.push((overlap + 0.2 / (1.0 + rank as f32), chunk, sentence.to_string()));
         }
@@ -210,13 +248,23 @@ impl Validator for HeuristicValidator {
         self.check
     }
 
-    async fn validate(&self, question: &str, answer: &ReaderAnswer, evidence: &Retrieval, _gate: &mut CallGate<'_>) -> Result<Verdict, RoleError> {
+    async fn validate(
+        &self,
+        question: &str,
+        answer: &ReaderAnswer,
+        evidence: &Retrieval,
+        _gate: &mut CallGate<'_>,
+    ) -> Result<Verdict, RoleError> {
         let (pass, reason) = match self.check {
             Check::Relevance => {
                 let q_terms: HashSet<String> = text::content_terms(question).into_iter().collect();
-                let ev_terms: HashSet<String> = evidence_texts(evidence).flat_map(|(_, t)| text::content_terms(&t)).collect();
+                let ev_terms: HashSet<String> =
+                    evidence_texts(evidence).flat_map(|(_, t)| text::content_terms(&t)).collect();
                 let share = q_terms.intersection(&ev_terms).count() as f32 / q_terms.len().max(1) as f32;
-                (share >= self.min_relevance, format!("evidence covers {share:.2} of the question's key terms (need {:.2})", self.min_relevance))
+                (
+                    share >= self.min_relevance,
+                    format!("evidence covers {share:.2} of the question's key terms (need {:.2})", self.min_relevance),
+                )
             }
             Check::Grounding => {
                 let cited: Vec<String> = evidence_texts(evidence)
@@ -226,13 +274,34 @@ impl Validator for HeuristicValidator {
                 let claim = text::normalize_answer(&answer.answer);
                 let grounded = !claim.is_empty()
                     && (matches!(claim.as_str(), "yes" | "no") || cited.iter().any(|t| t.contains(&claim)));
-                (grounded, if grounded { "answer appears in the cited evidence".into() } else { "answer not found in the cited evidence".into() })
+                (
+                    grounded,
+                    if grounded {
+                        "answer appears in the cited evidence".into()
+                    } else {
+                        "answer not found in the cited evidence".into()
+                    },
+                )
             }
             Check::Adequacy => {
                 let kind = answer_type::classify(question);
                 let fits = answer_type::fits(&kind, &answer.answer);
-                let echoes = !answer.answer.is_empty() && text::normalize_answer(question).contains(&text::normalize_answer(&answer.answer)) && !matches!(kind, AnswerType::Choice(_));
-                (fits && !echoes, format!("expected {kind:?}; answer {}", if fits && !echoes { "fits" } else if echoes { "only repeats the question" } else { "does not fit" }))
+                let echoes = !answer.answer.is_empty()
+                    && text::normalize_answer(question).contains(&text::normalize_answer(&answer.answer))
+                    && !matches!(kind, AnswerType::Choice(_));
+                (
+                    fits && !echoes,
+                    format!(
+                        "expected {kind:?}; answer {}",
+                        if fits && !echoes {
+                            "fits"
+                        } else if echoes {
+                            "only repeats the question"
+                        } else {
+                            "does not fit"
+                        }
+                    ),
+                )
             }
         };
         Ok(Verdict { check: self.check, pass, reason })
@@ -244,16 +313,27 @@ pub struct TemplateRewriter;
 
 #[async_trait]
 impl Rewriter for TemplateRewriter {
-    async fn rewrite(&self, question: &str, failure: Check, answer: &ReaderAnswer, history: &[String], _gate: &mut CallGate<'_>) -> Result<String, RoleError> {
+    async fn rewrite(
+        &self,
+        question: &str,
+        failure: Check,
+        answer: &ReaderAnswer,
+        history: &[String],
+        _gate: &mut CallGate<'_>,
+    ) -> Result<String, RoleError> {
         let mentions = entity_mentions(question);
         let terms = text::content_terms(question);
-        let relation: Vec<&String> = terms.iter().filter(|t| !mentions.iter().any(|m| text::normalize_answer(m).contains(t.as_str()))).collect();
+        let relation: Vec<&String> =
+            terms.iter().filter(|t| !mentions.iter().any(|m| text::normalize_answer(m).contains(t.as_str()))).collect();
         let relation = relation.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ");
         let candidates: Vec<String> = match failure {
             // Sharpen: the named entities verbatim, then the relation words.
             Check::Relevance => vec![format!("{} {relation}", mentions.join(" ")), terms.join(" ")],
             // Stricter grounding: look for a passage stating the candidate answer.
-            Check::Grounding => vec![format!("{} {} {relation}", answer.answer, mentions.join(" ")), format!("{question} {}", answer.answer)],
+            Check::Grounding => vec![
+                format!("{} {} {relation}", answer.answer, mentions.join(" ")),
+                format!("{question} {}", answer.answer),
+            ],
             // Decompose: the innermost "of the ..." phrase is the first hop to resolve.
             Check::Adequacy => {
                 let lower = question.trim_end_matches('?');
@@ -291,7 +371,12 @@ struct AnswerReply {
 
 #[async_trait]
 impl Reader for LlmReader {
-    async fn read(&self, question: &str, evidence: &Retrieval, gate: &mut CallGate<'_>) -> Result<ReaderAnswer, RoleError> {
+    async fn read(
+        &self,
+        question: &str,
+        evidence: &Retrieval,
+        gate: &mut CallGate<'_>,
+    ) -> Result<ReaderAnswer, RoleError> {
         let ev = format_evidence(evidence);
         let prompt = self.0.prompts.render(PromptId::Answer, &[("question", question), ("evidence", &ev)]);
         let reply = gate.complete("answer", self.0.model.as_ref(), prompt).await?;
@@ -306,7 +391,11 @@ impl Reader for LlmReader {
                 let used = r
                     .used
                     .iter()
-                    .filter_map(|v| v.as_u64().or_else(|| v.as_str().and_then(|s| s.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())))
+                    .filter_map(|v| {
+                        v.as_u64().or_else(|| {
+                            v.as_str().and_then(|s| s.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
+                        })
+                    })
                     .filter_map(|n| evidence.chunks.get((n as usize).checked_sub(1)?).map(|c| c.chunk))
                     .collect();
                 (answer, used)
@@ -323,14 +412,21 @@ impl Validator for LlmValidator {
         self.1
     }
 
-    async fn validate(&self, question: &str, answer: &ReaderAnswer, evidence: &Retrieval, gate: &mut CallGate<'_>) -> Result<Verdict, RoleError> {
+    async fn validate(
+        &self,
+        question: &str,
+        answer: &ReaderAnswer,
+        evidence: &Retrieval,
+        gate: &mut CallGate<'_>,
+    ) -> Result<Verdict, RoleError> {
         let (id, step) = match self.1 {
             Check::Relevance => (PromptId::VerifyRelevance, "verify_relevance"),
             Check::Grounding => (PromptId::VerifyGrounding, "verify_grounding"),
             Check::Adequacy => (PromptId::VerifyAdequacy, "verify_adequacy"),
         };
         let ev = format_evidence(evidence);
-        let prompt = self.0.prompts.render(id, &[("question", question), ("answer", &answer.answer), ("evidence", &ev)]);
+        let prompt =
+            self.0.prompts.render(id, &[("question", question), ("answer", &answer.answer), ("evidence", &ev)]);
         let reply = gate.complete(step, self.0.model.as_ref(), prompt).await?;
         let pass = parse::verdict(&reply)?;
         Ok(Verdict { check: self.1, pass, reason: excerpt(&reply) })
@@ -351,7 +447,14 @@ pub struct LlmSufficiencyJudge(pub Arc<LlmRoles>);
 impl LlmSufficiencyJudge {
     /// `fallback` judges when the model cannot; `reserved_calls` are the calls the budget
     /// must keep for the steps after retrieval (reading and verifying the answer).
-    pub async fn judge(&self, kb: &Kb, evidence: &StageEvidence<'_>, fallback: &dyn SufficiencyCheck, gate: &mut CallGate<'_>, reserved_calls: u32) -> Judgement {
+    pub async fn judge(
+        &self,
+        kb: &Kb,
+        evidence: &StageEvidence<'_>,
+        fallback: &dyn SufficiencyCheck,
+        gate: &mut CallGate<'_>,
+        reserved_calls: u32,
+    ) -> Judgement {
         if evidence.chunks.is_empty() {
             return Judgement { sufficient: false, reason: "llm: no evidence (model not asked)".into() };
         }
@@ -378,14 +481,22 @@ impl LlmSufficiencyJudge {
 
 #[async_trait]
 impl Rewriter for LlmRewriter {
-    async fn rewrite(&self, question: &str, failure: Check, answer: &ReaderAnswer, history: &[String], gate: &mut CallGate<'_>) -> Result<String, RoleError> {
+    async fn rewrite(
+        &self,
+        question: &str,
+        failure: Check,
+        answer: &ReaderAnswer,
+        history: &[String],
+        gate: &mut CallGate<'_>,
+    ) -> Result<String, RoleError> {
         let id = match failure {
             Check::Relevance => PromptId::RewriteOffTopic,
             Check::Grounding => PromptId::RewriteUnsupported,
             Check::Adequacy => PromptId::RewriteInadequate,
         };
         let history = history.join("\n");
-        let prompt = self.0.prompts.render(id, &[("question", question), ("answer", &answer.answer), ("history", &history)]);
+        let prompt =
+            self.0.prompts.render(id, &[("question", question), ("answer", &answer.answer), ("history", &history)]);
         let reply = gate.complete("rewrite", self.0.model.as_ref(), prompt).await?;
         Ok(reply.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().trim_matches('"').to_string())
     }
@@ -400,12 +511,19 @@ pub struct MeteredReader {
 
 #[async_trait]
 impl Reader for MeteredReader {
-    async fn read(&self, question: &str, evidence: &Retrieval, gate: &mut CallGate<'_>) -> Result<ReaderAnswer, RoleError> {
-        let prompt = self.prompts.render(PromptId::Answer, &[("question", question), ("evidence", &format_evidence(evidence))]);
+    async fn read(
+        &self,
+        question: &str,
+        evidence: &Retrieval,
+        gate: &mut CallGate<'_>,
+    ) -> Result<ReaderAnswer, RoleError> {
+        let prompt =
+            self.prompts.render(PromptId::Answer, &[("question", question), ("evidence", &format_evidence(evidence))]);
         gate.ledger.admit(token_bound(&prompt, gate.max_completion_tokens)).map_err(RoleError::Budget)?;
         let started = Instant::now();
         let answer = extract_answer(question, evidence);
-        let request = CompletionRequest { system: None, prompt, max_tokens: gate.max_completion_tokens, temperature: 0.0 };
+        let request =
+            CompletionRequest { system: None, prompt, max_tokens: gate.max_completion_tokens, temperature: 0.0 };
         gate.ledger.record("answer", Some(crate::llm::Usage::estimate(&request, &answer.answer)), started);
         Ok(answer)
     }

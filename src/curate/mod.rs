@@ -21,8 +21,8 @@ use crate::control::QueryResponse;
 use crate::error::{Error, Result};
 use crate::ingest::extract::{Extractor, RuleExtractor};
 use crate::kb::Kb;
-use crate::kb::store::{KbBatch, Keyspace};
 use crate::kb::model::{ChunkId, EdgeId, RawTriple, relation_label};
+use crate::kb::store::{KbBatch, Keyspace};
 use crate::text::{normalize_entity, sentence_spans};
 
 pub use review::{ReviewSummary, review};
@@ -88,7 +88,10 @@ struct Decision {
 }
 
 fn get_proposal(kb: &Kb, id: ProposalId) -> Result<Proposal> {
-    let bytes = kb.store().get_raw(Keyspace::Proposals, &id.to_be_bytes())?.ok_or_else(|| Error::NotFound(format!("proposal {id}")))?;
+    let bytes = kb
+        .store()
+        .get_raw(Keyspace::Proposals, &id.to_be_bytes())?
+        .ok_or_else(|| Error::NotFound(format!("proposal {id}")))?;
     decode(&bytes, id)
 }
 
@@ -115,7 +118,12 @@ fn now_ms() -> u64 {
 /// The dedupe identity of a triple: what `Kb` would resolve it to, modulo aliases it does not
 /// know yet.
 fn triple_key(t: &RawTriple) -> String {
-    format!("{}\u{1f}{}\u{1f}{}", normalize_entity(&t.subject), relation_label(&t.relation), normalize_entity(&t.object))
+    format!(
+        "{}\u{1f}{}\u{1f}{}",
+        normalize_entity(&t.subject),
+        relation_label(&t.relation),
+        normalize_entity(&t.object)
+    )
 }
 
 /// Whether the graph already holds this triple between the nodes its mentions resolve to.
@@ -303,7 +311,9 @@ pub fn integrity_violations(kb: &Kb) -> Result<Vec<String>> {
             (Status::Pending, _) => problems.push(format!("pending proposal {} has audit entries", p.id)),
             (_, [entry]) if entry.edge == p.edge => {}
             (_, [_]) => problems.push(format!("proposal {} and its audit entry name different edges", p.id)),
-            (_, entries) => problems.push(format!("decided proposal {} has {} audit entries, not 1", p.id, entries.len())),
+            (_, entries) => {
+                problems.push(format!("decided proposal {} has {} audit entries, not 1", p.id, entries.len()))
+            }
         }
         if p.status == Status::Approved && p.edge.is_none() {
             problems.push(format!("approved proposal {} has no edge", p.id));

@@ -22,7 +22,12 @@ pub struct ReviewSummary {
 /// `a` approve, `r` reject, `e` edit (then subject, relation, object; empty keeps the
 /// proposed value), `s` skip, `q` quit. End of input quits. `kb` is the engine's lock; must not
 /// be called from inside an async runtime (it takes the lock blocking).
-pub fn review(kb: &tokio::sync::RwLock<Kb>, mut input: impl BufRead, mut output: impl Write, who: &str) -> Result<ReviewSummary> {
+pub fn review(
+    kb: &tokio::sync::RwLock<Kb>,
+    mut input: impl BufRead,
+    mut output: impl Write,
+    who: &str,
+) -> Result<ReviewSummary> {
     let out_err = |e| Error::io("<review output>", e);
     let pending = super::list(&kb.blocking_read(), Some(Status::Pending))?;
     let mut summary = ReviewSummary::default();
@@ -73,8 +78,20 @@ pub fn review(kb: &tokio::sync::RwLock<Kb>, mut input: impl BufRead, mut output:
 
 fn show(output: &mut impl Write, n: usize, total: usize, p: &Proposal) -> std::io::Result<()> {
     writeln!(output)?;
-    writeln!(output, "({n}/{total}) proposal {}: {} -[{}]-> {}", p.id, p.triple.subject, p.triple.relation, p.triple.object)?;
-    writeln!(output, "  from {} (chunk {}, bytes {}..{}): {}", p.doc_id, p.chunk, p.span.0, p.span.1, p.sentence.trim())?;
+    writeln!(
+        output,
+        "({n}/{total}) proposal {}: {} -[{}]-> {}",
+        p.id, p.triple.subject, p.triple.relation, p.triple.object
+    )?;
+    writeln!(
+        output,
+        "  from {} (chunk {}, bytes {}..{}): {}",
+        p.doc_id,
+        p.chunk,
+        p.span.0,
+        p.span.1,
+        p.sentence.trim()
+    )?;
     writeln!(output, "  asked: {}", p.question)
 }
 
@@ -87,7 +104,9 @@ fn read_line(input: &mut impl BufRead) -> Result<Option<String>> {
 /// Prompts for each part of a corrected triple; `None` on end of input.
 fn ask_triple(input: &mut impl BufRead, output: &mut impl Write, proposed: &RawTriple) -> Result<Option<RawTriple>> {
     let mut ask = |label: &str, current: &str| -> Result<Option<String>> {
-        write!(output, "  {label} [{current}]: ").and_then(|()| output.flush()).map_err(|e| Error::io("<review output>", e))?;
+        write!(output, "  {label} [{current}]: ")
+            .and_then(|()| output.flush())
+            .map_err(|e| Error::io("<review output>", e))?;
         Ok(read_line(input)?.map(|answer| if answer.is_empty() { current.to_string() } else { answer }))
     };
     let Some(subject) = ask("subject", &proposed.subject)? else { return Ok(None) };

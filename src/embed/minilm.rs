@@ -96,10 +96,7 @@ impl MiniLmEmbedder {
             if path.is_file() {
                 Ok(path)
             } else {
-                Err(Error::Config(format!(
-                    "minilm model file {} is missing; {FETCH_HINT}",
-                    path.display()
-                )))
+                Err(Error::Config(format!("minilm model file {} is missing; {FETCH_HINT}", path.display())))
             }
         };
         let config_path = file("config.json")?;
@@ -109,16 +106,11 @@ impl MiniLmEmbedder {
         let config: BertConfig = read_json(&config_path)?;
         let dim = config.hidden_size;
         let sbert_path = dir.join("sentence_bert_config.json");
-        let sbert_cap = if sbert_path.is_file() {
-            read_json::<SentenceBertConfig>(&sbert_path)?.max_seq_length
-        } else {
-            None
-        };
+        let sbert_cap =
+            if sbert_path.is_file() { read_json::<SentenceBertConfig>(&sbert_path)?.max_seq_length } else { None };
         // Positions beyond max_position_embeddings have no embedding, so that is a hard cap even
         // if a sentence_bert_config asks for more.
-        let max_len = sbert_cap
-            .unwrap_or(config.max_position_embeddings)
-            .min(config.max_position_embeddings);
+        let max_len = sbert_cap.unwrap_or(config.max_position_embeddings).min(config.max_position_embeddings);
         if max_len < 2 {
             return Err(Error::Config(format!(
                 "minilm: max sequence length {max_len} in {} leaves no room for text",
@@ -126,28 +118,20 @@ impl MiniLmEmbedder {
             )));
         }
 
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|e| {
-            Error::Config(format!("minilm: cannot load {}: {e}", tokenizer_path.display()))
-        })?;
+        let mut tokenizer = Tokenizer::from_file(&tokenizer_path)
+            .map_err(|e| Error::Config(format!("minilm: cannot load {}: {e}", tokenizer_path.display())))?;
         // tokenizer.json ships with its own truncation (128 for all-MiniLM-L6-v2) and fixed
         // padding; sentence-transformers overrides both, so must we to get the same vectors.
         tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_len,
-                ..Default::default()
-            }))
+            .with_truncation(Some(TruncationParams { max_length: max_len, ..Default::default() }))
             .map_err(|e| Error::Config(format!("minilm: truncation: {e}")))?;
         let padding = tokenizer.get_padding().cloned().unwrap_or_default();
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..padding
-        }));
+        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..padding }));
 
         let device = Device::Cpu;
         let weights = std::fs::read(&weights_path).map_err(|e| Error::io(&weights_path, e))?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device).map_err(|e| {
-            Error::Config(format!("minilm: cannot read {}: {e}", weights_path.display()))
-        })?;
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .map_err(|e| Error::Config(format!("minilm: cannot read {}: {e}", weights_path.display())))?;
         let model = BertModel::load(vb, &config).map_err(|e| {
             Error::Config(format!(
                 "minilm: {} does not hold a BERT model matching config.json: {e}",
@@ -237,9 +221,7 @@ impl Embedder for MiniLmEmbedder {
                 out[i] = Some(v);
             }
         }
-        out.into_iter()
-            .map(|v| v.ok_or_else(|| Error::Embed("minilm: a text got no vector".into())))
-            .collect()
+        out.into_iter().map(|v| v.ok_or_else(|| Error::Embed("minilm: a text got no vector".into()))).collect()
     }
 }
 
@@ -267,16 +249,12 @@ pub fn has_model(dir: &Path) -> bool {
 /// fetched to another place keeps one identity (and the KB stays openable).
 fn model_name(dir: &Path) -> String {
     let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    canonical
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| canonical.display().to_string())
+    canonical.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| canonical.display().to_string())
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let raw = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_slice(&raw)
-        .map_err(|e| Error::Config(format!("minilm: cannot parse {}: {e}", path.display())))
+    serde_json::from_slice(&raw).map_err(|e| Error::Config(format!("minilm: cannot parse {}: {e}", path.display())))
 }
 
 #[cfg(test)]
@@ -306,10 +284,7 @@ mod tests {
     fn missing_file_is_named() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("config.json"), "{}").unwrap();
-        let err = MiniLmEmbedder::load(dir.path(), 8)
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let err = MiniLmEmbedder::load(dir.path(), 8).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("tokenizer.json"), "{err}");
         assert!(err.contains("fetch-minilm.sh"), "{err}");
     }

@@ -30,9 +30,7 @@ pub trait Embedder: Send + Sync {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>>;
 
     fn embed_one(&self, text: &str) -> Result<Embedding> {
-        self.embed(&[text])?
-            .pop()
-            .ok_or_else(|| Error::Embed("embedder returned no vector".into()))
+        self.embed(&[text])?.pop().ok_or_else(|| Error::Embed("embedder returned no vector".into()))
     }
 }
 

@@ -64,7 +64,10 @@ impl Dataset {
         let questions_path = dir.join("questions.json");
         for p in [&corpus, &questions_path] {
             if !p.exists() {
-                return Err(Error::Invalid(format!("{} not found (a dataset dir holds corpus.json and questions.json)", p.display())));
+                return Err(Error::Invalid(format!(
+                    "{} not found (a dataset dir holds corpus.json and questions.json)",
+                    p.display()
+                )));
             }
         }
         // A dataset the user named on the command line: no size cap.
@@ -97,7 +100,12 @@ impl Dataset {
                         .paragraphs
                         .iter()
                         .filter(|p| p.is_supporting)
-                        .filter_map(|p| by_content.get(&(p.title.clone(), p.paragraph_text.trim().to_string())).or_else(|| by_content.get(&(p.title.clone(), p.paragraph_text.clone()))).cloned())
+                        .filter_map(|p| {
+                            by_content
+                                .get(&(p.title.clone(), p.paragraph_text.trim().to_string()))
+                                .or_else(|| by_content.get(&(p.title.clone(), p.paragraph_text.clone())))
+                                .cloned()
+                        })
                         .collect();
                     let mut answers = vec![r.answer];
                     answers.extend(r.answer_aliases);

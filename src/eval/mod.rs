@@ -15,8 +15,8 @@ use rand::seq::SliceRandom;
 use serde::Serialize;
 
 use crate::config::Settings;
-use crate::control::roles::{CallGate, MeteredReader, Reader};
 use crate::control::budget::Ledger;
+use crate::control::roles::{CallGate, MeteredReader, Reader};
 use crate::control::{Controller, QueryRequest};
 use crate::error::{Error, Result};
 use crate::ingest::{self, Pipeline, triples::TripleImport};
@@ -154,7 +154,8 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     std::fs::create_dir_all(&options.out_dir).map_err(|e| Error::io(&options.out_dir, e))?;
     // Retrieval depth must cover Recall@5 in documents even when chunks repeat a document.
     settings.retrieve.top_k = settings.retrieve.top_k.max(10);
-    let (mut kb, mut pipeline) = scratch_kb(settings, &options.out_dir.join(format!("kb-{}", dataset.name)), &Remote::new())?;
+    let (mut kb, mut pipeline) =
+        scratch_kb(settings, &options.out_dir.join(format!("kb-{}", dataset.name)), &Remote::new())?;
     let settings = Arc::new(kb.settings().clone());
     if let Some(t) = &options.triples {
         pipeline.triples = Some(TripleImport::load(t)?);
@@ -165,7 +166,10 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         return Err(Error::Invalid(format!("ingesting the corpus failed: {}", ingest_report.errors.join("; "))));
     }
     let ingest_seconds = started.elapsed().as_secs_f64();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Error::io("tokio runtime", e))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("tokio runtime", e))?;
     let controller = Controller::metered(&settings)?;
     let top_k = settings.retrieve.top_k;
     let mut systems = Vec::new();
@@ -176,7 +180,8 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         let request = QueryRequest { question: q.question.clone(), policy: None, budget: None };
         let response = runtime.block_on(controller.run(&kb, &settings, &request));
         let docs = response.retrieval.as_ref().map(ranked_docs).unwrap_or_default();
-        let retrieve_ms = response.ledger.entries.iter().filter(|e| e.step == "retrieve").map(|e| e.micros as f64 / 1000.0).sum();
+        let retrieve_ms =
+            response.ledger.entries.iter().filter(|e| e.step == "retrieve").map(|e| e.micros as f64 / 1000.0).sum();
         a2rag.add_retrieval(q, &docs, retrieve_ms);
         a2rag.add_answer(q, response.answer.as_deref().unwrap_or(""), &response.ledger);
         let stage = match (&response.retrieval, response.answer.is_some()) {
@@ -200,7 +205,8 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         let mut tally = Tally::default();
         for q in &questions {
             let t = Instant::now();
-            let r = Retriever::new(&kb).retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k })?;
+            let r = Retriever::new(&kb)
+                .retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k })?;
             tally.add_retrieval(q, &ranked_docs(&r), t.elapsed().as_secs_f64() * 1000.0);
         }
         systems.push(tally.result(name));
@@ -235,17 +241,33 @@ async fn iterative(kb: &Kb, settings: &Settings, questions: &[EvalQuestion], ste
     let reader = MeteredReader { prompts: Prompts::load(&settings.llm.prompts_dir)? };
     let mut tally = Tally::default();
     for q in questions {
-        let mut ledger = Ledger::new(crate::config::BudgetSettings { max_iterations: 1, max_llm_calls: u32::MAX, max_tokens: u64::MAX, deadline_ms: u64::MAX / 4 });
+        let mut ledger = Ledger::new(crate::config::BudgetSettings {
+            max_iterations: 1,
+            max_llm_calls: u32::MAX,
+            max_tokens: u64::MAX,
+            deadline_ms: u64::MAX / 4,
+        });
         let mut lists: Vec<Vec<u64>> = Vec::new();
         let mut query = q.question.clone();
         let mut latency = 0.0;
         let mut last: Option<Retrieval> = None;
         for _ in 0..steps.max(1) {
             let t = Instant::now();
-            let r = Retriever::new(kb).retrieve(&query, RetrieveOptions { strategy: Strategy::Text(SearchMode::Hybrid), min_stage: Stage::Local, top_k: settings.retrieve.top_k })?;
+            let r = Retriever::new(kb).retrieve(
+                &query,
+                RetrieveOptions {
+                    strategy: Strategy::Text(SearchMode::Hybrid),
+                    min_stage: Stage::Local,
+                    top_k: settings.retrieve.top_k,
+                },
+            )?;
             latency += t.elapsed().as_secs_f64() * 1000.0;
             lists.push(r.chunks.iter().map(|c| c.chunk as u64).collect());
-            let mut gate = CallGate { ledger: &mut ledger, max_completion_tokens: settings.llm.max_completion_tokens, temperature: 0.0 };
+            let mut gate = CallGate {
+                ledger: &mut ledger,
+                max_completion_tokens: settings.llm.max_completion_tokens,
+                temperature: 0.0,
+            };
             let thought = reader.read(&q.question, &r, &mut gate).await.map_err(|e| Error::Invalid(e.to_string()))?;
             query = format!("{} {}", q.question, thought.answer);
             last = Some(r);
@@ -257,11 +279,22 @@ async fn iterative(kb: &Kb, settings: &Settings, questions: &[EvalQuestion], ste
             .filter_map(|(c, s)| {
                 let chunk = kb.chunk(*c as u32)?;
                 let doc = kb.doc(chunk.doc)?;
-                Some(crate::retrieve::RankedChunk { chunk: chunk.id, doc_id: doc.id.clone(), title: doc.title.clone(), span: chunk.span, score: *s, text: chunk.text.clone() })
+                Some(crate::retrieve::RankedChunk {
+                    chunk: chunk.id,
+                    doc_id: doc.id.clone(),
+                    title: doc.title.clone(),
+                    span: chunk.span,
+                    score: *s,
+                    text: chunk.text.clone(),
+                })
             })
             .take(settings.retrieve.top_k)
             .collect();
-        let mut gate = CallGate { ledger: &mut ledger, max_completion_tokens: settings.llm.max_completion_tokens, temperature: 0.0 };
+        let mut gate = CallGate {
+            ledger: &mut ledger,
+            max_completion_tokens: settings.llm.max_completion_tokens,
+            temperature: 0.0,
+        };
         let answer = reader.read(&q.question, &evidence, &mut gate).await.map_err(|e| Error::Invalid(e.to_string()))?;
         tally.add_retrieval(q, &ranked_docs(&evidence), latency);
         tally.add_answer(q, &answer.answer, &ledger);
@@ -289,10 +322,13 @@ fn node_deletion(kb: &mut Kb, questions: &[EvalQuestion], options: &EvalOptions,
             dropped = target;
         }
         let mut recall = BTreeMap::new();
-        for (name, strategy) in [("a2rag", Strategy::Adaptive), ("local-only", Strategy::LocalOnly), ("ppr-always", Strategy::PprAlways)] {
+        for (name, strategy) in
+            [("a2rag", Strategy::Adaptive), ("local-only", Strategy::LocalOnly), ("ppr-always", Strategy::PprAlways)]
+        {
             let mut r5 = Vec::new();
             for q in questions {
-                let r = Retriever::new(kb).retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k })?;
+                let r = Retriever::new(kb)
+                    .retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k })?;
                 r5.push(recall_at(&ranked_docs(&r), &q.gold, 5));
             }
             recall.insert(name.to_string(), metrics::mean(&r5));

@@ -22,7 +22,17 @@ pub fn write(report: &Report, dir: &Path) -> Result<()> {
 
 pub fn markdown(r: &Report) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "## {} ({} questions, {} documents, {} nodes, {} edges, embedder {}{})\n", r.dataset, r.questions, r.documents, r.nodes, r.edges, r.embedder, r.triples.as_ref().map(|t| format!(", triples {t}")).unwrap_or_default());
+    let _ = writeln!(
+        out,
+        "## {} ({} questions, {} documents, {} nodes, {} edges, embedder {}{})\n",
+        r.dataset,
+        r.questions,
+        r.documents,
+        r.nodes,
+        r.edges,
+        r.embedder,
+        r.triples.as_ref().map(|t| format!(", triples {t}")).unwrap_or_default()
+    );
     let _ = writeln!(out, "| system | R@2 | R@5 | EM | F1 | LLM calls/q | tokens/q | retrieval p50 ms | p95 ms |");
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
     let opt = |x: Option<f64>| x.map_or("–".to_string(), |v| format!("{:.3}", v));
@@ -30,7 +40,15 @@ pub fn markdown(r: &Report) -> String {
         let _ = writeln!(
             out,
             "| {} | {:.3} | {:.3} | {} | {} | {:.2} | {:.0} | {:.2} | {:.2} |",
-            s.system, s.recall_at_2, s.recall_at_5, opt(s.exact_match), opt(s.f1), s.llm_calls_per_query, s.tokens_per_query, s.latency_p50_ms, s.latency_p95_ms
+            s.system,
+            s.recall_at_2,
+            s.recall_at_5,
+            opt(s.exact_match),
+            opt(s.f1),
+            s.llm_calls_per_query,
+            s.tokens_per_query,
+            s.latency_p50_ms,
+            s.latency_p95_ms
         );
     }
     if let Some(a) = r.systems.iter().find(|s| !s.stages.is_empty()) {
@@ -39,8 +57,15 @@ pub fn markdown(r: &Report) -> String {
     }
     if !r.node_deletion.is_empty() {
         let systems: Vec<&String> = r.node_deletion[0].recall_at_5.keys().collect();
-        let _ = writeln!(out, "\nR@5 under node deletion (the retriever alone on the original question; the table above runs a2rag through the controller, whose rewrites can change its final evidence):\n");
-        let _ = writeln!(out, "| dropped | nodes left | {} |", systems.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" | "));
+        let _ = writeln!(
+            out,
+            "\nR@5 under node deletion (the retriever alone on the original question; the table above runs a2rag through the controller, whose rewrites can change its final evidence):\n"
+        );
+        let _ = writeln!(
+            out,
+            "| dropped | nodes left | {} |",
+            systems.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" | ")
+        );
         let _ = writeln!(out, "|---|---|{}", "---|".repeat(systems.len()));
         for row in &r.node_deletion {
             let vals: Vec<String> = systems.iter().map(|s| format!("{:.3}", row.recall_at_5[*s])).collect();

@@ -78,7 +78,10 @@ mod tests {
         let t = "Aa bb cc. Dd ee ff. Gg hh ii. Jj kk ll. Mm nn oo.";
         let spans = chunk_spans(t, 6, 3);
         let texts: Vec<&str> = spans.iter().map(|r| &t[r.clone()]).collect();
-        assert_eq!(texts, vec!["Aa bb cc. Dd ee ff.", "Dd ee ff. Gg hh ii.", "Gg hh ii. Jj kk ll.", "Jj kk ll. Mm nn oo."]);
+        assert_eq!(
+            texts,
+            vec!["Aa bb cc. Dd ee ff.", "Dd ee ff. Gg hh ii.", "Gg hh ii. Jj kk ll.", "Jj kk ll. Mm nn oo."]
+        );
     }
 
     #[test]

@@ -22,8 +22,18 @@ pub trait Extractor: Send + Sync {
 /// Words that may join capitalised words inside one name ("University of Copenhagen").
 const CONNECTORS: &[&str] = &["of", "de", "and", "the", "for", "von", "van", "der", "du", "la", "del", "&"];
 const MONTHS: &[&str] = &[
-    "january", "february", "march", "april", "may", "june", "july", "august", "september",
-    "october", "november", "december",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 ];
 const PRONOUNS: &[&str] = &["he", "she", "it", "they", "his", "her", "its", "their"];
 /// Relations longer than this many words are more likely clause soup than a predicate.
@@ -83,7 +93,10 @@ fn mentions(toks: &[Token<'_>]) -> Vec<(usize, usize, String)> {
         while end < toks.len() && !toks[end - 1].breaks_after {
             let next = toks[end].word;
             let lower = next.to_lowercase();
-            if is_capitalised(next) || (is_month && is_number(next)) || (is_number(next) && is_number(toks[end - 1].word)) {
+            if is_capitalised(next)
+                || (is_month && is_number(next))
+                || (is_number(next) && is_number(toks[end - 1].word))
+            {
                 end += 1;
             } else if CONNECTORS.contains(&lower.as_str())
                 && end + 1 < toks.len()
@@ -157,11 +170,7 @@ impl Extractor for RuleExtractor {
                 let (_, a_end, a) = &pair[0];
                 let (b_start, _, b) = &pair[1];
                 if let Some(relation) = relation_between(&toks[*a_end..*b_start]) {
-                    let triple = RawTriple {
-                        subject: a.clone(),
-                        relation,
-                        object: b.clone(),
-                    };
+                    let triple = RawTriple { subject: a.clone(), relation, object: b.clone() };
                     if a != b && seen_triples.insert(triple.clone()) {
                         triples.push(triple);
                     }
@@ -177,7 +186,8 @@ fn relation_between(gap: &[Token<'_>]) -> Option<String> {
         return None;
     }
     let words: Vec<String> = gap.iter().map(|t| t.word.to_lowercase()).collect();
-    let has_predicate = words.iter().any(|w| !text::is_stopword(w) && !is_number(w)) || words.iter().any(|w| matches!(w.as_str(), "is" | "was" | "are" | "were" | "has" | "had"));
+    let has_predicate = words.iter().any(|w| !text::is_stopword(w) && !is_number(w))
+        || words.iter().any(|w| matches!(w.as_str(), "is" | "was" | "are" | "were" | "has" | "had"));
     // A break inside the gap (other than at its end) means the two mentions sit in
     // different clauses.
     let clause_break = gap[..gap.len() - 1].iter().any(|t| t.breaks_after);
@@ -194,17 +204,16 @@ mod tests {
 
     #[test]
     fn proper_nouns_dates_and_connectors() {
-        let got = entity_mentions("The Journal of Mathematical Physics was first published in January 1960 by the American Institute of Physics.");
+        let got = entity_mentions(
+            "The Journal of Mathematical Physics was first published in January 1960 by the American Institute of Physics.",
+        );
         assert_eq!(got, vec!["Journal of Mathematical Physics", "January 1960", "American Institute of Physics"]);
     }
 
     #[test]
     fn svo_triples_and_pronoun_subjects() {
         let x = RuleExtractor
-            .extract(
-                "Jan Solovej",
-                "Jan Solovej works at University of Copenhagen. He was born in Denmark, in 1961.",
-            )
+            .extract("Jan Solovej", "Jan Solovej works at University of Copenhagen. He was born in Denmark, in 1961.")
             .unwrap();
         assert_eq!(
             x.triples,

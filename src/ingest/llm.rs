@@ -78,10 +78,7 @@ impl Extractor for LlmExtractor {
                 _ => None,
             })
             .collect();
-        Ok(Extraction {
-            entities: parsed.entities,
-            triples,
-        })
+        Ok(Extraction { entities: parsed.entities, triples })
     }
 }
 

@@ -17,8 +17,8 @@ use sha2::{Digest, Sha256};
 use crate::config::{ExtractorKind, Settings, SummarizerKind};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
-use crate::kb::model::{EdgeOrigin, relation_label};
 use crate::kb::PreparedChunk;
+use crate::kb::model::{EdgeOrigin, relation_label};
 use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
 use crate::net::Remote;
 use extract::{Extractor, RuleExtractor};
@@ -53,7 +53,9 @@ impl Pipeline {
             (ExtractorKind::Rules, _) => Arc::new(RuleExtractor),
             (ExtractorKind::Llm, Some(model)) => Arc::new(llm::LlmExtractor::new(model.clone(), remote, settings)?),
             (ExtractorKind::Llm, None) => {
-                return Err(Error::Config("ingest.extractor = \"llm\" needs an [llm] provider other than \"embedded\"".into()));
+                return Err(Error::Config(
+                    "ingest.extractor = \"llm\" needs an [llm] provider other than \"embedded\"".into(),
+                ));
             }
         };
         let summarizer: Arc<dyn Summarizer> = match (settings.ingest.summarizer, &llm) {
@@ -63,7 +65,9 @@ impl Pipeline {
             }),
             (SummarizerKind::Llm, Some(model)) => Arc::new(llm::LlmSummarizer::new(model.clone(), remote, settings)?),
             (SummarizerKind::Llm, None) => {
-                return Err(Error::Config("ingest.summarizer = \"llm\" needs an [llm] provider other than \"embedded\"".into()));
+                return Err(Error::Config(
+                    "ingest.summarizer = \"llm\" needs an [llm] provider other than \"embedded\"".into(),
+                ));
             }
         };
         Ok(Pipeline {
@@ -84,10 +88,7 @@ impl Pipeline {
     pub fn prepare(&self, doc: SourceDoc) -> Result<PreparedDoc> {
         let content_hash = content_hash(&doc.title, &doc.text);
         let spans = chunk::chunk_spans(&doc.text, self.chunk_tokens, self.chunk_overlap);
-        let imported = self
-            .triples
-            .as_ref()
-            .and_then(|t| t.for_document(&doc.title, &doc.text));
+        let imported = self.triples.as_ref().and_then(|t| t.for_document(&doc.title, &doc.text));
         let mut chunks = Vec::with_capacity(spans.len());
         let mut triples = Vec::new();
         let mut all_entities = Vec::new();
@@ -116,11 +117,7 @@ impl Pipeline {
                     .map(|c| c as usize)
                     .filter(|c| *c < chunks.len())
                     .unwrap_or_else(|| chunk_mentioning(&chunks, &t.triple.subject, &t.triple.object));
-                triples.push(PreparedTriple {
-                    triple: t.triple,
-                    chunk,
-                    origin: EdgeOrigin::Imported,
-                });
+                triples.push(PreparedTriple { triple: t.triple, chunk, origin: EdgeOrigin::Imported });
             }
         }
         // Every distinct mention once, in document order (the summary's tie-break).
@@ -132,11 +129,14 @@ impl Pipeline {
         // title), the summary, and the short texts: every mention that may become a node and
         // every relation label. A neural embedder batches them; the commit thread then
         // embeds nothing.
-        let mut short_texts: Vec<String> = chunks
-            .iter()
-            .flat_map(|c| c.entities.iter().cloned())
-            .chain(triples.iter().flat_map(|t| [t.triple.subject.clone(), t.triple.object.clone(), relation_label(&t.triple.relation)]))
-            .collect();
+        let mut short_texts: Vec<String> =
+            chunks
+                .iter()
+                .flat_map(|c| c.entities.iter().cloned())
+                .chain(triples.iter().flat_map(|t| {
+                    [t.triple.subject.clone(), t.triple.object.clone(), relation_label(&t.triple.relation)]
+                }))
+                .collect();
         short_texts.sort_unstable();
         short_texts.dedup();
         let indexed: Vec<String> = chunks.iter().map(|c| format!("{}\n{}", doc.title, c.text)).collect();
@@ -262,7 +262,12 @@ impl KbAccess for &tokio::sync::RwLock<Kb> {
 
 /// Ingests files and directories. Each document commits on its own; a failure in one file
 /// is recorded in the report and the others go on.
-pub fn ingest_paths<K: KbAccess + ?Sized>(kb: &mut K, pipeline: &Pipeline, paths: &[PathBuf], progress: &mut dyn Progress) -> Result<IngestReport> {
+pub fn ingest_paths<K: KbAccess + ?Sized>(
+    kb: &mut K,
+    pipeline: &Pipeline,
+    paths: &[PathBuf],
+    progress: &mut dyn Progress,
+) -> Result<IngestReport> {
     ingest_paths_within(kb, pipeline, paths, &Access::anywhere(pipeline.max_file_bytes), progress)
 }
 
@@ -310,7 +315,8 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
     let work: Vec<SourceDoc> = kb.write(|kb| {
         docs.into_iter()
             .filter(|doc| {
-                let unchanged = kb.doc_by_id(&doc.id).is_some_and(|d| d.content_hash == content_hash(&doc.title, &doc.text));
+                let unchanged =
+                    kb.doc_by_id(&doc.id).is_some_and(|d| d.content_hash == content_hash(&doc.title, &doc.text));
                 if unchanged {
                     report.record(IngestOutcome::Unchanged);
                     progress.advance(&doc.id);

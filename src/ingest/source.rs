@@ -70,17 +70,16 @@ impl Access {
             return Err(Error::Invalid("ingest of paths is disabled on this server (server.ingest_roots is empty); send the text as `documents`, or configure server.ingest_roots".into()));
         }
         let canonical = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
-        if self.allows(&canonical) {
-            Ok(())
-        } else {
-            Err(outside(path, &canonical))
-        }
+        if self.allows(&canonical) { Ok(()) } else { Err(outside(path, &canonical)) }
     }
 }
 
 fn outside(path: &Path, canonical: &Path) -> Error {
     let via = if path == canonical { String::new() } else { format!(" (resolves to {})", canonical.display()) };
-    Error::Invalid(format!("{}{via} is outside server.ingest_roots; only files under those directories can be ingested by path", path.display()))
+    Error::Invalid(format!(
+        "{}{via} is outside server.ingest_roots; only files under those directories can be ingested by path",
+        path.display()
+    ))
 }
 
 /// Files under `paths` (directories recurse, sorted for determinism). Each file is visited
@@ -135,7 +134,10 @@ impl Walk<'_> {
                 });
             }
         } else if !meta.is_file() {
-            self.problems.push(SourceProblem::Error(Error::Invalid(format!("{}: not a regular file (a FIFO, device or socket is never read)", path.display()))));
+            self.problems.push(SourceProblem::Error(Error::Invalid(format!(
+                "{}: not a regular file (a FIFO, device or socket is never read)",
+                path.display()
+            ))));
         } else {
             self.files.push(path.to_path_buf());
         }
@@ -143,9 +145,7 @@ impl Walk<'_> {
 }
 
 fn has_supported_extension(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
 /// The bytes of a regular file of at most `max` bytes. Opened without blocking and checked
@@ -155,18 +155,29 @@ fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, Error> {
     use std::os::unix::fs::OpenOptionsExt;
     // Linux's value; opening a FIFO for reading must not wait for a writer.
     const O_NONBLOCK: i32 = 0o4000;
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(O_NONBLOCK).open(path).map_err(|e| Error::io(path, e))?;
+    let file =
+        std::fs::OpenOptions::new().read(true).custom_flags(O_NONBLOCK).open(path).map_err(|e| Error::io(path, e))?;
     let meta = file.metadata().map_err(|e| Error::io(path, e))?;
     if !meta.is_file() {
-        return Err(Error::Invalid(format!("{}: not a regular file (a FIFO, device or socket is never read)", path.display())));
+        return Err(Error::Invalid(format!(
+            "{}: not a regular file (a FIFO, device or socket is never read)",
+            path.display()
+        )));
     }
     if meta.len() > max {
-        return Err(Error::Invalid(format!("{}: {} bytes is over ingest.max_file_bytes ({max}); split the file or raise the limit", path.display(), meta.len())));
+        return Err(Error::Invalid(format!(
+            "{}: {} bytes is over ingest.max_file_bytes ({max}); split the file or raise the limit",
+            path.display(),
+            meta.len()
+        )));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(max.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
     if bytes.len() as u64 > max {
-        return Err(Error::Invalid(format!("{}: grew past ingest.max_file_bytes ({max}) while being read", path.display())));
+        return Err(Error::Invalid(format!(
+            "{}: grew past ingest.max_file_bytes ({max}) while being read",
+            path.display()
+        )));
     }
     Ok(bytes)
 }
@@ -185,7 +196,10 @@ fn decode_lines(path: &Path, bytes: &[u8], problems: &mut Vec<SourceProblem>) ->
                 problems.push(SourceProblem::Error(Error::Parse {
                     path: path.to_path_buf(),
                     line: i + 1,
-                    message: format!("not valid UTF-8 (byte {} of the line); the line was left out", e.valid_up_to() + 1),
+                    message: format!(
+                        "not valid UTF-8 (byte {} of the line); the line was left out",
+                        e.valid_up_to() + 1
+                    ),
                 }));
                 if line.ends_with(b"\n") {
                     text.push('\n');
@@ -207,11 +221,7 @@ pub fn read_file(path: &Path, max_file_bytes: u64) -> ReadOutcome {
     };
     let content = decode_lines(path, &bytes, &mut out.problems);
     let source = path.display().to_string();
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(|e| e.to_ascii_lowercase())
-        .unwrap_or_default();
+    let ext = path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).unwrap_or_default();
     match ext.as_str() {
         "jsonl" => read_jsonl(path, &content, &source, &mut out),
         // A JSON document is one value: a bad line breaks it whole, so parse it only when
@@ -226,10 +236,8 @@ pub fn read_file(path: &Path, max_file_bytes: u64) -> ReadOutcome {
 }
 
 fn plain_doc(content: &str, source: &str, title: Option<String>) -> SourceDoc {
-    let stem = Path::new(source)
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| source.to_string());
+    let stem =
+        Path::new(source).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| source.to_string());
     SourceDoc {
         id: source.to_string(),
         title: title.unwrap_or(stem),
@@ -239,10 +247,7 @@ fn plain_doc(content: &str, source: &str, title: Option<String>) -> SourceDoc {
 }
 
 fn markdown_title(content: &str) -> Option<String> {
-    content
-        .lines()
-        .find_map(|l| l.strip_prefix("# "))
-        .map(|t| t.trim().to_string())
+    content.lines().find_map(|l| l.strip_prefix("# ")).map(|t| t.trim().to_string())
 }
 
 #[derive(Deserialize)]
@@ -267,12 +272,7 @@ fn read_jsonl(path: &Path, content: &str, source: &str, out: &mut ReadOutcome) {
                     None if !title.is_empty() => ids.for_title(&title),
                     None => format!("{source}#{}", i + 1),
                 };
-                out.docs.push(SourceDoc {
-                    id,
-                    title,
-                    text: rec.text,
-                    source: source.to_string(),
-                });
+                out.docs.push(SourceDoc { id, title, text: rec.text, source: source.to_string() });
             }
             Err(e) => out.problems.push(SourceProblem::Error(Error::Parse {
                 path: path.to_path_buf(),
@@ -299,9 +299,7 @@ fn read_json(path: &Path, content: &str, source: &str, out: &mut ReadOutcome) {
             out.problems.push(SourceProblem::Error(Error::Parse {
                 path: path.to_path_buf(),
                 line: e.line(),
-                message: format!(
-                    "{e} (expected a list of {{title, text}} or an object {{title: [sentences]}})"
-                ),
+                message: format!("{e} (expected a list of {{title, text}} or an object {{title: [sentences]}})"),
             }));
             return;
         }
@@ -316,12 +314,7 @@ fn read_json(path: &Path, content: &str, source: &str, out: &mut ReadOutcome) {
                     Some(other) => other.to_string(),
                     None => ids.for_title(&title),
                 };
-                out.docs.push(SourceDoc {
-                    id,
-                    title,
-                    text: rec.text,
-                    source: source.to_string(),
-                });
+                out.docs.push(SourceDoc { id, title, text: rec.text, source: source.to_string() });
             }
         }
         JsonCorpus::Sentences(map) => {
@@ -362,11 +355,7 @@ impl IdAllocator {
     pub fn for_title(&mut self, title: &str) -> String {
         let n = self.seen.entry(title.to_string()).or_default();
         *n += 1;
-        if *n == 1 {
-            title.to_string()
-        } else {
-            format!("{title}#{n}")
-        }
+        if *n == 1 { title.to_string() } else { format!("{title}#{n}") }
     }
 }
 
@@ -442,7 +431,11 @@ mod tests {
         let out = read_file(&txt, MAX);
         assert_eq!(out.docs[0].text, "first line\n\nthird line\n");
         assert!(matches!(out.problems[..], [SourceProblem::Error(Error::Parse { line: 2, .. })]), "{:?}", out.problems);
-        let jsonl = write(dir.path(), "bad.jsonl", b"{\"id\":\"a\",\"text\":\"alpha\"}\n{\"id\":\"b\",\"text\":\"\xfe\"}\n{\"id\":\"c\",\"text\":\"gamma\"}\n");
+        let jsonl = write(
+            dir.path(),
+            "bad.jsonl",
+            b"{\"id\":\"a\",\"text\":\"alpha\"}\n{\"id\":\"b\",\"text\":\"\xfe\"}\n{\"id\":\"c\",\"text\":\"gamma\"}\n",
+        );
         let out = read_file(&jsonl, MAX);
         let ids: Vec<_> = out.docs.iter().map(|d| d.id.as_str()).collect();
         assert_eq!(ids, ["a", "c"]);

@@ -17,13 +17,10 @@ pub struct ExtractiveSummarizer {
 
 impl Summarizer for ExtractiveSummarizer {
     fn summarize(&self, title: &str, body: &str, entities: &[String]) -> Result<String> {
-        let lead: Vec<&str> = text::sentence_spans(body)
-            .into_iter()
-            .take(self.sentences)
-            .map(|r| &body[r])
-            .collect();
+        let lead: Vec<&str> = text::sentence_spans(body).into_iter().take(self.sentences).map(|r| &body[r]).collect();
         let counts = mention_counts(&body.to_lowercase(), entities);
-        let mut counted: Vec<(usize, usize, &String)> = entities.iter().enumerate().map(|(first, e)| (counts[first], first, e)).collect();
+        let mut counted: Vec<(usize, usize, &String)> =
+            entities.iter().enumerate().map(|(first, e)| (counts[first], first, e)).collect();
         // Most mentioned first; ties keep document order.
         counted.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut seen = HashMap::new();

@@ -92,7 +92,9 @@ impl TripleImport {
                         .entry(rec.doc_title.unwrap_or_default())
                         .or_default()
                         .push(ImportedTriple { triple, chunk: rec.chunk }),
-                    None => import.reject(format!("line {}: subject, relation and object must be non-empty strings", i + 1)),
+                    None => {
+                        import.reject(format!("line {}: subject, relation and object must be non-empty strings", i + 1))
+                    }
                 }
             }
         } else {
@@ -129,8 +131,11 @@ impl TripleImport {
     /// those whose passage or title matched no document ingested with this import.
     pub fn problems(&self) -> Vec<DroppedTriples> {
         let file = self.path.display();
-        let mut out: Vec<DroppedTriples> =
-            self.rejected.iter().map(|why| DroppedTriples { triples: 1, message: format!("{file}: {why}; triple left out") }).collect();
+        let mut out: Vec<DroppedTriples> = self
+            .rejected
+            .iter()
+            .map(|why| DroppedTriples { triples: 1, message: format!("{file}: {why}; triple left out") })
+            .collect();
         let used = self.used.lock().unwrap_or_else(|e| e.into_inner());
         let mut unmatched: Vec<(String, usize)> = self
             .by_passage
@@ -147,7 +152,9 @@ impl TripleImport {
         unmatched.sort();
         out.extend(unmatched.into_iter().map(|(what, n)| DroppedTriples {
             triples: n,
-            message: format!("{file}: {n} triple(s) for {what} left out: no ingested document has that title (and text)"),
+            message: format!(
+                "{file}: {n} triple(s) for {what} left out: no ingested document has that title (and text)"
+            ),
         }));
         out
     }
@@ -180,11 +187,7 @@ impl TripleImport {
 fn triple_from(raw: &[serde_json::Value]) -> Option<RawTriple> {
     let [s, r, o] = raw else { return None };
     let get = |v: &serde_json::Value| v.as_str().map(str::trim).filter(|s| !s.is_empty()).map(String::from);
-    Some(RawTriple {
-        subject: get(s)?,
-        relation: get(r)?,
-        object: get(o)?,
-    })
+    Some(RawTriple { subject: get(s)?, relation: get(r)?, object: get(o)? })
 }
 
 #[cfg(test)]
@@ -206,18 +209,26 @@ mod tests {
         assert!(imp.for_document("A", "other text").is_none());
         let problems = imp.problems();
         assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(problems[1].message.contains("triple 3") && problems[1].message.contains(r#"["only","two"]"#), "{problems:?}");
+        assert!(
+            problems[1].message.contains("triple 3") && problems[1].message.contains(r#"["only","two"]"#),
+            "{problems:?}"
+        );
     }
 
     #[test]
     fn jsonl_shape_and_bad_line() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.jsonl");
-        std::fs::write(&p, "{\"doc_title\":\"A\",\"chunk\":1,\"subject\":\"a\",\"relation\":\"r\",\"object\":\"b\"}\n").unwrap();
+        std::fs::write(&p, "{\"doc_title\":\"A\",\"chunk\":1,\"subject\":\"a\",\"relation\":\"r\",\"object\":\"b\"}\n")
+            .unwrap();
         let imp = TripleImport::load(&p).unwrap();
         assert_eq!(imp.for_document("A", "anything").unwrap()[0].chunk, Some(1));
         assert!(imp.problems().is_empty(), "every triple was taken");
-        std::fs::write(&p, "{\"subject\":1}\n{\"doc_title\":\"B\",\"subject\":\"a\",\"relation\":\"r\",\"object\":\"b\"}\n").unwrap();
+        std::fs::write(
+            &p,
+            "{\"subject\":1}\n{\"doc_title\":\"B\",\"subject\":\"a\",\"relation\":\"r\",\"object\":\"b\"}\n",
+        )
+        .unwrap();
         let imp = TripleImport::load(&p).unwrap();
         assert_eq!(imp.for_document("B", "x").unwrap().len(), 1, "the good line is kept");
         let problems = imp.problems();

@@ -21,7 +21,8 @@ pub fn blocking_keys(surface: &str) -> Vec<String> {
         .filter(|w| !crate::text::is_stopword(w))
         .map(|w| format!("w:{}", w.chars().take(4).collect::<String>()))
         .collect();
-    let initials: String = surface.split_whitespace().filter_map(|w| w.chars().next()).filter(|c| c.is_uppercase()).collect();
+    let initials: String =
+        surface.split_whitespace().filter_map(|w| w.chars().next()).filter(|c| c.is_uppercase()).collect();
     if initials.len() >= 2 {
         keys.push(format!("i:{initials}"));
     }
@@ -54,7 +55,12 @@ fn edit_similarity_at_least(a_key: &str, b_key: &str, threshold: f32) -> bool {
 /// Both measures above their thresholds, or the acronym rule. `cosine` gives the embedding
 /// similarity of the pair (`None`: no vector); it is only called when the names are close
 /// enough for it to matter, so callers may fetch vectors lazily.
-pub fn same_entity(a: &Mention<'_>, b: &Mention<'_>, cosine: impl FnOnce() -> Option<f32>, settings: &AliasSettings) -> bool {
+pub fn same_entity(
+    a: &Mention<'_>,
+    b: &Mention<'_>,
+    cosine: impl FnOnce() -> Option<f32>,
+    settings: &AliasSettings,
+) -> bool {
     if a.key == b.key {
         return true;
     }
@@ -90,11 +96,8 @@ pub fn acronym_of(short: &str, long: &str) -> bool {
     if long_key.starts_with(&format!("{short_key} ")) {
         return true;
     }
-    let initials: String = long
-        .split_whitespace()
-        .filter_map(|w| w.chars().next())
-        .filter(|c| c.is_uppercase())
-        .collect();
+    let initials: String =
+        long.split_whitespace().filter_map(|w| w.chars().next()).filter(|c| c.is_uppercase()).collect();
     initials.len() >= 2 && initials == letters
 }
 
@@ -110,11 +113,27 @@ mod tests {
 
     #[test]
     fn length_bound_agrees_with_levenshtein() {
-        let words = ["abcdefghijklmnopqrstuvwxy", "abcdefghijklmnopqrstuv", "paris", "parish", "paris hilton", "", "p", "colour research", "color research", "münchen", "munchen"];
+        let words = [
+            "abcdefghijklmnopqrstuvwxy",
+            "abcdefghijklmnopqrstuv",
+            "paris",
+            "parish",
+            "paris hilton",
+            "",
+            "p",
+            "colour research",
+            "color research",
+            "münchen",
+            "munchen",
+        ];
         for a in words {
             for b in words {
                 for threshold in [0.5, 0.88, 0.95, edit_similarity(a, b)] {
-                    assert_eq!(edit_similarity_at_least(a, b, threshold), edit_similarity(a, b) >= threshold, "{a:?} {b:?} {threshold}");
+                    assert_eq!(
+                        edit_similarity_at_least(a, b, threshold),
+                        edit_similarity(a, b) >= threshold,
+                        "{a:?} {b:?} {threshold}"
+                    );
                 }
             }
         }

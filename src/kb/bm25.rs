@@ -16,11 +16,7 @@ pub struct Bm25 {
 
 impl Bm25 {
     pub fn new(settings: &Bm25Settings) -> Self {
-        Bm25 {
-            k1: settings.k1,
-            b: settings.b,
-            ..Default::default()
-        }
+        Bm25 { k1: settings.k1, b: settings.b, ..Default::default() }
     }
 
     pub fn len(&self) -> usize {

@@ -108,8 +108,7 @@ impl KnowledgeGraph {
     pub fn csr(&self) -> Csr {
         let mut ids: Vec<NodeId> = self.nodes.keys().copied().collect();
         ids.sort_unstable();
-        let position: HashMap<NodeId, u32> =
-            ids.iter().enumerate().map(|(i, id)| (*id, i as u32)).collect();
+        let position: HashMap<NodeId, u32> = ids.iter().enumerate().map(|(i, id)| (*id, i as u32)).collect();
         let mut offsets = Vec::with_capacity(ids.len() + 1);
         let mut targets = Vec::with_capacity(self.edges.len() * 2);
         offsets.push(0);
@@ -119,12 +118,7 @@ impl KnowledgeGraph {
             }
             offsets.push(targets.len());
         }
-        Csr {
-            ids,
-            position,
-            offsets,
-            targets,
-        }
+        Csr { ids, position, offsets, targets }
     }
 }
 
@@ -174,12 +168,7 @@ impl Csr {
         }
         let ids: Vec<NodeId> = (0..node_count as u32).collect();
         let position = ids.iter().map(|&i| (i, i)).collect();
-        Csr {
-            ids,
-            position,
-            offsets,
-            targets,
-        }
+        Csr { ids, position, offsets, targets }
     }
 }
 
@@ -194,13 +183,7 @@ mod tests {
         g.add_edge(11, 3, 1);
         let mut steps = g.steps(1);
         steps.sort_by_key(|s| s.edge);
-        assert_eq!(
-            steps,
-            vec![
-                Step { edge: 10, to: 2, forward: true },
-                Step { edge: 11, to: 3, forward: false }
-            ]
-        );
+        assert_eq!(steps, vec![Step { edge: 10, to: 2, forward: true }, Step { edge: 11, to: 3, forward: false }]);
         let csr = g.csr();
         assert_eq!(csr.degree(csr.position[&1] as usize), 2);
         g.remove_node(1);

@@ -25,8 +25,8 @@ use crate::rank::reciprocal_rank_fusion;
 use bm25::Bm25;
 use graph::{Csr, KnowledgeGraph};
 use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId};
-use store::{Family, Store};
 use relations::RelationLabels;
+use store::{Family, Store};
 use vector::VectorIndex;
 
 pub use write::{IngestOutcome, PreparedChunk, PreparedDoc, PreparedTriple};
@@ -104,10 +104,7 @@ impl Kb {
         let store = Store::open(&settings.data_dir)?;
         match store.embedder_id()? {
             Some(stored) if stored != embedder.id() => {
-                return Err(Error::EmbedderMismatch {
-                    stored,
-                    configured: embedder.id(),
-                });
+                return Err(Error::EmbedderMismatch { stored, configured: embedder.id() });
             }
             Some(_) => {}
             None => store.set_embedder_id(&embedder.id())?,
@@ -207,11 +204,18 @@ impl Kb {
     /// Embeddings of the relation labels of `edges` that the KB does not know yet: taken from
     /// `known` where it has them, the rest embedded in batches (one call per label would
     /// dominate loading with a neural embedder).
-    fn embed_new_relations(&self, edges: &[Edge], known: HashMap<String, crate::embed::Embedding>) -> Result<HashMap<String, crate::embed::Embedding>> {
+    fn embed_new_relations(
+        &self,
+        edges: &[Edge],
+        known: HashMap<String, crate::embed::Embedding>,
+    ) -> Result<HashMap<String, crate::embed::Embedding>> {
         let mut fresh: Vec<&str> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for edge in edges {
-            if !self.relations.contains(&edge.relation) && !known.contains_key(&edge.relation) && seen.insert(edge.relation.as_str()) {
+            if !self.relations.contains(&edge.relation)
+                && !known.contains_key(&edge.relation)
+                && seen.insert(edge.relation.as_str())
+            {
                 fresh.push(&edge.relation);
             }
         }
@@ -289,12 +293,7 @@ impl Kb {
     /// Committed nodes with an alias carrying one of `blocks` (see [`align::blocking_keys`]):
     /// the only possible alias matches.
     pub fn alias_candidates(&self, blocks: &[String]) -> Vec<NodeId> {
-        let mut out: Vec<NodeId> = blocks
-            .iter()
-            .filter_map(|k| self.alias_blocks.get(k))
-            .flatten()
-            .copied()
-            .collect();
+        let mut out: Vec<NodeId> = blocks.iter().filter_map(|k| self.alias_blocks.get(k)).flatten().copied().collect();
         out.sort_unstable();
         out.dedup();
         out

@@ -50,10 +50,7 @@ pub fn reindex(settings: &Settings, embedder: Arc<dyn Embedder>) -> Result<Reind
     let previous_embedder = store.embedder_id()?;
     let dim = embedder.dim();
 
-    let docs: HashMap<DocKey, Document> = store
-        .docs()
-        .map(|d| d.map(|d| (d.key, d)))
-        .collect::<Result<_>>()?;
+    let docs: HashMap<DocKey, Document> = store.docs().map(|d| d.map(|d| (d.key, d))).collect::<Result<_>>()?;
 
     let mut chunks = 0;
     let mut pending: Vec<(u64, String)> = Vec::with_capacity(RECORDS_PER_COMMIT);
@@ -121,11 +118,7 @@ fn write_vectors(
     let texts: Vec<&str> = pending.iter().map(|(_, t)| t.as_str()).collect();
     let vectors = embedder.embed(&texts)?;
     if vectors.len() != pending.len() {
-        return Err(Error::Embed(format!(
-            "embedder returned {} vectors for {} texts",
-            vectors.len(),
-            pending.len()
-        )));
+        return Err(Error::Embed(format!("embedder returned {} vectors for {} texts", vectors.len(), pending.len())));
     }
     let mut batch = KbBatch::default();
     for ((id, _), v) in pending.iter().zip(&vectors) {

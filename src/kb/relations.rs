@@ -23,7 +23,12 @@ pub struct RelationLabels {
 
 impl RelationLabels {
     pub fn new(dim: usize, settings: &IndexSettings) -> Result<Self> {
-        Ok(RelationLabels { labels: HashMap::new(), names: HashMap::new(), vectors: VectorIndex::new(dim, settings)?, next_id: 0 })
+        Ok(RelationLabels {
+            labels: HashMap::new(),
+            names: HashMap::new(),
+            vectors: VectorIndex::new(dim, settings)?,
+            next_id: 0,
+        })
     }
 
     pub fn len(&self) -> usize {

@@ -98,31 +98,27 @@ impl Store {
         set_mode(dir, 0o700)?;
         restrict_to_owner(&dir.join("db"))?;
         let kb = db.open_tree("kb")?;
-        let keyspaces = [db.open_tree(Keyspace::ALL[0].tree_name())?, db.open_tree(Keyspace::ALL[1].tree_name())?, db.open_tree(Keyspace::ALL[2].tree_name())?];
+        let keyspaces = [
+            db.open_tree(Keyspace::ALL[0].tree_name())?,
+            db.open_tree(Keyspace::ALL[1].tree_name())?,
+            db.open_tree(Keyspace::ALL[2].tree_name())?,
+        ];
         match kb.get(META_SCHEMA)? {
             Some(raw) => {
-                let found = u32::from_be_bytes(raw.as_ref().try_into().map_err(|_| Error::Corrupt {
-                    key: "meta/schema".into(),
-                    message: "not a u32".into(),
-                })?);
+                let found = u32::from_be_bytes(
+                    raw.as_ref()
+                        .try_into()
+                        .map_err(|_| Error::Corrupt { key: "meta/schema".into(), message: "not a u32".into() })?,
+                );
                 if found > SCHEMA_VERSION {
-                    return Err(Error::SchemaTooNew {
-                        dir: dir.to_path_buf(),
-                        found,
-                        supported: SCHEMA_VERSION,
-                    });
+                    return Err(Error::SchemaTooNew { dir: dir.to_path_buf(), found, supported: SCHEMA_VERSION });
                 }
             }
             None => {
                 kb.insert(META_SCHEMA, &SCHEMA_VERSION.to_be_bytes())?;
             }
         }
-        Ok(Store {
-            db,
-            kb,
-            keyspaces,
-            dir: dir.to_path_buf(),
-        })
+        Ok(Store { db, kb, keyspaces, dir: dir.to_path_buf() })
     }
 
     fn tree(&self, keyspace: Keyspace) -> &sled::Tree {
@@ -157,17 +153,13 @@ impl Store {
         &self.dir
     }
 
-
     /// A fresh id, unique for the life of the database (gaps after a crash are harmless).
     pub fn next_id(&self) -> Result<u64> {
         Ok(self.db.generate_id()?)
     }
 
     pub fn embedder_id(&self) -> Result<Option<String>> {
-        Ok(self
-            .kb
-            .get(META_EMBEDDER)?
-            .map(|v| String::from_utf8_lossy(&v).into_owned()))
+        Ok(self.kb.get(META_EMBEDDER)?.map(|v| String::from_utf8_lossy(&v).into_owned()))
     }
 
     pub fn set_embedder_id(&self, id: &str) -> Result<()> {
@@ -176,10 +168,7 @@ impl Store {
     }
 
     pub fn doc_key_for(&self, id: &str) -> Result<Option<DocKey>> {
-        Ok(self
-            .kb
-            .get(Family::DocId.str_key(id))?
-            .and_then(|v| v.as_ref().try_into().ok().map(u32::from_be_bytes)))
+        Ok(self.kb.get(Family::DocId.str_key(id))?.and_then(|v| v.as_ref().try_into().ok().map(u32::from_be_bytes)))
     }
 
     pub fn get<T: DeserializeOwned>(&self, family: Family, id: u64) -> Result<Option<T>> {
@@ -276,10 +265,8 @@ fn restrict_to_owner(dir: &Path) -> Result<()> {
 }
 
 fn decode<T: DeserializeOwned>(key: &[u8], raw: &[u8]) -> Result<T> {
-    serde_json::from_slice(raw).map_err(|e| Error::Corrupt {
-        key: String::from_utf8_lossy(key).into_owned(),
-        message: e.to_string(),
-    })
+    serde_json::from_slice(raw)
+        .map_err(|e| Error::Corrupt { key: String::from_utf8_lossy(key).into_owned(), message: e.to_string() })
 }
 
 fn vec_to_bytes(v: &[f32]) -> Vec<u8> {
@@ -287,9 +274,7 @@ fn vec_to_bytes(v: &[f32]) -> Vec<u8> {
 }
 
 fn bytes_to_vec(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
 /// Typed writes that land together or not at all.
@@ -314,8 +299,7 @@ impl KbBatch {
 
     pub fn put_doc(&mut self, doc: &Document) {
         self.put(Family::Doc.key(doc.key as u64), doc);
-        self.inner
-            .insert(Family::DocId.str_key(&doc.id), doc.key.to_be_bytes().to_vec());
+        self.inner.insert(Family::DocId.str_key(&doc.id), doc.key.to_be_bytes().to_vec());
     }
     pub fn remove_doc(&mut self, doc: &Document) {
         self.inner.remove(Family::Doc.key(doc.key as u64));

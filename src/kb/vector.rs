@@ -126,7 +126,11 @@ impl VectorIndex {
         std::thread::scope(|scope| {
             let workers: Vec<_> = staged
                 .chunks(share)
-                .map(|part| scope.spawn(move || part.iter().try_for_each(|key| graph.add(*key, &vectors[key]).map_err(index_error))))
+                .map(|part| {
+                    scope.spawn(move || {
+                        part.iter().try_for_each(|key| graph.add(*key, &vectors[key]).map_err(index_error))
+                    })
+                })
                 .collect();
             workers
                 .into_iter()
@@ -144,10 +148,8 @@ impl VectorIndex {
             let wanted = (k * OVERSAMPLE + OVERSAMPLE_MIN_EXTRA).min(self.graph.size());
             candidates.extend(self.graph.search(query, wanted).map_err(index_error)?.keys);
         }
-        let mut hits: Vec<(u64, f32)> = candidates
-            .into_iter()
-            .filter_map(|key| self.vectors.get(&key).map(|v| (key, cosine(query, v))))
-            .collect();
+        let mut hits: Vec<(u64, f32)> =
+            candidates.into_iter().filter_map(|key| self.vectors.get(&key).map(|v| (key, cosine(query, v)))).collect();
         hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         hits.truncate(k);
         Ok(hits)
@@ -165,9 +167,7 @@ impl VectorIndex {
 
     /// Room for `capacity` vectors, with one add/search context per build thread or core.
     fn reserve(&self, capacity: usize) -> Result<()> {
-        self.graph
-            .reserve_capacity_and_threads(capacity, self.build_threads.max(cores()))
-            .map_err(index_error)
+        self.graph.reserve_capacity_and_threads(capacity, self.build_threads.max(cores())).map_err(index_error)
     }
 }
 

@@ -3,10 +3,10 @@
 
 use std::collections::HashMap;
 
+use super::Kb;
 use super::align::{Mention, same_entity};
 use super::model::{Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple, relation_label};
 use super::store::{Family, KbBatch};
-use super::Kb;
 use crate::embed::Embedding;
 use crate::error::{Error, Result};
 use crate::text::normalize_entity;
@@ -163,12 +163,8 @@ impl<'kb> Staging<'kb> {
         if key.is_empty() {
             return Ok(None);
         }
-        let exact = self
-            .keys
-            .get(&key)
-            .copied()
-            .or_else(|| self.kb.node_keys.get(&key).copied())
-            .filter(|id| self.live(*id));
+        let exact =
+            self.keys.get(&key).copied().or_else(|| self.kb.node_keys.get(&key).copied()).filter(|id| self.live(*id));
         let id = match exact {
             Some(id) => id,
             None => self.match_or_create(mention, &key)?,
@@ -203,12 +199,7 @@ impl<'kb> Staging<'kb> {
             return Ok(id);
         }
         let id = self.kb.store.next_id()? as NodeId;
-        self.put_node(Node {
-            id,
-            name: mention.to_string(),
-            aliases: Vec::new(),
-            chunks: Vec::new(),
-        });
+        self.put_node(Node { id, name: mention.to_string(), aliases: Vec::new(), chunks: Vec::new() });
         self.changes.node_vectors.insert(id, vector);
         self.block_staged(id, mention);
         Ok(id)
@@ -236,21 +227,16 @@ impl<'kb> Staging<'kb> {
     }
 
     fn add_edge(&mut self, triple: &RawTriple, chunk: ChunkId, origin: EdgeOrigin) -> Result<Option<Edge>> {
-        let (Some(subject), Some(object)) = (self.resolve(&triple.subject, chunk)?, self.resolve(&triple.object, chunk)?) else {
+        let (Some(subject), Some(object)) =
+            (self.resolve(&triple.subject, chunk)?, self.resolve(&triple.object, chunk)?)
+        else {
             return Ok(None);
         };
         let relation = relation_label(&triple.relation);
         if relation.is_empty() {
             return Ok(None);
         }
-        let edge = Edge {
-            id: self.kb.store.next_id()?,
-            subject,
-            relation,
-            object,
-            chunk,
-            origin,
-        };
+        let edge = Edge { id: self.kb.store.next_id()?, subject, relation, object, chunk, origin };
         self.batch.put_edge(&edge);
         self.changes.edges_added.push(edge.clone());
         Ok(Some(edge))
@@ -325,11 +311,7 @@ impl Kb {
         staging.changes.doc_added = Some((document, doc.summary_vector));
         let changes = staging.finish()?;
         self.apply(changes)?;
-        Ok(if previous.is_some() {
-            IngestOutcome::Replaced
-        } else {
-            IngestOutcome::Added
-        })
+        Ok(if previous.is_some() { IngestOutcome::Replaced } else { IngestOutcome::Added })
     }
 
     /// Removes a document with its chunks, edges, vectors and the nodes only it mentioned.
@@ -353,13 +335,9 @@ impl Kb {
         chunk: ChunkId,
         record: impl FnOnce(EdgeId, &mut KbBatch) -> Result<()>,
     ) -> Result<EdgeId> {
-        let chunk_rec = self
-            .chunk(chunk)
-            .ok_or_else(|| Error::NotFound(format!("chunk {chunk}")))?;
-        let mut doc = self
-            .doc(chunk_rec.doc)
-            .cloned()
-            .ok_or_else(|| Error::NotFound(format!("document of chunk {chunk}")))?;
+        let chunk_rec = self.chunk(chunk).ok_or_else(|| Error::NotFound(format!("chunk {chunk}")))?;
+        let mut doc =
+            self.doc(chunk_rec.doc).cloned().ok_or_else(|| Error::NotFound(format!("document of chunk {chunk}")))?;
         let mut staging = Staging::new(self);
         let edge = staging
             .add_edge(triple, chunk, EdgeOrigin::Curated)?
@@ -436,7 +414,8 @@ impl Kb {
         }
         // Writes outside a batch (curation, the daemon's single documents) never call the
         // link pass; bound the exact scan over what they leave staged.
-        let staged = [self.chunk_index.staged(), self.summary_index.staged(), self.node_index.staged(), self.relations.staged()];
+        let staged =
+            [self.chunk_index.staged(), self.summary_index.staged(), self.node_index.staged(), self.relations.staged()];
         if staged.iter().any(|n| *n >= STAGED_LINK_THRESHOLD) {
             self.link_staged_vectors()?;
         }

@@ -37,11 +37,7 @@ impl Usage {
     pub fn estimate(request: &CompletionRequest, completion: &str) -> Usage {
         let prompt = request.system.as_deref().map_or(0, crate::text::estimate_tokens)
             + crate::text::estimate_tokens(&request.prompt);
-        Usage {
-            prompt_tokens: prompt,
-            completion_tokens: crate::text::estimate_tokens(completion),
-            estimated: true,
-        }
+        Usage { prompt_tokens: prompt, completion_tokens: crate::text::estimate_tokens(completion), estimated: true }
     }
 }
 

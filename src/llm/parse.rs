@@ -46,7 +46,9 @@ pub fn verdict(text: &str) -> Result<bool, RemoteError> {
 fn yes_no_word(word: &str) -> Option<bool> {
     match word.trim().to_lowercase().as_str() {
         "yes" | "true" | "supported" | "relevant" | "adequate" | "correct" | "pass" | "sufficient" => Some(true),
-        "no" | "false" | "unsupported" | "irrelevant" | "inadequate" | "incorrect" | "fail" | "insufficient" => Some(false),
+        "no" | "false" | "unsupported" | "irrelevant" | "inadequate" | "incorrect" | "fail" | "insufficient" => {
+            Some(false)
+        }
         _ => None,
     }
 }

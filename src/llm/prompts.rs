@@ -76,9 +76,7 @@ pub struct Prompts {
 
 impl Prompts {
     pub fn embedded() -> Prompts {
-        Prompts {
-            templates: PromptId::ALL.iter().map(|id| (*id, id.embedded().to_string())).collect(),
-        }
+        Prompts { templates: PromptId::ALL.iter().map(|id| (*id, id.embedded().to_string())).collect() }
     }
 
     /// Embedded prompts, each replaced by `dir/<file>` where that file exists.

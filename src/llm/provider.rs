@@ -48,10 +48,7 @@ pub struct RigModel {
 
 impl std::fmt::Debug for RigModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RigModel")
-            .field("kind", &self.kind)
-            .field("model", &self.model_name)
-            .finish()
+        f.debug_struct("RigModel").field("kind", &self.kind).field("model", &self.model_name).finish()
     }
 }
 
@@ -72,7 +69,9 @@ impl RigModel {
                 config.dialect.quirks.rewrite = BodyRewrite::Perplexity;
                 config.connect(http).chat(model_name.as_str()).erase()
             }
-            LlmProvider::Ollama => ollama_config(&base_url, api_key).connect(http).completion(model_name.as_str()).erase(),
+            LlmProvider::Ollama => {
+                ollama_config(&base_url, api_key).connect(http).completion(model_name.as_str()).erase()
+            }
             LlmProvider::Anthropic => {
                 let Some(key) = api_key else {
                     return Err(RemoteError::Config(format!(
@@ -102,8 +101,8 @@ impl LanguageModel for RigModel {
     }
 
     async fn complete(&self, request: &CompletionRequest) -> Result<Completion, RemoteError> {
-        let mut rig_request = rig_core::completion::CompletionRequest::new(request.prompt.clone())
-            .temperature(request.temperature);
+        let mut rig_request =
+            rig_core::completion::CompletionRequest::new(request.prompt.clone()).temperature(request.temperature);
         if request.max_tokens > 0 {
             rig_request = rig_request.max_tokens(u64::from(request.max_tokens));
         }
@@ -136,9 +135,7 @@ impl LanguageModel for RigModel {
 /// The provider's counts where it sent them; estimates (flagged) for any it left out.
 fn usage_of(request: &CompletionRequest, text: &str, reported: &rig_core::completion::Usage) -> Usage {
     match (reported.input_tokens, reported.output_tokens) {
-        (Some(prompt_tokens), Some(completion_tokens)) => {
-            Usage { prompt_tokens, completion_tokens, estimated: false }
-        }
+        (Some(prompt_tokens), Some(completion_tokens)) => Usage { prompt_tokens, completion_tokens, estimated: false },
         (prompt, completion) => {
             let estimate = Usage::estimate(request, text);
             Usage {
@@ -236,19 +233,12 @@ mod tests {
     }
 
     fn policy(max_retries: u32) -> RetryPolicy {
-        RetryPolicy {
-            timeout: Duration::from_millis(200),
-            max_retries,
-            backoff: Duration::from_millis(1),
-        }
+        RetryPolicy { timeout: Duration::from_millis(200), max_retries, backoff: Duration::from_millis(1) }
     }
 
     #[tokio::test]
     async fn retries_transient_errors_then_succeeds() {
-        let model = Retrying::new(
-            Scripted::new(vec![Err(RemoteError::Provider("500".into())), ok("fine")]),
-            policy(2),
-        );
+        let model = Retrying::new(Scripted::new(vec![Err(RemoteError::Provider("500".into())), ok("fine")]), policy(2));
         let completion = model.complete(&request()).await.expect("second attempt succeeds");
         assert_eq!(completion.text, "fine");
         assert_eq!(model.attempts(), 2);
@@ -256,8 +246,7 @@ mod tests {
 
     #[tokio::test]
     async fn gives_up_after_max_retries() {
-        let model =
-            Retrying::new(Scripted::new(vec![Err(RemoteError::RateLimited("slow".into()))]), policy(3));
+        let model = Retrying::new(Scripted::new(vec![Err(RemoteError::RateLimited("slow".into()))]), policy(3));
         let error = model.complete(&request()).await.expect_err("always rate limited");
         assert!(matches!(error, RemoteError::RateLimited(_)));
         assert_eq!(model.attempts(), 4);
@@ -265,8 +254,7 @@ mod tests {
 
     #[tokio::test]
     async fn does_not_retry_permanent_errors() {
-        let model =
-            Retrying::new(Scripted::new(vec![Err(RemoteError::Malformed("x".into())), ok("no")]), policy(3));
+        let model = Retrying::new(Scripted::new(vec![Err(RemoteError::Malformed("x".into())), ok("no")]), policy(3));
         assert!(matches!(model.complete(&request()).await, Err(RemoteError::Malformed(_))));
         assert_eq!(model.attempts(), 1);
     }

@@ -109,11 +109,18 @@ impl Io {
             if direct {
                 builder = builder.no_proxy();
             }
-            builder.build().map(ReqwestClient::from).map_err(|error| format!("could not build the HTTP client: {error}"))
+            builder
+                .build()
+                .map(ReqwestClient::from)
+                .map_err(|error| format!("could not build the HTTP client: {error}"))
         };
-        Ok(Io { direct: client(true)?, proxied: client(false)?, handle: runtime.handle().clone(), runtime: Some(runtime) })
+        Ok(Io {
+            direct: client(true)?,
+            proxied: client(false)?,
+            handle: runtime.handle().clone(),
+            runtime: Some(runtime),
+        })
     }
-
 }
 
 /// Aborts the spawned request when the awaiting caller gives up (a cancelled query).
@@ -153,7 +160,10 @@ impl Remote {
     /// Runs `call` on the I/O runtime and blocks this thread until it is done: the bridge for
     /// synchronous code. Works on any thread, including one that is driving another runtime
     /// (current-thread or multi-thread), since this thread only waits on a channel.
-    pub fn block_on<T: Send + 'static>(&self, call: impl Future<Output = T> + Send + 'static) -> Result<T, RemoteError> {
+    pub fn block_on<T: Send + 'static>(
+        &self,
+        call: impl Future<Output = T> + Send + 'static,
+    ) -> Result<T, RemoteError> {
         if std::thread::current().name() == Some(IO_THREAD) {
             // The I/O runtime waiting on itself could run out of threads and never finish.
             return Err(RemoteError::Config("a blocking model call was made from the I/O runtime itself".into()));

@@ -86,11 +86,8 @@ pub fn find_bridges(kb: &Kb, seeds: &[NodeId], params: &BridgeParams) -> Vec<Bri
             entry.1 += 1.0 / (1.0 + r.distance as f32);
         }
     }
-    let mut bridges: Vec<(NodeId, f32)> = hits
-        .into_iter()
-        .filter(|(_, (count, _))| *count >= 2)
-        .map(|(node, (_, score))| (node, score))
-        .collect();
+    let mut bridges: Vec<(NodeId, f32)> =
+        hits.into_iter().filter(|(_, (count, _))| *count >= 2).map(|(node, (_, score))| (node, score)).collect();
     bridges.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     bridges.truncate(params.max_bridges);
     bridges

@@ -9,8 +9,7 @@ use crate::kb::model::EdgeId;
 
 /// Edges of the seeds' neighbourhood with a relevance score, best first, capped.
 pub fn expand(kb: &Kb, seeds: &Seeds, max_edges: usize) -> Vec<(EdgeId, f32)> {
-    let relation_scores: HashMap<&str, f32> =
-        seeds.relations.iter().map(|r| (r.label.as_str(), r.score)).collect();
+    let relation_scores: HashMap<&str, f32> = seeds.relations.iter().map(|r| (r.label.as_str(), r.score)).collect();
     let filter = !relation_scores.is_empty();
     let mut seen = HashSet::new();
     let mut kept = Vec::new();

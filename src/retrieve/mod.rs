@@ -160,7 +160,11 @@ impl<'kb> Retriever<'kb> {
                     Strategy::PprAlways => &[Stage::Global],
                     _ => &[Stage::Local, Stage::Bridge, Stage::Global],
                 };
-                let stages = if seeds.entities.is_empty() { Vec::new() } else { stages.iter().copied().filter(|s| *s >= options.min_stage).collect() };
+                let stages = if seeds.entities.is_empty() {
+                    Vec::new()
+                } else {
+                    stages.iter().copied().filter(|s| *s >= options.min_stage).collect()
+                };
                 (seeds, stages)
             }
         };
@@ -309,10 +313,7 @@ impl<'kb> RetrievalRun<'kb> {
                 let rule = kb.rule_edge_share();
                 let weight = settings.graph_weight * (1.0 - rule) + settings.rule_graph_weight * rule;
                 let lists = [(graph.as_slice(), weight), (text.as_slice(), 1.0)];
-                weighted_rank_fusion(&lists, settings.rrf_k)
-                    .into_iter()
-                    .map(|(c, s)| (c as ChunkId, s))
-                    .collect()
+                weighted_rank_fusion(&lists, settings.rrf_k).into_iter().map(|(c, s)| (c as ChunkId, s)).collect()
             }
             Strategy::LocalOnly | Strategy::PprAlways => graph_ranked,
         };
@@ -395,22 +396,15 @@ impl<'kb> RetrievalRun<'kb> {
 /// Top nodes by degree-normalised PPR from the entity seeds.
 fn personalized_pagerank(kb: &Kb, settings: &RetrieveSettings, seeds: &Seeds) -> Vec<(NodeId, f32)> {
     let csr = kb.csr();
-    let rows: Vec<usize> = seeds
-        .entities
-        .iter()
-        .filter_map(|s| csr.position.get(&s.node).map(|r| *r as usize))
-        .collect();
+    let rows: Vec<usize> =
+        seeds.entities.iter().filter_map(|s| csr.position.get(&s.node).map(|r| *r as usize)).collect();
     if rows.is_empty() {
         return Vec::new();
     }
     let p = ppr::personalization(&csr, &rows);
     let scores = ppr::scores(&csr, &p, settings);
-    let mut ranked: Vec<(NodeId, f32)> = scores
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| **s > 0.0)
-        .map(|(i, s)| (csr.ids[i], *s as f32))
-        .collect();
+    let mut ranked: Vec<(NodeId, f32)> =
+        scores.iter().enumerate().filter(|(_, s)| **s > 0.0).map(|(i, s)| (csr.ids[i], *s as f32)).collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     ranked.truncate(settings.ppr_top_nodes);
     ranked

@@ -57,10 +57,7 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, query: &str) -> Result<S
     };
     let mut mentioned_words: HashSet<String> = HashSet::new();
     // Exact alias hits on query n-grams.
-    let words: Vec<&str> = query
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words: Vec<&str> = query.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).collect();
     for n in (1..=MAX_NGRAM).rev() {
         for window in words.windows(n) {
             let phrase = window.join(" ");
@@ -88,17 +85,14 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, query: &str) -> Result<S
         .join(" ");
     // One embedding call for the mentions and the relation phrase: with a neural embedder
     // each call is a forward pass, and a query has several short texts.
-    let texts: Vec<&str> = mentions.iter().map(String::as_str).chain(Some(relation_phrase.as_str()).filter(|p| !p.is_empty())).collect();
+    let texts: Vec<&str> =
+        mentions.iter().map(String::as_str).chain(Some(relation_phrase.as_str()).filter(|p| !p.is_empty())).collect();
     let mut vectors = kb.embedder().embed(&texts)?.into_iter();
     for (mention, v) in mentions.iter().zip(vectors.by_ref()) {
         let key = normalize_entity(mention);
         for (id, cos) in kb.node_index().search(&v, 5)? {
             let Some(node) = kb.node(id as NodeId) else { continue };
-            let edit = node
-                .aliases
-                .iter()
-                .map(|a| edit_similarity(&key, &normalize_entity(a)))
-                .fold(0.0f32, f32::max);
+            let edit = node.aliases.iter().map(|a| edit_similarity(&key, &normalize_entity(a))).fold(0.0f32, f32::max);
             let score = edit.max(cos);
             if score >= settings.seed_threshold {
                 consider(EntitySeed { node: node.id, name: node.name.clone(), mention: mention.clone(), score });
@@ -109,10 +103,7 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, query: &str) -> Result<S
     // Equally confident seeds: the longer mention is the more specific one ("Alice Moreau"
     // before the "Alice" inside it).
     entities.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(b.mention.len().cmp(&a.mention.len()))
-            .then(a.node.cmp(&b.node))
+        b.score.total_cmp(&a.score).then(b.mention.len().cmp(&a.mention.len())).then(a.node.cmp(&b.node))
     });
     entities.truncate(settings.max_entity_seeds);
     let relations = match vectors.next() {

@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::protocol::{INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, RpcError, notification};
 use super::Server;
+use super::protocol::{INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, RpcError, notification};
 use crate::control::QueryRequest;
 use crate::curate::{self, ProposalId, Status};
 use crate::engine::Engine;
@@ -22,8 +22,18 @@ use crate::ingest::{self, IngestReport, Progress};
 use crate::kb::model::{NodeId, RawTriple};
 
 pub const METHODS: &[&str] = &[
-    "query", "ingest", "delete", "stats", "health", "check", "proposals.list", "proposals.approve",
-    "proposals.reject", "proposals.edit", "graph.node", "shutdown",
+    "query",
+    "ingest",
+    "delete",
+    "stats",
+    "health",
+    "check",
+    "proposals.list",
+    "proposals.approve",
+    "proposals.reject",
+    "proposals.edit",
+    "graph.node",
+    "shutdown",
 ];
 
 /// Methods that stop by themselves when cancelled (and report what they did) instead of
@@ -283,7 +293,8 @@ async fn ingest_method(cx: Context, params: IngestParams) -> MethodResult {
         };
         docs.push(SourceDoc { id, title, text: d.text, source: "rpc".into() });
     }
-    let mut progress = Notifier { out: cx.out.clone(), request: cx.id.clone(), cancelled: cx.cancelled.clone(), done: 0, total: 0 };
+    let mut progress =
+        Notifier { out: cx.out.clone(), request: cx.id.clone(), cancelled: cx.cancelled.clone(), done: 0, total: 0 };
     let paths = params.paths;
     let engine = cx.server.engine.clone();
     // The write lock is taken per document (see `ingest::KbAccess`), so queries run between
@@ -307,8 +318,11 @@ async fn ingest_method(cx: Context, params: IngestParams) -> MethodResult {
     .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("internal error: {e}")))??;
     if report.cancelled {
         let committed = report.added + report.replaced + report.unchanged;
-        return Err(RpcError::new(REQUEST_CANCELLED, format!("request cancelled: {committed} document(s) were ingested before the cancel, the rest were not"))
-            .with_data(json!({"report": report, "stats": stats})));
+        return Err(RpcError::new(
+            REQUEST_CANCELLED,
+            format!("request cancelled: {committed} document(s) were ingested before the cancel, the rest were not"),
+        )
+        .with_data(json!({"report": report, "stats": stats})));
     }
     Ok(json!({"report": report, "stats": stats}))
 }

@@ -154,7 +154,9 @@ impl Daemon {
             };
             let name = match &b {
                 Bound::Unix { path, .. } => Listen::Unix(path.clone()).to_string(),
-                Bound::Tcp { listener, .. } => format!("tcp:{}", listener.local_addr().map_or_else(|_| "?".into(), |a: SocketAddr| a.to_string())),
+                Bound::Tcp { listener, .. } => {
+                    format!("tcp:{}", listener.local_addr().map_or_else(|_| "?".into(), |a: SocketAddr| a.to_string()))
+                }
             };
             bound.push((b, name));
         }
@@ -213,12 +215,19 @@ impl Daemon {
         let all_permits = u32::try_from(server.max_pending).unwrap_or(u32::MAX);
         let drained = tokio::time::timeout_at(deadline, server.permits.acquire_many(all_permits)).await;
         if drained.is_err() {
-            tracing::warn!(grace_s = self.grace.as_secs(), "work still in flight after the grace period; exiting anyway");
+            tracing::warn!(
+                grace_s = self.grace.as_secs(),
+                "work still in flight after the grace period; exiting anyway"
+            );
         }
         // Until here connections kept answering "shutting down"; now they close, once their
         // last responses are written.
         server.closing.send_replace(true);
-        let _ = tokio::time::timeout_at(deadline.max(tokio::time::Instant::now() + Duration::from_secs(1)), all_done.recv()).await;
+        let _ = tokio::time::timeout_at(
+            deadline.max(tokio::time::Instant::now() + Duration::from_secs(1)),
+            all_done.recv(),
+        )
+        .await;
         // A write that outlived the grace period holds the lock; sled's own batches keep the
         // store consistent without this flush.
         match server.engine.kb.try_read() {
@@ -294,7 +303,13 @@ fn read_or_create_token(file: &Path) -> Result<String> {
     let mut bytes = [0u8; 32];
     rand::Rng::fill(&mut rand::rng(), &mut bytes);
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let mut out = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(file).map_err(|e| Error::io(file, e))?;
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(file)
+        .map_err(|e| Error::io(file, e))?;
     out.write_all(token.as_bytes()).map_err(|e| Error::io(file, e))?;
     Ok(token)
 }
@@ -403,7 +418,11 @@ where
             Ok(Some(Frame::Line(bytes))) => bytes,
             Ok(Some(Frame::TooLarge)) => {
                 let max = server.max_message_bytes;
-                conn.send(failure(Value::Null, RpcError::new(protocol::INVALID_REQUEST, format!("message too large (limit {max} bytes)")))).await;
+                conn.send(failure(
+                    Value::Null,
+                    RpcError::new(protocol::INVALID_REQUEST, format!("message too large (limit {max} bytes)")),
+                ))
+                .await;
                 continue;
             }
             Ok(None) | Err(_) => break,
@@ -441,7 +460,13 @@ fn check_auth(bytes: &[u8], token: &str) -> std::result::Result<Option<Value>, V
     if given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
         Ok(id.map(|id| success(id, serde_json::json!({"authenticated": true}))))
     } else {
-        Err(failure(id.unwrap_or(Value::Null), RpcError::new(protocol::UNAUTHORIZED, "unauthorized: the first message must be `auth` with the server's token")))
+        Err(failure(
+            id.unwrap_or(Value::Null),
+            RpcError::new(
+                protocol::UNAUTHORIZED,
+                "unauthorized: the first message must be `auth` with the server's token",
+            ),
+        ))
     }
 }
 
@@ -485,12 +510,18 @@ impl Conn {
         let message: Value = match serde_json::from_slice(bytes) {
             Ok(v) => v,
             Err(e) => {
-                return self.send(failure(Value::Null, RpcError::new(protocol::PARSE_ERROR, format!("parse error: {e}")))).await;
+                return self
+                    .send(failure(Value::Null, RpcError::new(protocol::PARSE_ERROR, format!("parse error: {e}"))))
+                    .await;
             }
         };
         match message {
             Value::Array(batch) if batch.is_empty() => {
-                self.send(failure(Value::Null, RpcError::new(protocol::INVALID_REQUEST, "invalid request: empty batch"))).await;
+                self.send(failure(
+                    Value::Null,
+                    RpcError::new(protocol::INVALID_REQUEST, "invalid request: empty batch"),
+                ))
+                .await;
             }
             Value::Array(batch) => {
                 // Start every element now (in order, so a later cancel finds them), answer
@@ -528,7 +559,12 @@ impl Conn {
     /// Validates one request and starts it. Synchronous up to the spawn so that requests
     /// start in the order they arrived.
     fn start(self: Arc<Self>, message: Value) -> Started {
-        let invalid = |id: Value, why: &str| Started::Done(Some(failure(id, RpcError::new(protocol::INVALID_REQUEST, format!("invalid request: {why}")))));
+        let invalid = |id: Value, why: &str| {
+            Started::Done(Some(failure(
+                id,
+                RpcError::new(protocol::INVALID_REQUEST, format!("invalid request: {why}")),
+            )))
+        };
         let Value::Object(mut m) = message else { return invalid(Value::Null, "not an object") };
         let id = m.remove("id");
         // A number beyond 64-bit integers parses as a float and would be echoed altered;
@@ -540,7 +576,9 @@ impl Conn {
         if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return invalid(reply_id, "jsonrpc must be \"2.0\"");
         }
-        let Some(Value::String(method)) = m.remove("method") else { return invalid(reply_id, "method must be a string") };
+        let Some(Value::String(method)) = m.remove("method") else {
+            return invalid(reply_id, "method must be a string");
+        };
         let params = m.remove("params").unwrap_or(Value::Null);
         if !(params.is_object() || params.is_array() || params.is_null()) {
             return invalid(reply_id, "params must be an object or an array");
@@ -557,7 +595,10 @@ impl Conn {
             return Started::Done(reply(self.cancel(params)));
         }
         if !methods::METHODS.contains(&method.as_str()) {
-            return Started::Done(reply(Err(RpcError::new(protocol::METHOD_NOT_FOUND, format!("method not found: {method}")))));
+            return Started::Done(reply(Err(RpcError::new(
+                protocol::METHOD_NOT_FOUND,
+                format!("method not found: {method}"),
+            ))));
         }
         // Liveness and stop never wait behind load, nor count towards it.
         if let Some(result) = methods::immediate(&self.server, &method, &params) {
@@ -572,7 +613,12 @@ impl Conn {
 
         let cancelled = Arc::new(AtomicBool::new(false));
         let cooperative = methods::stops_on_cancel(&method);
-        let cx = methods::Context { server: self.server.clone(), out: self.out.clone(), id: reply_id, cancelled: cancelled.clone() };
+        let cx = methods::Context {
+            server: self.server.clone(),
+            out: self.out.clone(),
+            id: reply_id,
+            cancelled: cancelled.clone(),
+        };
         let inner = tokio::spawn(async move { methods::call(cx, &method, params).await });
         if let Some(key) = &key {
             let running = Running { abort: inner.abort_handle(), cancelled, cooperative };
@@ -607,7 +653,9 @@ impl Conn {
 
 /// A handler's outcome with its failures made into JSON-RPC errors: a panic becomes an
 /// internal error for this request only, an abort the "request cancelled" error.
-async fn guard(handle: tokio::task::JoinHandle<std::result::Result<Value, RpcError>>) -> std::result::Result<Value, RpcError> {
+async fn guard(
+    handle: tokio::task::JoinHandle<std::result::Result<Value, RpcError>>,
+) -> std::result::Result<Value, RpcError> {
     match handle.await {
         Ok(result) => result,
         Err(e) if e.is_cancelled() => Err(RpcError::new(protocol::REQUEST_CANCELLED, "request cancelled")),

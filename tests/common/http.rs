@@ -39,10 +39,7 @@ pub struct Seen {
 
 impl Seen {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(key, _)| key.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value.as_str())
+        self.headers.iter().find(|(key, _)| key.eq_ignore_ascii_case(name)).map(|(_, value)| value.as_str())
     }
 
     pub fn method(&self) -> &str {
@@ -90,16 +87,12 @@ impl MockServer {
     /// Serves `script` in order, one entry per request; past its end, the last entry again.
     pub async fn start(script: Vec<Reply>) -> MockServer {
         assert!(!script.is_empty());
-        MockServer::respond_with(move |index, _| {
-            script.get(index).or(script.last()).cloned().unwrap_or(Reply::Garbage)
-        })
-        .await
+        MockServer::respond_with(move |index, _| script.get(index).or(script.last()).cloned().unwrap_or(Reply::Garbage))
+            .await
     }
 
     /// Answers request number `index` (from 0) with `handler(index, request)`.
-    pub async fn respond_with(
-        handler: impl Fn(usize, &Seen) -> Reply + Send + Sync + 'static,
-    ) -> MockServer {
+    pub async fn respond_with(handler: impl Fn(usize, &Seen) -> Reply + Send + Sync + 'static) -> MockServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
         let hits = Arc::new(AtomicUsize::new(0));
@@ -132,11 +125,8 @@ impl MockServer {
     /// [`MockServer::respond_with`] on a runtime of its own, for tests that call the code
     /// under test synchronously or from runtimes of their own.
     pub fn background(handler: impl Fn(usize, &Seen) -> Reply + Send + Sync + 'static) -> MockServer {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("server runtime");
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("server runtime");
         let mut server = runtime.block_on(MockServer::respond_with(handler));
         server.runtime = Some(runtime);
         server
