@@ -46,7 +46,9 @@ async fn main() -> Result<()> {
         let reply = client.call("query", json!({"question": question})).await?;
         let Some(r) = reply.get("result") else { bail!("query failed: {}", reply["error"]) };
         match (&r["answer"], &r["abstained"]) {
-            (Value::String(a), _) => println!("{question}\n  answer: {a}  (proposals: {})", r["proposals"]),
+            (Value::String(a), _) => {
+                println!("{question}\n  answer: {a}  (proposals: {})", r["proposals"])
+            }
             (_, reason) => println!("{question}\n  abstained: {reason}"),
         }
     }

@@ -208,6 +208,9 @@ pub enum PprMethod {
 pub struct GateSettings {
     pub threshold: f32,
     pub out_of_scope: OutOfScope,
+    /// Answers whose confidence (reader and checks) is below this are withheld: the query
+    /// abstains with reason `low_confidence` and still returns its evidence.
+    pub min_answer_confidence: f32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -360,6 +363,9 @@ impl Settings {
         }
         if !(0.0..1.0).contains(&self.retrieve.restart_prob) || self.retrieve.restart_prob == 0.0 {
             return bad("retrieve.restart_prob must be in (0, 1)");
+        }
+        if !(0.0..=1.0).contains(&self.gate.min_answer_confidence) {
+            return bad("gate.min_answer_confidence must be in [0, 1]");
         }
         if self.budget.max_iterations == 0 {
             return bad("budget.max_iterations must be >= 1");

@@ -458,10 +458,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn print_response(r: &a2rag::control::QueryResponse) {
+    let confidence = r.confidence.map_or_else(String::new, |c| format!("   (confidence {c:.2})"));
+    let form = if r.answer_form == Some(a2rag::control::roles::AnswerForm::Sentence) {
+        " [a sentence, not a short answer]"
+    } else {
+        ""
+    };
     match (&r.answer, &r.abstained) {
-        (Some(a), _) => println!("Answer: {a}"),
-        (None, Some(reason)) => println!("Abstained: {reason}"),
+        (Some(a), _) => println!("Answer: {a}{form}{confidence}"),
+        (None, Some(reason)) => {
+            println!("Abstained: {reason}");
+            if let Some(c) = &r.candidate {
+                println!("  (withheld candidate: {c}{confidence})");
+            }
+        }
         _ => println!("No answer"),
+    }
+    if !r.answer_path.is_empty() {
+        let hops: Vec<String> =
+            r.answer_path.iter().map(|h| format!("{} -[{}]-> {}", h.subject, h.relation, h.object)).collect();
+        println!("Answer path: {}", hops.join(" ; "));
     }
     println!(
         "Stage: {}   iterations: {}   LLM calls: {}   tokens: {}",

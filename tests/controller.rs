@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use a2rag::config::{Settings, SufficiencyJudge};
 use a2rag::control::budget::{BudgetOverride, Ledger};
-use a2rag::control::roles::{CallGate, LlmRoles, LlmSufficiencyJudge};
+use a2rag::control::roles::{CallBudget, LlmRoles, LlmSufficiencyJudge};
 use a2rag::control::{Controller, QueryRequest, QueryResponse};
 use a2rag::kb::Kb;
 use a2rag::llm::prompts::Prompts;
@@ -264,7 +264,12 @@ fn a_judge_the_budget_cannot_afford_falls_back_to_coverage_and_the_question_is_s
     assert_eq!(r.ledger.llm_calls, 4);
     let judged = stage_judgements(&r);
     assert!(!judged.is_empty());
-    assert!(judged.iter().all(|j| j.2.starts_with("coverage: ") && j.2.contains("llm judge not afforded: LLM call budget exhausted")), "{judged:?}");
+    assert!(
+        judged.iter().all(|j| j.2.starts_with("coverage: ")
+            && j.2
+                .contains("llm judge not afforded: LLM call budget exhausted")),
+        "{judged:?}"
+    );
 
     // Five calls: the judge may say no after Local; the next stage is judged by coverage.
     let model = answering(vec![false, false, false]);
@@ -313,8 +318,8 @@ fn a_stage_without_evidence_is_insufficient_without_asking_the_model() {
         chunks: &[],
         paths: &[],
     };
-    let mut gate = CallGate { ledger: &mut ledger, max_completion_tokens: 64, temperature: 0.0 };
-    let judgement = block(judge.judge(&kb, &evidence, &coverage, &mut gate, 0));
+    let mut calls = CallBudget { ledger: &mut ledger, max_completion_tokens: 64, temperature: 0.0 };
+    let judgement = block(judge.judge(&kb, &evidence, &coverage, &mut calls, 0));
     assert!(!judgement.sufficient);
     assert!(judgement.reason.starts_with("llm: no evidence"), "{}", judgement.reason);
     assert!(model.prompts.lock().unwrap().is_empty());
@@ -323,8 +328,8 @@ fn a_stage_without_evidence_is_insufficient_without_asking_the_model() {
     // The same judge with evidence does ask, with the chunk in the prompt.
     let chunks: Vec<u32> = kb.chunk_ids().take(1).collect();
     let evidence = StageEvidence { chunks: &chunks, ..evidence };
-    let mut gate = CallGate { ledger: &mut ledger, max_completion_tokens: 64, temperature: 0.0 };
-    let judgement = block(judge.judge(&kb, &evidence, &coverage, &mut gate, 0));
+    let mut calls = CallBudget { ledger: &mut ledger, max_completion_tokens: 64, temperature: 0.0 };
+    let judgement = block(judge.judge(&kb, &evidence, &coverage, &mut calls, 0));
     assert!(judgement.sufficient && judgement.reason.starts_with("llm: "), "{judgement:?}");
     let prompts = model.prompts.lock().unwrap();
     assert!(
@@ -388,4 +393,99 @@ fn a_policy_cannot_ask_for_the_llm_judge_when_the_engine_has_no_model() {
     settings.policy.policies_dir = policies;
     let err = a2rag::engine::Engine::open(settings, None).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("`judged`") && err.contains("sufficiency_judge"), "{err}");
+}
+
+/// The bundled demo corpus with the embedded roles: each in-scope question gets its right
+/// answer with a confidence and a cited chunk, the out-of-scope one abstains as such, and no
+/// wrong answer is accepted.
+#[test]
+fn embedded_controller_answers_the_demo_questions_and_abstains_out_of_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = settings_in(dir.path());
+    let (mut kb, pipeline) = open(&settings);
+    ingest(&mut kb, &pipeline, &[std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/corpus")]);
+    let controller = Controller::embedded();
+    for (question, truth) in [
+        ("Who founded the company that built the Aurora Observatory?", "Ingrid Halden"),
+        ("When was Ingrid Halden born?", "1928"),
+        (
+            "Which astronomer, who directed the Northern Lights Array, discovered a comet with the Aurora Telescope?",
+            "Lena Varga",
+        ),
+    ] {
+        let r = block(controller.run(&kb, &settings, &ask(question)));
+        assert_eq!(
+            r.answer.as_deref(),
+            Some(truth),
+            "{question}: {:?} {:?} {:?}",
+            r.abstained,
+            r.candidate,
+            r.verdicts
+        );
+        let confidence = r.confidence.unwrap();
+        assert!((settings.gate.min_answer_confidence..=1.0).contains(&confidence), "{confidence}");
+        assert!(r.verdicts.last().unwrap().iter().all(|v| v.pass));
+        assert!(r.evidence.iter().any(|e| r.cited.contains(&e.chunk)), "the answer cites retrieved evidence");
+    }
+    let r = block(controller.run(&kb, &settings, &ask("What is the boiling point of liquid nitrogen?")));
+    assert!(
+        matches!(r.abstain_reason, Some(a2rag::control::AbstainReason::OutOfScope { .. })),
+        "{:?}",
+        r.abstain_reason
+    );
+    assert!(r.answer.is_none() && r.evidence.is_empty());
+}
+
+/// With the confidence bar above any answer's, the controller abstains as `low_confidence`
+/// and still returns the evidence, the paths and the withheld candidate.
+#[test]
+fn an_answer_below_the_confidence_bar_is_withheld_with_its_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kb, mut settings) = kb(dir.path());
+    settings.gate.min_answer_confidence = 1.0;
+    let r = block(Controller::embedded().run(&kb, &settings, &ask("When was Oslo Harbour rebuilt?")));
+    assert!(r.answer.is_none());
+    assert!(
+        matches!(r.abstain_reason, Some(a2rag::control::AbstainReason::LowConfidence { threshold, .. }) if threshold == 1.0),
+        "{:?}",
+        r.abstain_reason
+    );
+    assert_eq!(r.candidate.as_deref(), Some("1952"));
+    assert!(r.confidence.is_some_and(|c| c < 1.0));
+    assert!(!r.evidence.is_empty());
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["abstain_reason"]["kind"], "low_confidence");
+    assert!(json["retrieval"].get("chunks").is_none(), "chunk texts are sent once, as `evidence`");
+}
+
+/// Replies with prose that holds neither JSON nor a verdict, as a very small model does.
+struct Rambling;
+
+#[async_trait]
+impl LanguageModel for Rambling {
+    fn name(&self) -> String {
+        "rambling".into()
+    }
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
+        let text = "Oslo Harbour is a harbour in Oslo, a city with many boats".to_string();
+        Ok(Completion { usage: Usage::estimate(request, &text), text })
+    }
+}
+
+#[test]
+fn a_model_reply_that_cannot_be_parsed_abstains_with_the_raw_reply_in_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kb, settings) = kb(dir.path());
+    let controller = Controller::from_settings(&settings, Some(Arc::new(Rambling) as Arc<dyn LanguageModel>)).unwrap();
+    let r = block(controller.run(&kb, &settings, &ask("Who rebuilt Oslo Harbour?")));
+    assert!(r.answer.is_none());
+    assert!(matches!(r.abstain_reason, Some(a2rag::control::AbstainReason::Provider { .. })), "{:?}", r.abstain_reason);
+    let last = r.trace.last().unwrap();
+    assert_eq!(last.to, "abstain");
+    assert!(
+        last.detail.contains("could not be parsed") || last.detail.contains("no yes/no verdict"),
+        "{}",
+        last.detail
+    );
+    assert!(last.detail.contains("a city with many boats"), "the raw reply is in the trace: {}", last.detail);
 }

@@ -1,10 +1,14 @@
 //! The adaptive controller: an explicit state machine
 //! `Gate -> Retrieve -> Answer -> Verify -> (Accept | Rewrite -> Retrieve ... | Abstain)`.
-//! One transition function; every transition is logged with `tracing` and returned in the
-//! query trace together with the cost ledger.
+//! Each state carries what it works on (the retrieval to read, the answer to verify), so no
+//! state can be reached without its data. One transition function; every transition is
+//! logged with `tracing` and returned in the query trace together with the cost ledger.
 
 pub mod answer_type;
 pub mod budget;
+pub mod checks;
+pub mod question;
+pub mod reader;
 pub mod roles;
 
 use std::sync::Arc;
@@ -15,45 +19,84 @@ use serde::{Deserialize, Serialize};
 use crate::config::{LLM_JUDGE_NEEDS_MODEL, OutOfScope, Settings, SufficiencyJudge};
 use crate::error::{Error, Result};
 use crate::kb::Kb;
+use crate::kb::model::ChunkId;
 use crate::llm::LanguageModel;
 use crate::llm::prompts::Prompts;
-use crate::retrieve::{PathHop, Retrieval, RetrieveOptions, Retriever, Stage, Strategy};
+use crate::retrieve::{PathHop, RankedChunk, Retrieval, RetrieveOptions, Retriever, Stage, Strategy};
 use crate::text;
 use budget::{BudgetOverride, Exceeded, Ledger};
 use roles::{
-    CallGate, Check, ExtractiveReader, HeuristicValidator, LlmReader, LlmRewriter, LlmRoles, LlmSufficiencyJudge,
-    LlmValidator, Reader, ReaderAnswer, Rewriter, RoleError, TemplateRewriter, Validator, Verdict,
+    AnswerForm, CallBudget, Check, EmbeddedValidator, GraphReader, LlmReader, LlmRewriter, LlmRoles,
+    LlmSufficiencyJudge, LlmValidator, Reader, ReaderAnswer, Rewriter, RoleError, TemplateRewriter, Validator, Verdict,
 };
 
-/// Share of the question's key terms the embedded relevance validator wants in evidence.
-const MIN_RELEVANCE: f32 = 0.5;
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "state", rename_all = "snake_case")]
+#[derive(Debug)]
 pub enum State {
     Gate,
-    Retrieve { query: String, min_stage: Stage },
-    Answer,
-    Verify,
-    Rewrite { failure: Check },
-    Accept,
-    Abstain { reason: AbstainReason },
+    /// `last` is the previous attempt's retrieval, kept should this one be refused.
+    Retrieve {
+        query: String,
+        min_stage: Stage,
+        last: Option<Retrieval>,
+    },
+    /// `retrieval` is `None` when an out-of-scope question is answered without retrieval.
+    Answer {
+        retrieval: Option<Retrieval>,
+    },
+    Verify {
+        retrieval: Option<Retrieval>,
+        answer: ReaderAnswer,
+    },
+    Rewrite {
+        failure: Check,
+        retrieval: Option<Retrieval>,
+        answer: ReaderAnswer,
+    },
+    Accept {
+        retrieval: Option<Retrieval>,
+        answer: ReaderAnswer,
+        confidence: f32,
+    },
+    /// The evidence found so far stays with the abstention, for the user to read.
+    Abstain {
+        reason: AbstainReason,
+        retrieval: Option<Retrieval>,
+        answer: Option<ReaderAnswer>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AbstainReason {
-    OutOfScope { similarity: f32 },
-    Budget { exceeded: Exceeded },
-    Unverified { failure: Check },
+    OutOfScope {
+        similarity: f32,
+    },
+    /// Every check passed but the answer's confidence is below `gate.min_answer_confidence`.
+    LowConfidence {
+        confidence: f32,
+        threshold: f32,
+    },
+    Budget {
+        exceeded: Exceeded,
+    },
+    Unverified {
+        failure: Check,
+    },
     NoNewQuery,
-    Provider { message: String },
+    Provider {
+        message: String,
+    },
 }
 
 impl std::fmt::Display for AbstainReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            AbstainReason::OutOfScope { similarity } => write!(f, "out of scope (summary similarity {similarity:.3})"),
+            AbstainReason::OutOfScope { similarity } => {
+                write!(f, "out of scope (summary similarity {similarity:.3})")
+            }
+            AbstainReason::LowConfidence { confidence, threshold } => {
+                write!(f, "low confidence ({confidence:.2} < {threshold:.2}): not sure, see the evidence")
+            }
             AbstainReason::Budget { exceeded } => write!(f, "{exceeded}"),
             AbstainReason::Unverified { failure } => {
                 write!(f, "no verified answer within the iteration budget (last failure: {failure:?})")
@@ -85,31 +128,34 @@ pub struct QueryRequest {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct EvidenceItem {
-    pub doc_id: String,
-    pub title: String,
-    pub chunk: u32,
-    pub span: (usize, usize),
-    pub score: f32,
-    pub text: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
 pub struct QueryResponse {
     pub question: String,
     pub answer: Option<String>,
+    /// `span`, or `sentence` for a free-form question answered by a whole sentence.
+    pub answer_form: Option<AnswerForm>,
+    /// Confidence in the answer read last, in [0, 1] (reader and checks); also set when the
+    /// controller abstained on that answer.
+    pub confidence: Option<f32>,
+    /// The answer read last when the controller abstained on it (low confidence, unverified).
+    pub candidate: Option<String>,
+    /// Why the controller abstained, as a sentence; `abstain_reason` has it as data.
     pub abstained: Option<String>,
-    pub evidence: Vec<EvidenceItem>,
-    /// Chunks the accepted answer was read from.
-    pub cited: Vec<u32>,
+    pub abstain_reason: Option<AbstainReason>,
+    /// The chunks of the last retrieval, best first.
+    pub evidence: Vec<RankedChunk>,
+    /// Chunks the answer was read from.
+    pub cited: Vec<ChunkId>,
     pub paths: Vec<Vec<PathHop>>,
+    /// The graph path from a question entity to the answer, when the reader walked one.
+    pub answer_path: Vec<PathHop>,
     pub stage: Option<Stage>,
     pub iterations: u32,
     pub queries: Vec<String>,
     pub verdicts: Vec<Vec<Verdict>>,
     pub ledger: Ledger,
     pub trace: Vec<Transition>,
-    /// The last retrieval (seeds, per-stage reports), for inspection.
+    /// The last retrieval's seeds and per-stage reports; its chunks and paths are
+    /// `evidence` and `paths` above.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retrieval: Option<Retrieval>,
 }
@@ -126,14 +172,16 @@ pub struct Controller {
     temperature: f64,
 }
 
+const CHECKS: [Check; 3] = [Check::Relevance, Check::Grounding, Check::Adequacy];
+
 impl Controller {
     /// Embedded deterministic roles.
     pub fn embedded() -> Controller {
         Controller {
-            reader: Box::new(ExtractiveReader),
-            validators: [Check::Relevance, Check::Grounding, Check::Adequacy]
+            reader: Box::new(GraphReader),
+            validators: CHECKS
                 .into_iter()
-                .map(|check| Box::new(HeuristicValidator { check, min_relevance: MIN_RELEVANCE }) as Box<dyn Validator>)
+                .map(|check| Box::new(EmbeddedValidator(check)) as Box<dyn Validator>)
                 .collect(),
             rewriter: Box::new(TemplateRewriter),
             judge: None,
@@ -162,10 +210,7 @@ impl Controller {
         let judge = LlmSufficiencyJudge(roles.clone());
         let mut controller = Controller::with_roles(
             Box::new(LlmReader(roles.clone())),
-            [Check::Relevance, Check::Grounding, Check::Adequacy]
-                .into_iter()
-                .map(|c| Box::new(LlmValidator(roles.clone(), c)) as Box<dyn Validator>)
-                .collect(),
+            CHECKS.into_iter().map(|c| Box::new(LlmValidator(roles.clone(), c)) as Box<dyn Validator>).collect(),
             Box::new(LlmRewriter(roles)),
             settings,
         );
@@ -189,8 +234,19 @@ impl Controller {
         }
     }
 
-    fn gate<'a>(&self, ledger: &'a mut Ledger) -> CallGate<'a> {
-        CallGate { ledger, max_completion_tokens: self.max_completion_tokens, temperature: self.temperature }
+    /// The reader alone, for baselines: reads `retrieval` once, nothing verified.
+    pub async fn read(
+        &self,
+        kb: &Kb,
+        question: &str,
+        retrieval: Option<&Retrieval>,
+        ledger: &mut Ledger,
+    ) -> std::result::Result<ReaderAnswer, RoleError> {
+        self.reader.read(kb, question, retrieval, &mut self.calls(ledger)).await
+    }
+
+    fn calls<'a>(&self, ledger: &'a mut Ledger) -> CallBudget<'a> {
+        CallBudget { ledger, max_completion_tokens: self.max_completion_tokens, temperature: self.temperature }
     }
 
     /// Retrieval with the LLM judging each stage, through the same budget as the other roles.
@@ -206,8 +262,8 @@ impl Controller {
         let reserved_calls = 1 + self.validators.len() as u32;
         let mut retrieval = retriever.start(query, options)?;
         while let Some(evidence) = retrieval.next_stage() {
-            let mut gate = self.gate(ledger);
-            let judgement = judge.judge(retriever.kb(), &evidence, retriever.check(), &mut gate, reserved_calls).await;
+            let mut calls = self.calls(ledger);
+            let judgement = judge.judge(retriever.kb(), &evidence, retriever.check(), &mut calls, reserved_calls).await;
             retrieval.judge(judgement);
         }
         retrieval.finish()
@@ -222,97 +278,90 @@ impl Controller {
             iteration: 1,
             queries: Vec::new(),
             verdicts: Vec::new(),
-            retrieval: None,
-            answer: None,
             last_step: Instant::now(),
         };
         let mut state = State::Gate;
-        loop {
-            let next = self.step(kb, settings, request, &state, &mut run).await;
-            let detail = transition_detail(&next);
-            tracing::info!(from = state_name(&state), to = state_name(&next), iteration = run.iteration, %detail, "controller transition");
+        let end = loop {
+            let from = state_name(&state);
+            state = self.step(kb, settings, request, state, &mut run).await;
+            let detail = transition_detail(&state);
+            tracing::info!(from, to = state_name(&state), iteration = run.iteration, %detail, "controller transition");
             run.trace.push(Transition {
-                from: state_name(&state).into(),
-                to: state_name(&next).into(),
+                from: from.into(),
+                to: state_name(&state).into(),
                 iteration: run.iteration,
                 detail,
                 micros: run.last_step.elapsed().as_micros() as u64,
             });
             run.last_step = Instant::now();
-            state = next;
-            if matches!(state, State::Accept | State::Abstain { .. }) {
-                break;
-            }
-        }
-        run.into_response(request, state)
+            state = match state {
+                State::Accept { retrieval, answer, confidence } => {
+                    break Outcome { reason: None, retrieval, answer: Some(ReaderAnswer { confidence, ..answer }) };
+                }
+                State::Abstain { reason, retrieval, answer } => {
+                    break Outcome { reason: Some(reason), retrieval, answer };
+                }
+                going_on => going_on,
+            };
+        };
+        run.into_response(request, end)
     }
 
     /// The transition function.
-    async fn step(&self, kb: &Kb, settings: &Settings, request: &QueryRequest, state: &State, run: &mut Run) -> State {
-        let abstain = |reason| State::Abstain { reason };
+    async fn step(&self, kb: &Kb, settings: &Settings, request: &QueryRequest, state: State, run: &mut Run) -> State {
         match state {
             State::Gate => {
                 let similarity = gate_similarity(kb, &request.question);
                 if similarity >= settings.gate.threshold {
-                    State::Retrieve { query: request.question.clone(), min_stage: Stage::Local }
+                    State::Retrieve { query: request.question.clone(), min_stage: Stage::Local, last: None }
                 } else if settings.gate.out_of_scope == OutOfScope::NoRetrieval {
-                    run.retrieval = None;
-                    State::Answer
+                    State::Answer { retrieval: None }
                 } else {
-                    abstain(AbstainReason::OutOfScope { similarity })
+                    abstain(AbstainReason::OutOfScope { similarity }, None, None)
                 }
             }
-            State::Retrieve { query, min_stage } => {
+            State::Retrieve { query, min_stage, last } => {
                 if let Err(exceeded) = run.ledger.check_deadline() {
-                    return abstain(AbstainReason::Budget { exceeded });
+                    return abstain(AbstainReason::Budget { exceeded }, last, None);
                 }
                 let started = Instant::now();
                 run.queries.push(query.clone());
-                let options = RetrieveOptions {
-                    strategy: Strategy::Adaptive,
-                    min_stage: *min_stage,
-                    top_k: settings.retrieve.top_k,
-                };
+                let options =
+                    RetrieveOptions { strategy: Strategy::Adaptive, min_stage, top_k: settings.retrieve.top_k };
                 let retriever = Retriever::with_settings(kb, &settings.retrieve);
                 let retrieved = match (&self.judge, settings.retrieve.sufficiency_judge) {
                     (Some(judge), SufficiencyJudge::Llm) => {
-                        self.retrieve_judged(judge, &retriever, query, options, &mut run.ledger).await
+                        self.retrieve_judged(judge, &retriever, &query, options, &mut run.ledger).await
                     }
-                    _ => retriever.retrieve(query, options),
+                    _ => retriever.retrieve(&query, options),
                 };
                 match retrieved {
                     Ok(r) => {
-                        run.retrieval = Some(r);
                         run.ledger.record("retrieve", None, started);
-                        State::Answer
+                        State::Answer { retrieval: Some(r) }
                     }
-                    Err(e) => abstain(AbstainReason::Provider { message: format!("retrieval failed: {e}") }),
+                    Err(e) => {
+                        abstain(AbstainReason::Provider { message: format!("retrieval failed: {e}") }, last, None)
+                    }
                 }
             }
-            State::Answer => {
-                let evidence = run.retrieval.clone().unwrap_or_else(empty_retrieval);
+            State::Answer { retrieval } => {
                 let started = Instant::now();
-                let mut gate = self.gate(&mut run.ledger);
-                match self.reader.read(&request.question, &evidence, &mut gate).await {
+                let mut calls = self.calls(&mut run.ledger);
+                match self.reader.read(kb, &request.question, retrieval.as_ref(), &mut calls).await {
                     Ok(answer) => {
-                        if answer.answer.is_empty() {
-                            tracing::debug!("reader found no answer");
-                        }
                         run.ledger.record("read", None, started);
-                        run.answer = Some(answer);
-                        State::Verify
+                        State::Verify { retrieval, answer }
                     }
-                    Err(e) => role_failure(e),
+                    Err(e) => role_failure(e, retrieval, None),
                 }
             }
-            State::Verify => {
-                let evidence = run.retrieval.clone().unwrap_or_else(empty_retrieval);
-                let answer = run.answer.clone().unwrap_or_default();
+            State::Verify { retrieval, answer } => {
                 let mut verdicts = Vec::new();
                 let mut failure = None;
                 for validator in &self.validators {
-                    let mut gate = self.gate(&mut run.ledger);
-                    match validator.validate(&request.question, &answer, &evidence, &mut gate).await {
+                    let mut calls = self.calls(&mut run.ledger);
+                    match validator.validate(&request.question, &answer, retrieval.as_ref(), &mut calls).await {
                         Ok(v) => {
                             let pass = v.pass;
                             verdicts.push(v);
@@ -323,49 +372,60 @@ impl Controller {
                         }
                         Err(e) => {
                             run.verdicts.push(verdicts);
-                            return role_failure(e);
+                            return role_failure(e, retrieval, Some(answer));
                         }
                     }
                 }
+                let confidence = verdicts.iter().map(|v| v.score).fold(answer.confidence, |c, s| c * s.clamp(0.0, 1.0));
                 run.verdicts.push(verdicts);
                 match failure {
-                    None => State::Accept,
-                    Some(failure) if run.iteration >= run.ledger.budget.max_iterations => {
-                        abstain(AbstainReason::Unverified { failure })
+                    None if confidence >= settings.gate.min_answer_confidence => {
+                        State::Accept { retrieval, answer, confidence }
                     }
-                    Some(failure) => State::Rewrite { failure },
+                    None => abstain(
+                        AbstainReason::LowConfidence { confidence, threshold: settings.gate.min_answer_confidence },
+                        retrieval,
+                        Some(ReaderAnswer { confidence, ..answer }),
+                    ),
+                    Some(failure) if run.iteration >= run.ledger.budget.max_iterations => {
+                        abstain(AbstainReason::Unverified { failure }, retrieval, Some(answer))
+                    }
+                    Some(failure) => State::Rewrite { failure, retrieval, answer },
                 }
             }
-            State::Rewrite { failure } => {
-                let answer = run.answer.clone().unwrap_or_default();
-                let mut gate = self.gate(&mut run.ledger);
+            State::Rewrite { failure, retrieval, answer } => {
+                let mut calls = self.calls(&mut run.ledger);
                 let rewritten =
-                    match self.rewriter.rewrite(&request.question, *failure, &answer, &run.queries, &mut gate).await {
+                    match self.rewriter.rewrite(&request.question, failure, &answer, &run.queries, &mut calls).await {
                         Ok(q) => q,
-                        Err(e) => return role_failure(e),
+                        Err(e) => return role_failure(e, retrieval, Some(answer)),
                     };
                 let repeated =
                     run.queries.iter().any(|q| text::normalize_answer(q) == text::normalize_answer(&rewritten));
                 if rewritten.trim().is_empty() || repeated {
-                    return abstain(AbstainReason::NoNewQuery);
+                    return abstain(AbstainReason::NoNewQuery, retrieval, Some(answer));
                 }
                 run.iteration += 1;
                 // Unsupported answers suggest the local evidence misled the reader: search
                 // the whole graph next time.
-                let min_stage = if *failure == Check::Grounding { Stage::Global } else { Stage::Local };
-                State::Retrieve { query: rewritten, min_stage }
+                let min_stage = if failure == Check::Grounding { Stage::Global } else { Stage::Local };
+                State::Retrieve { query: rewritten, min_stage, last: retrieval }
             }
-            State::Accept | State::Abstain { .. } => state.clone(),
+            end @ (State::Accept { .. } | State::Abstain { .. }) => end,
         }
     }
 }
 
-fn role_failure(e: RoleError) -> State {
+fn abstain(reason: AbstainReason, retrieval: Option<Retrieval>, answer: Option<ReaderAnswer>) -> State {
+    State::Abstain { reason, retrieval, answer }
+}
+
+fn role_failure(e: RoleError, retrieval: Option<Retrieval>, answer: Option<ReaderAnswer>) -> State {
     let reason = match e {
         RoleError::Budget(exceeded) => AbstainReason::Budget { exceeded },
         RoleError::Llm(e) => AbstainReason::Provider { message: e.to_string() },
     };
-    State::Abstain { reason }
+    abstain(reason, retrieval, answer)
 }
 
 /// Scope score of a question: the max cosine between it and any document summary, or the
@@ -386,37 +446,37 @@ pub fn gate_similarity(kb: &Kb, question: &str) -> f32 {
     cosine.max(coverage)
 }
 
-fn empty_retrieval() -> Retrieval {
-    Retrieval {
-        chunks: Vec::new(),
-        paths: Vec::new(),
-        stage: Stage::Fallback,
-        sufficient: false,
-        seeds: Default::default(),
-        stages: Vec::new(),
-        micros: 0,
-    }
-}
-
 fn state_name(state: &State) -> &'static str {
     match state {
         State::Gate => "gate",
         State::Retrieve { .. } => "retrieve",
-        State::Answer => "answer",
-        State::Verify => "verify",
+        State::Answer { .. } => "answer",
+        State::Verify { .. } => "verify",
         State::Rewrite { .. } => "rewrite",
-        State::Accept => "accept",
+        State::Accept { .. } => "accept",
         State::Abstain { .. } => "abstain",
     }
 }
 
 fn transition_detail(state: &State) -> String {
     match state {
-        State::Retrieve { query, min_stage } => format!("query `{query}` from stage {min_stage:?}"),
-        State::Rewrite { failure } => format!("failed {failure:?}"),
-        State::Abstain { reason } => reason.to_string(),
-        _ => String::new(),
+        State::Retrieve { query, min_stage, .. } => format!("query `{query}` from stage {min_stage:?}"),
+        State::Verify { answer, .. } if answer.answer.is_empty() => "the reader found no answer".into(),
+        State::Verify { answer, .. } => {
+            format!("answer `{}` (reader confidence {:.2})", answer.answer, answer.confidence)
+        }
+        State::Rewrite { failure, .. } => format!("failed {failure:?}"),
+        State::Accept { confidence, .. } => format!("confidence {confidence:.2}"),
+        State::Abstain { reason, .. } => reason.to_string(),
+        State::Gate | State::Answer { .. } => String::new(),
     }
+}
+
+/// How a run ended: accepted (no reason) or abstained, with what was found.
+struct Outcome {
+    reason: Option<AbstainReason>,
+    retrieval: Option<Retrieval>,
+    answer: Option<ReaderAnswer>,
 }
 
 struct Run {
@@ -425,49 +485,36 @@ struct Run {
     iteration: u32,
     queries: Vec<String>,
     verdicts: Vec<Vec<Verdict>>,
-    retrieval: Option<Retrieval>,
-    answer: Option<ReaderAnswer>,
     last_step: Instant,
 }
 
 impl Run {
-    fn into_response(self, request: &QueryRequest, end: State) -> QueryResponse {
-        let (answer, abstained) = match &end {
-            State::Accept => (self.answer.as_ref().map(|a| a.answer.clone()), None),
-            State::Abstain { reason } => (None, Some(reason.to_string())),
-            _ => (None, None),
-        };
-        let evidence = self
-            .retrieval
-            .as_ref()
-            .map(|r| {
-                r.chunks
-                    .iter()
-                    .map(|c| EvidenceItem {
-                        doc_id: c.doc_id.clone(),
-                        title: c.title.clone(),
-                        chunk: c.chunk,
-                        span: c.span,
-                        score: c.score,
-                        text: c.text.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+    fn into_response(self, request: &QueryRequest, end: Outcome) -> QueryResponse {
+        let Outcome { reason: abstained, retrieval, answer } = end;
+        let accepted = abstained.is_none();
+        let mut retrieval = retrieval;
+        let evidence = retrieval.as_mut().map(|r| std::mem::take(&mut r.chunks)).unwrap_or_default();
+        let paths = retrieval.as_mut().map(|r| std::mem::take(&mut r.paths)).unwrap_or_default();
+        let answer = answer.filter(|a| !a.answer.is_empty());
         QueryResponse {
             question: request.question.clone(),
-            answer,
-            abstained,
+            answer: answer.as_ref().filter(|_| accepted).map(|a| a.answer.clone()),
+            answer_form: answer.as_ref().map(|a| a.form),
+            confidence: answer.as_ref().map(|a| a.confidence),
+            candidate: answer.as_ref().filter(|_| !accepted).map(|a| a.answer.clone()),
+            abstained: abstained.as_ref().map(ToString::to_string),
+            abstain_reason: abstained,
             evidence,
-            cited: self.answer.as_ref().map(|a| a.used.clone()).unwrap_or_default(),
-            paths: self.retrieval.as_ref().map(|r| r.paths.clone()).unwrap_or_default(),
-            stage: self.retrieval.as_ref().map(|r| r.stage),
+            cited: answer.as_ref().map(|a| a.used.clone()).unwrap_or_default(),
+            paths,
+            answer_path: answer.map(|a| a.path).unwrap_or_default(),
+            stage: retrieval.as_ref().map(|r| r.stage),
             iterations: self.iteration,
             queries: self.queries,
             verdicts: self.verdicts,
             ledger: self.ledger,
             trace: self.trace,
-            retrieval: self.retrieval,
+            retrieval,
         }
     }
 }

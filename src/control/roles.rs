@@ -1,7 +1,7 @@
 //! The controller's roles: reader, the three validators, rewriter, and the sufficiency judge
 //! of retrieval stages. Each has an embedded deterministic implementation (the judge's is the
-//! retriever's coverage check) and an LLM one; both go through [`CallGate`], which admits a
-//! call against the budget before it is made and records what it cost.
+//! retriever's coverage check) and an LLM one. Every model call goes through [`CallBudget`],
+//! which admits it against the query's budget before it is made and records what it cost.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -10,8 +10,9 @@ use std::time::Instant;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::answer_type::{self, AnswerType};
 use super::budget::{Exceeded, Ledger, token_bound};
+use super::question::Question;
+use super::{checks, reader};
 use crate::ingest::extract::entity_mentions;
 use crate::kb::Kb;
 use crate::kb::model::ChunkId;
@@ -22,8 +23,12 @@ use crate::retrieve::sufficiency::{Judgement, StageEvidence, SufficiencyCheck};
 use crate::retrieve::{PathHop, Retrieval};
 use crate::text;
 
-/// Chunks the reader and validators look at.
+/// Chunks the LLM prompts show.
 pub const READ_DEPTH: usize = 5;
+/// Confidence in an answer a model gave in the asked-for JSON; the checks then decide.
+const LLM_ANSWER_CONFIDENCE: f32 = 0.8;
+/// Confidence in a reply that was not the asked-for JSON, taken as plain text.
+const LLM_UNPARSED_CONFIDENCE: f32 = 0.5;
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum RoleError {
@@ -33,14 +38,14 @@ pub enum RoleError {
     Llm(#[from] RemoteError),
 }
 
-/// The one door to the model: budget first, then the call, then the ledger.
-pub struct CallGate<'a> {
+/// The one way to the model: admitted by the budget first, then the call, then the ledger.
+pub struct CallBudget<'a> {
     pub ledger: &'a mut Ledger,
     pub max_completion_tokens: u32,
     pub temperature: f64,
 }
 
-impl CallGate<'_> {
+impl CallBudget<'_> {
     pub async fn complete(
         &mut self,
         step: &str,
@@ -50,7 +55,7 @@ impl CallGate<'_> {
         self.complete_reserving(step, model, prompt, 0).await
     }
 
-    /// Like [`CallGate::complete`], admitted only if the budget still allows `reserved_calls`
+    /// Like [`CallBudget::complete`], admitted only if the budget still allows `reserved_calls`
     /// more calls afterwards (see [`Ledger::admit_reserving`]).
     pub async fn complete_reserving(
         &mut self,
@@ -89,11 +94,26 @@ impl CallGate<'_> {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct ReaderAnswer {
     pub answer: String,
     /// Chunks the answer was read from.
     pub used: Vec<ChunkId>,
+    /// The reader's belief in the answer, in [0, 1]; 0 for no answer.
+    pub confidence: f32,
+    pub form: AnswerForm,
+    /// The graph path from a question entity to the answer, when the reader walked one.
+    pub path: Vec<PathHop>,
+}
+
+/// What an answer is: a short span (a name, date, amount, yes/no), or a whole sentence,
+/// which only a free-form question may get.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerForm {
+    #[default]
+    Span,
+    Sentence,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,16 +128,22 @@ pub enum Check {
 pub struct Verdict {
     pub check: Check,
     pub pass: bool,
+    /// How strongly the check holds, in [0, 1] (0 when it fails); folded into the answer's
+    /// confidence.
+    pub score: f32,
     pub reason: String,
 }
 
 #[async_trait]
 pub trait Reader: Send + Sync {
+    /// `evidence` is `None` when the question is answered without retrieval (out of scope
+    /// with `gate.out_of_scope = "no_retrieval"`).
     async fn read(
         &self,
+        kb: &Kb,
         question: &str,
-        evidence: &Retrieval,
-        gate: &mut CallGate<'_>,
+        evidence: Option<&Retrieval>,
+        calls: &mut CallBudget<'_>,
     ) -> Result<ReaderAnswer, RoleError>;
 }
 
@@ -128,8 +154,8 @@ pub trait Validator: Send + Sync {
         &self,
         question: &str,
         answer: &ReaderAnswer,
-        evidence: &Retrieval,
-        gate: &mut CallGate<'_>,
+        evidence: Option<&Retrieval>,
+        calls: &mut CallBudget<'_>,
     ) -> Result<Verdict, RoleError>;
 }
 
@@ -142,17 +168,16 @@ pub trait Rewriter: Send + Sync {
         failure: Check,
         answer: &ReaderAnswer,
         history: &[String],
-        gate: &mut CallGate<'_>,
+        calls: &mut CallBudget<'_>,
     ) -> Result<String, RoleError>;
 }
 
-fn evidence_texts(evidence: &Retrieval) -> impl Iterator<Item = (ChunkId, String)> + '_ {
-    evidence.chunks.iter().take(READ_DEPTH).map(|c| (c.chunk, format!("{}\n{}", c.title, c.text)))
-}
-
 /// "[1] Title: text" lines plus graph paths, as the LLM prompts show evidence.
-pub fn format_evidence(evidence: &Retrieval) -> String {
-    write_evidence(evidence.chunks.iter().map(|c| (c.title.as_str(), c.text.as_str())), &evidence.paths)
+pub fn format_evidence(evidence: Option<&Retrieval>) -> String {
+    match evidence {
+        Some(r) => write_evidence(r.chunks.iter().map(|c| (c.title.as_str(), c.text.as_str())), &r.paths),
+        None => "(no evidence retrieved)".into(),
+    }
 }
 
 /// [`format_evidence`] for the evidence of a retrieval stage (chunk ids and paths so far).
@@ -177,134 +202,44 @@ fn write_evidence<'a>(chunks: impl Iterator<Item = (&'a str, &'a str)>, paths: &
 
 // ---------------------------------------------------------------- embedded roles
 
-/// Answer-type-aware extractive reader: the sentence that best overlaps the question, and in
-/// it the first span of the expected type that the question does not already contain.
-pub struct ExtractiveReader;
+/// The embedded reader (see [`reader`](super::reader)): follows the graph the retrieval
+/// walked, no model.
+pub struct GraphReader;
 
 #[async_trait]
-impl Reader for ExtractiveReader {
+impl Reader for GraphReader {
     async fn read(
         &self,
+        kb: &Kb,
         question: &str,
-        evidence: &Retrieval,
-        _gate: &mut CallGate<'_>,
+        evidence: Option<&Retrieval>,
+        _calls: &mut CallBudget<'_>,
     ) -> Result<ReaderAnswer, RoleError> {
-        Ok(extract_answer(question, evidence))
+        Ok(embedded_read(kb, question, evidence))
     }
 }
 
-fn extract_answer(question: &str, evidence: &Retrieval) -> ReaderAnswer {
-    let kind = answer_type::classify(question);
-    let q_terms: HashSet<String> = text::content_terms(question).into_iter().collect();
-    let q_norm = text::normalize_answer(question);
-    let mut sentences: Vec<(f32, ChunkId, String)> = Vec::new();
-    for (rank, (chunk, _)) in evidence_texts(evidence).enumerate() {
-        let Some(c) = evidence.chunks.iter().find(|c| c.chunk == chunk) else { continue };
-        let title_terms: HashSet<String> = text::content_terms(&c.title).into_iter().collect();
-        for span in text::sentence_spans(&c.text) {
-            let sentence = &c.text[span];
-            let terms: HashSet<String> =
-                text::content_terms(sentence).into_iter().chain(title_terms.iter().cloned()).collect();
-            let overlap = q_terms.intersection(&terms).count() as f32 / q_terms.len().max(1) as f32;
-            sentences.push((overlap + 0.2 / (1.0 + rank as f32), chunk, sentence.to_string()));
-        }
-    }
-    sentences.sort_by(|a, b| b.0.total_cmp(&a.0));
-    if let AnswerType::Choice(options) = &kind {
-        // The option mentioned in the best-matching sentence wins.
-        for (_, chunk, sentence) in &sentences {
-            if let Some(o) = options.iter().find(|o| sentence.contains(o.as_str())) {
-                return ReaderAnswer { answer: o.clone(), used: vec![*chunk] };
-            }
-        }
-    }
-    for (score, chunk, sentence) in sentences.iter().take(3) {
-        let candidate = match &kind {
-            AnswerType::YesNo => Some(if *score >= 0.6 { "yes" } else { "no" }.to_string()),
-            AnswerType::Free => Some(sentence.trim().to_string()),
-            _ => entity_mentions(sentence)
-                .into_iter()
-                .chain(sentence.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_string()))
-                .filter(|m| !m.is_empty() && !q_norm.contains(&text::normalize_answer(m)))
-                .find(|m| answer_type::fits(&kind, m)),
-        };
-        if let Some(answer) = candidate {
-            return ReaderAnswer { answer, used: vec![*chunk] };
-        }
-    }
-    ReaderAnswer::default()
+fn embedded_read(kb: &Kb, question: &str, evidence: Option<&Retrieval>) -> ReaderAnswer {
+    evidence.map(|r| reader::read(kb, &Question::parse(question, Some(r)), r)).unwrap_or_default()
 }
 
-/// Embedded validators: lexical evidence checks, no model.
-pub struct HeuristicValidator {
-    pub check: Check,
-    /// Share of the question's key terms the evidence must contain (relevance).
-    pub min_relevance: f32,
-}
+/// The embedded checks (see [`checks`](super::checks)): lexical and graph evidence, no model.
+pub struct EmbeddedValidator(pub Check);
 
 #[async_trait]
-impl Validator for HeuristicValidator {
+impl Validator for EmbeddedValidator {
     fn check(&self) -> Check {
-        self.check
+        self.0
     }
 
     async fn validate(
         &self,
         question: &str,
         answer: &ReaderAnswer,
-        evidence: &Retrieval,
-        _gate: &mut CallGate<'_>,
+        evidence: Option<&Retrieval>,
+        _calls: &mut CallBudget<'_>,
     ) -> Result<Verdict, RoleError> {
-        let (pass, reason) = match self.check {
-            Check::Relevance => {
-                let q_terms: HashSet<String> = text::content_terms(question).into_iter().collect();
-                let ev_terms: HashSet<String> =
-                    evidence_texts(evidence).flat_map(|(_, t)| text::content_terms(&t)).collect();
-                let share = q_terms.intersection(&ev_terms).count() as f32 / q_terms.len().max(1) as f32;
-                (
-                    share >= self.min_relevance,
-                    format!("evidence covers {share:.2} of the question's key terms (need {:.2})", self.min_relevance),
-                )
-            }
-            Check::Grounding => {
-                let cited: Vec<String> = evidence_texts(evidence)
-                    .filter(|(id, _)| answer.used.is_empty() || answer.used.contains(id))
-                    .map(|(_, t)| text::normalize_answer(&t))
-                    .collect();
-                let claim = text::normalize_answer(&answer.answer);
-                let grounded = !claim.is_empty()
-                    && (matches!(claim.as_str(), "yes" | "no") || cited.iter().any(|t| t.contains(&claim)));
-                (
-                    grounded,
-                    if grounded {
-                        "answer appears in the cited evidence".into()
-                    } else {
-                        "answer not found in the cited evidence".into()
-                    },
-                )
-            }
-            Check::Adequacy => {
-                let kind = answer_type::classify(question);
-                let fits = answer_type::fits(&kind, &answer.answer);
-                let echoes = !answer.answer.is_empty()
-                    && text::normalize_answer(question).contains(&text::normalize_answer(&answer.answer))
-                    && !matches!(kind, AnswerType::Choice(_));
-                (
-                    fits && !echoes,
-                    format!(
-                        "expected {kind:?}; answer {}",
-                        if fits && !echoes {
-                            "fits"
-                        } else if echoes {
-                            "only repeats the question"
-                        } else {
-                            "does not fit"
-                        }
-                    ),
-                )
-            }
-        };
-        Ok(Verdict { check: self.check, pass, reason })
+        Ok(checks::run(self.0, question, answer, evidence))
     }
 }
 
@@ -319,7 +254,7 @@ impl Rewriter for TemplateRewriter {
         failure: Check,
         answer: &ReaderAnswer,
         history: &[String],
-        _gate: &mut CallGate<'_>,
+        _calls: &mut CallBudget<'_>,
     ) -> Result<String, RoleError> {
         let mentions = entity_mentions(question);
         let terms = text::content_terms(question);
@@ -373,15 +308,16 @@ struct AnswerReply {
 impl Reader for LlmReader {
     async fn read(
         &self,
+        _kb: &Kb,
         question: &str,
-        evidence: &Retrieval,
-        gate: &mut CallGate<'_>,
+        evidence: Option<&Retrieval>,
+        calls: &mut CallBudget<'_>,
     ) -> Result<ReaderAnswer, RoleError> {
         let ev = format_evidence(evidence);
         let prompt = self.0.prompts.render(PromptId::Answer, &[("question", question), ("evidence", &ev)]);
-        let reply = gate.complete("answer", self.0.model.as_ref(), prompt).await?;
+        let reply = calls.complete("answer", self.0.model.as_ref(), prompt).await?;
         // Small models often ignore the JSON instruction: take the plain text as the answer.
-        let (answer, used) = match parse::json_in::<AnswerReply>(&reply) {
+        let (answer, used, confidence) = match parse::json_in::<AnswerReply>(&reply) {
             Ok(r) => {
                 let answer = match r.answer {
                     serde_json::Value::String(s) => s,
@@ -396,13 +332,28 @@ impl Reader for LlmReader {
                             v.as_str().and_then(|s| s.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
                         })
                     })
-                    .filter_map(|n| evidence.chunks.get((n as usize).checked_sub(1)?).map(|c| c.chunk))
+                    .filter_map(|n| evidence?.chunks.get((n as usize).checked_sub(1)?).map(|c| c.chunk))
                     .collect();
-                (answer, used)
+                (answer, used, LLM_ANSWER_CONFIDENCE)
             }
-            Err(_) => (reply.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string(), Vec::new()),
+            Err(_) => (
+                reply.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string(),
+                Vec::new(),
+                LLM_UNPARSED_CONFIDENCE,
+            ),
         };
-        Ok(ReaderAnswer { answer: answer.trim().to_string(), used })
+        // An answer the evidence never states is the model's own knowledge or invention.
+        let stated = evidence.is_some_and(|r| {
+            r.chunks.iter().any(|c| text::normalize_answer(&c.text).contains(&text::normalize_answer(&answer)))
+        });
+        let confidence = if stated { confidence } else { confidence * 0.5 };
+        Ok(ReaderAnswer {
+            answer: answer.trim().to_string(),
+            used,
+            confidence,
+            form: AnswerForm::Span,
+            path: Vec::new(),
+        })
     }
 }
 
@@ -416,8 +367,8 @@ impl Validator for LlmValidator {
         &self,
         question: &str,
         answer: &ReaderAnswer,
-        evidence: &Retrieval,
-        gate: &mut CallGate<'_>,
+        evidence: Option<&Retrieval>,
+        calls: &mut CallBudget<'_>,
     ) -> Result<Verdict, RoleError> {
         let (id, step) = match self.1 {
             Check::Relevance => (PromptId::VerifyRelevance, "verify_relevance"),
@@ -427,9 +378,9 @@ impl Validator for LlmValidator {
         let ev = format_evidence(evidence);
         let prompt =
             self.0.prompts.render(id, &[("question", question), ("answer", &answer.answer), ("evidence", &ev)]);
-        let reply = gate.complete(step, self.0.model.as_ref(), prompt).await?;
+        let reply = calls.complete(step, self.0.model.as_ref(), prompt).await?;
         let pass = parse::verdict(&reply)?;
-        Ok(Verdict { check: self.1, pass, reason: excerpt(&reply) })
+        Ok(Verdict { check: self.1, pass, score: f32::from(u8::from(pass)), reason: excerpt(&reply) })
     }
 }
 
@@ -452,7 +403,7 @@ impl LlmSufficiencyJudge {
         kb: &Kb,
         evidence: &StageEvidence<'_>,
         fallback: &dyn SufficiencyCheck,
-        gate: &mut CallGate<'_>,
+        calls: &mut CallBudget<'_>,
         reserved_calls: u32,
     ) -> Judgement {
         if evidence.chunks.is_empty() {
@@ -460,7 +411,7 @@ impl LlmSufficiencyJudge {
         }
         let ev = format_stage_evidence(kb, evidence);
         let prompt = self.0.prompts.render(PromptId::Sufficiency, &[("question", evidence.query), ("evidence", &ev)]);
-        let verdict = gate
+        let verdict = calls
             .complete_reserving("sufficiency", self.0.model.as_ref(), prompt, reserved_calls)
             .await
             .and_then(|reply| Ok((parse::verdict(&reply)?, reply)));
@@ -487,7 +438,7 @@ impl Rewriter for LlmRewriter {
         failure: Check,
         answer: &ReaderAnswer,
         history: &[String],
-        gate: &mut CallGate<'_>,
+        calls: &mut CallBudget<'_>,
     ) -> Result<String, RoleError> {
         let id = match failure {
             Check::Relevance => PromptId::RewriteOffTopic,
@@ -497,7 +448,7 @@ impl Rewriter for LlmRewriter {
         let history = history.join("\n");
         let prompt =
             self.0.prompts.render(id, &[("question", question), ("answer", &answer.answer), ("history", &history)]);
-        let reply = gate.complete("rewrite", self.0.model.as_ref(), prompt).await?;
+        let reply = calls.complete("rewrite", self.0.model.as_ref(), prompt).await?;
         Ok(reply.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().trim_matches('"').to_string())
     }
 }
@@ -513,18 +464,19 @@ pub struct MeteredReader {
 impl Reader for MeteredReader {
     async fn read(
         &self,
+        kb: &Kb,
         question: &str,
-        evidence: &Retrieval,
-        gate: &mut CallGate<'_>,
+        evidence: Option<&Retrieval>,
+        calls: &mut CallBudget<'_>,
     ) -> Result<ReaderAnswer, RoleError> {
         let prompt =
             self.prompts.render(PromptId::Answer, &[("question", question), ("evidence", &format_evidence(evidence))]);
-        gate.ledger.admit(token_bound(&prompt, gate.max_completion_tokens)).map_err(RoleError::Budget)?;
+        calls.ledger.admit(token_bound(&prompt, calls.max_completion_tokens)).map_err(RoleError::Budget)?;
         let started = Instant::now();
-        let answer = extract_answer(question, evidence);
+        let answer = embedded_read(kb, question, evidence);
         let request =
-            CompletionRequest { system: None, prompt, max_tokens: gate.max_completion_tokens, temperature: 0.0 };
-        gate.ledger.record("answer", Some(crate::llm::Usage::estimate(&request, &answer.answer)), started);
+            CompletionRequest { system: None, prompt, max_tokens: calls.max_completion_tokens, temperature: 0.0 };
+        calls.ledger.record("answer", Some(crate::llm::Usage::estimate(&request, &answer.answer)), started);
         Ok(answer)
     }
 }

@@ -154,8 +154,12 @@ pub fn propose_from_response(kb: &Kb, response: &QueryResponse) -> Result<Vec<Pr
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for chunk_id in chunks {
-        let Some(chunk) = kb.chunk(chunk_id) else { continue };
-        let Some(doc) = kb.doc(chunk.doc) else { continue };
+        let Some(chunk) = kb.chunk(chunk_id) else {
+            continue;
+        };
+        let Some(doc) = kb.doc(chunk.doc) else {
+            continue;
+        };
         for span in sentence_spans(&chunk.text) {
             let sentence = &chunk.text[span.clone()];
             for triple in RuleExtractor.extract(&doc.title, sentence)?.triples {

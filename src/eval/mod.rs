@@ -16,16 +16,14 @@ use serde::Serialize;
 
 use crate::config::Settings;
 use crate::control::budget::Ledger;
-use crate::control::roles::{CallGate, MeteredReader, Reader};
 use crate::control::{Controller, QueryRequest};
 use crate::error::{Error, Result};
 use crate::ingest::{self, Pipeline, triples::TripleImport};
 use crate::kb::model::NodeId;
 use crate::kb::{Kb, SearchMode};
-use crate::llm::prompts::Prompts;
 use crate::net::Remote;
 use crate::rank::reciprocal_rank_fusion;
-use crate::retrieve::{Retrieval, RetrieveOptions, Retriever, Stage, Strategy};
+use crate::retrieve::{RankedChunk, Retrieval, RetrieveOptions, Retriever, Stage, Strategy};
 use dataset::{Dataset, EvalQuestion};
 pub use metrics::{exact_match, f1, recall_at};
 pub use report::markdown as report_markdown;
@@ -48,6 +46,10 @@ pub struct SystemResult {
     pub recall_at_5: f64,
     pub exact_match: Option<f64>,
     pub f1: Option<f64>,
+    /// Share of questions answered (not abstained on).
+    pub coverage: Option<f64>,
+    /// Share of answered questions whose answer has F1 >= [`ACCEPTED_F1`].
+    pub accepted_precision: Option<f64>,
     pub llm_calls_per_query: f64,
     pub tokens_per_query: f64,
     pub latency_p50_ms: f64,
@@ -79,12 +81,17 @@ pub struct Report {
     pub cost_note: String,
 }
 
+/// F1 at which an answer counts as right for accepted precision.
+pub const ACCEPTED_F1: f64 = 0.5;
+
 #[derive(Default)]
 struct Tally {
     recall2: Vec<f64>,
     recall5: Vec<f64>,
     em: Vec<f64>,
     f1: Vec<f64>,
+    /// F1 of each answered question.
+    answered_f1: Vec<f64>,
     calls: Vec<f64>,
     tokens: Vec<f64>,
     latency_ms: Vec<f64>,
@@ -98,9 +105,16 @@ impl Tally {
         self.latency_ms.push(latency_ms);
     }
 
-    fn add_answer(&mut self, q: &EvalQuestion, answer: &str, ledger: &Ledger) {
-        self.em.push(q.answers.iter().map(|a| exact_match(answer, a)).fold(0.0, f64::max));
-        self.f1.push(q.answers.iter().map(|a| f1(answer, a)).fold(0.0, f64::max));
+    /// `answer` is `None` for an abstention (it scores 0 and does not count as answered).
+    fn add_answer(&mut self, q: &EvalQuestion, answer: Option<&str>, ledger: &Ledger) {
+        let answer = answer.filter(|a| !a.trim().is_empty());
+        let text = answer.unwrap_or("");
+        let f1 = q.answers.iter().map(|a| f1(text, a)).fold(0.0, f64::max);
+        self.em.push(q.answers.iter().map(|a| exact_match(text, a)).fold(0.0, f64::max));
+        self.f1.push(f1);
+        if answer.is_some() {
+            self.answered_f1.push(f1);
+        }
         self.calls.push(ledger.llm_calls as f64);
         self.tokens.push(ledger.tokens() as f64);
     }
@@ -113,6 +127,11 @@ impl Tally {
             recall_at_5: metrics::mean(&self.recall5),
             exact_match: (!self.em.is_empty()).then(|| metrics::mean(&self.em)),
             f1: (!self.f1.is_empty()).then(|| metrics::mean(&self.f1)),
+            coverage: (!self.f1.is_empty()).then(|| self.answered_f1.len() as f64 / self.f1.len() as f64),
+            accepted_precision: (!self.f1.is_empty()).then(|| {
+                let right = self.answered_f1.iter().filter(|f| **f >= ACCEPTED_F1).count();
+                right as f64 / self.answered_f1.len().max(1) as f64
+            }),
             llm_calls_per_query: metrics::mean(&self.calls),
             tokens_per_query: metrics::mean(&self.tokens),
             latency_p50_ms: metrics::percentile(&self.latency_ms, 0.5),
@@ -123,9 +142,19 @@ impl Tally {
 }
 
 /// Document ids of ranked chunks, first occurrence order.
-fn ranked_docs(retrieval: &Retrieval) -> Vec<String> {
+fn ranked_docs(chunks: &[RankedChunk]) -> Vec<String> {
     let mut seen = HashSet::new();
-    retrieval.chunks.iter().filter(|c| seen.insert(c.doc_id.clone())).map(|c| c.doc_id.clone()).collect()
+    chunks.iter().filter(|c| seen.insert(c.doc_id.clone())).map(|c| c.doc_id.clone()).collect()
+}
+
+/// A ledger that admits every call: baselines are metered, never stopped.
+fn unbounded_ledger() -> Ledger {
+    Ledger::new(crate::config::BudgetSettings {
+        max_iterations: 1,
+        max_llm_calls: u32::MAX,
+        max_tokens: u64::MAX,
+        deadline_ms: u64::MAX / 4,
+    })
 }
 
 /// An empty KB in `dir` (wiped first) with the embedded pipeline, for benches and eval; a
@@ -179,11 +208,11 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     for q in &questions {
         let request = QueryRequest { question: q.question.clone(), policy: None, budget: None };
         let response = runtime.block_on(controller.run(&kb, &settings, &request));
-        let docs = response.retrieval.as_ref().map(ranked_docs).unwrap_or_default();
+        let docs = ranked_docs(&response.evidence);
         let retrieve_ms =
             response.ledger.entries.iter().filter(|e| e.step == "retrieve").map(|e| e.micros as f64 / 1000.0).sum();
         a2rag.add_retrieval(q, &docs, retrieve_ms);
-        a2rag.add_answer(q, response.answer.as_deref().unwrap_or(""), &response.ledger);
+        a2rag.add_answer(q, response.answer.as_deref(), &response.ledger);
         let stage = match (&response.retrieval, response.answer.is_some()) {
             (None, _) => "abstained-gate".to_string(),
             (Some(r), _) if r.stage == Stage::Fallback => "fallback".into(),
@@ -193,6 +222,21 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         *a2rag.stages.entry(stage).or_default() += 1;
     }
     systems.push(a2rag.result("a2rag"));
+
+    // reader-only: the same retrieval and reader, nothing verified, rewritten or withheld.
+    let mut reader_only = Tally::default();
+    for q in &questions {
+        let mut ledger = unbounded_ledger();
+        let t = Instant::now();
+        let r = Retriever::with_settings(&kb, &settings.retrieve)
+            .retrieve(&q.question, RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k })?;
+        reader_only.add_retrieval(q, &ranked_docs(&r.chunks), t.elapsed().as_secs_f64() * 1000.0);
+        let answer = runtime
+            .block_on(controller.read(&kb, &q.question, Some(&r), &mut ledger))
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        reader_only.add_answer(q, Some(answer.answer.as_str()), &ledger);
+    }
+    systems.push(reader_only.result("reader-only"));
 
     let baselines = [
         ("bm25", Strategy::Text(SearchMode::Bm25)),
@@ -207,11 +251,11 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
             let t = Instant::now();
             let r = Retriever::new(&kb)
                 .retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k })?;
-            tally.add_retrieval(q, &ranked_docs(&r), t.elapsed().as_secs_f64() * 1000.0);
+            tally.add_retrieval(q, &ranked_docs(&r.chunks), t.elapsed().as_secs_f64() * 1000.0);
         }
         systems.push(tally.result(name));
     }
-    systems.push(runtime.block_on(iterative(&kb, &settings, &questions, options.iterative_steps))?);
+    systems.push(runtime.block_on(iterative(&kb, &settings, &controller, &questions, options.iterative_steps))?);
 
     let stats = kb.stats();
     let node_deletion = node_deletion(&mut kb, &questions, options, top_k)?;
@@ -227,7 +271,9 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         systems,
         node_deletion,
         cost_note: "Embedded roles. The reader is metered as one LLM call with the answer prompt's estimated tokens; \
-                    embedded validators and the template rewriter make no call. The iterative baseline meters its reader the same way."
+                    embedded validators and the template rewriter make no call. The reader-only and iterative baselines meter their reader the same way. \
+                    Coverage is the share of questions answered; accepted precision the share of answered questions with F1 >= 0.5 \
+                    (EM and F1 count an abstention as 0)."
             .into(),
     };
     report::write(&report, &options.out_dir)?;
@@ -237,16 +283,16 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
 /// IRCoT-style baseline: retrieve, reason (a reader call), retrieve again with the
 /// question plus what was inferred, for a fixed number of steps; evidence from all steps is
 /// fused, then one final reader call answers.
-async fn iterative(kb: &Kb, settings: &Settings, questions: &[EvalQuestion], steps: usize) -> Result<SystemResult> {
-    let reader = MeteredReader { prompts: Prompts::load(&settings.llm.prompts_dir)? };
+async fn iterative(
+    kb: &Kb,
+    settings: &Settings,
+    controller: &Controller,
+    questions: &[EvalQuestion],
+    steps: usize,
+) -> Result<SystemResult> {
     let mut tally = Tally::default();
     for q in questions {
-        let mut ledger = Ledger::new(crate::config::BudgetSettings {
-            max_iterations: 1,
-            max_llm_calls: u32::MAX,
-            max_tokens: u64::MAX,
-            deadline_ms: u64::MAX / 4,
-        });
+        let mut ledger = unbounded_ledger();
         let mut lists: Vec<Vec<u64>> = Vec::new();
         let mut query = q.question.clone();
         let mut latency = 0.0;
@@ -263,12 +309,10 @@ async fn iterative(kb: &Kb, settings: &Settings, questions: &[EvalQuestion], ste
             )?;
             latency += t.elapsed().as_secs_f64() * 1000.0;
             lists.push(r.chunks.iter().map(|c| c.chunk as u64).collect());
-            let mut gate = CallGate {
-                ledger: &mut ledger,
-                max_completion_tokens: settings.llm.max_completion_tokens,
-                temperature: 0.0,
-            };
-            let thought = reader.read(&q.question, &r, &mut gate).await.map_err(|e| Error::Invalid(e.to_string()))?;
+            let thought = controller
+                .read(kb, &q.question, Some(&r), &mut ledger)
+                .await
+                .map_err(|e| Error::Invalid(e.to_string()))?;
             query = format!("{} {}", q.question, thought.answer);
             last = Some(r);
         }
@@ -279,7 +323,7 @@ async fn iterative(kb: &Kb, settings: &Settings, questions: &[EvalQuestion], ste
             .filter_map(|(c, s)| {
                 let chunk = kb.chunk(*c as u32)?;
                 let doc = kb.doc(chunk.doc)?;
-                Some(crate::retrieve::RankedChunk {
+                Some(RankedChunk {
                     chunk: chunk.id,
                     doc_id: doc.id.clone(),
                     title: doc.title.clone(),
@@ -290,14 +334,12 @@ async fn iterative(kb: &Kb, settings: &Settings, questions: &[EvalQuestion], ste
             })
             .take(settings.retrieve.top_k)
             .collect();
-        let mut gate = CallGate {
-            ledger: &mut ledger,
-            max_completion_tokens: settings.llm.max_completion_tokens,
-            temperature: 0.0,
-        };
-        let answer = reader.read(&q.question, &evidence, &mut gate).await.map_err(|e| Error::Invalid(e.to_string()))?;
-        tally.add_retrieval(q, &ranked_docs(&evidence), latency);
-        tally.add_answer(q, &answer.answer, &ledger);
+        let answer = controller
+            .read(kb, &q.question, Some(&evidence), &mut ledger)
+            .await
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        tally.add_retrieval(q, &ranked_docs(&evidence.chunks), latency);
+        tally.add_answer(q, Some(answer.answer.as_str()), &ledger);
     }
     Ok(tally.result("iterative"))
 }
@@ -329,7 +371,7 @@ fn node_deletion(kb: &mut Kb, questions: &[EvalQuestion], options: &EvalOptions,
             for q in questions {
                 let r = Retriever::new(kb)
                     .retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k })?;
-                r5.push(recall_at(&ranked_docs(&r), &q.gold, 5));
+                r5.push(recall_at(&ranked_docs(&r.chunks), &q.gold, 5));
             }
             recall.insert(name.to_string(), metrics::mean(&r5));
         }

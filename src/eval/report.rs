@@ -33,18 +33,23 @@ pub fn markdown(r: &Report) -> String {
         r.embedder,
         r.triples.as_ref().map(|t| format!(", triples {t}")).unwrap_or_default()
     );
-    let _ = writeln!(out, "| system | R@2 | R@5 | EM | F1 | LLM calls/q | tokens/q | retrieval p50 ms | p95 ms |");
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| system | R@2 | R@5 | EM | F1 | coverage | accepted precision | LLM calls/q | tokens/q | retrieval p50 ms | p95 ms |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     let opt = |x: Option<f64>| x.map_or("–".to_string(), |v| format!("{:.3}", v));
     for s in &r.systems {
         let _ = writeln!(
             out,
-            "| {} | {:.3} | {:.3} | {} | {} | {:.2} | {:.0} | {:.2} | {:.2} |",
+            "| {} | {:.3} | {:.3} | {} | {} | {} | {} | {:.2} | {:.0} | {:.2} | {:.2} |",
             s.system,
             s.recall_at_2,
             s.recall_at_5,
             opt(s.exact_match),
             opt(s.f1),
+            opt(s.coverage),
+            opt(s.accepted_precision),
             s.llm_calls_per_query,
             s.tokens_per_query,
             s.latency_p50_ms,
@@ -54,6 +59,19 @@ pub fn markdown(r: &Report) -> String {
     if let Some(a) = r.systems.iter().find(|s| !s.stages.is_empty()) {
         let parts: Vec<String> = a.stages.iter().map(|(k, v)| format!("{k} {:.0}%", v * 100.0)).collect();
         let _ = writeln!(out, "\nStages reached by a2rag: {}", parts.join(", "));
+    }
+    let find = |name: &str| r.systems.iter().find(|s| s.system == name);
+    if let (Some(a), Some(b)) = (find("a2rag"), find("reader-only"))
+        && let (Some(pa), Some(pb), Some(ca), Some(cb)) =
+            (a.accepted_precision, b.accepted_precision, a.coverage, b.coverage)
+    {
+        let _ = writeln!(
+            out,
+            "\nTrust: verification and the confidence gate take accepted precision from {pb:.3} (reader-only, answers {:.0}%) to {pa:.3} (a2rag, answers {:.0}%), {:+.3}.",
+            cb * 100.0,
+            ca * 100.0,
+            pa - pb
+        );
     }
     if !r.node_deletion.is_empty() {
         let systems: Vec<&String> = r.node_deletion[0].recall_at_5.keys().collect();

@@ -52,7 +52,9 @@ impl Bm25 {
     }
 
     pub fn remove(&mut self, key: u64) {
-        let Some(len) = self.lengths.remove(&key) else { return };
+        let Some(len) = self.lengths.remove(&key) else {
+            return;
+        };
         self.total_len -= len as u64;
         self.postings.retain(|_, docs| {
             docs.remove(&key);
@@ -72,7 +74,9 @@ impl Bm25 {
         terms.sort();
         terms.dedup();
         for term in terms {
-            let Some(docs) = self.postings.get(&term) else { continue };
+            let Some(docs) = self.postings.get(&term) else {
+                continue;
+            };
             let df = docs.len() as f32;
             let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
             for (key, tf) in docs {

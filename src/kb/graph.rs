@@ -79,7 +79,9 @@ impl KnowledgeGraph {
 
     /// Edges around `node` in both directions (the graph with inverse edges).
     pub fn steps(&self, node: NodeId) -> Vec<Step> {
-        let Some(&ix) = self.nodes.get(&node) else { return Vec::new() };
+        let Some(&ix) = self.nodes.get(&node) else {
+            return Vec::new();
+        };
         let out = self.g.edges_directed(ix, Direction::Outgoing).map(|e| Step {
             edge: *e.weight(),
             to: self.g[e.target()],

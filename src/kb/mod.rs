@@ -410,7 +410,9 @@ impl Kb {
     /// sled untouched, as if the extractor had missed those entities.
     pub fn forget_nodes_in_memory(&mut self, ids: &[NodeId]) -> Result<()> {
         for id in ids {
-            let Some(node) = self.nodes.remove(id) else { continue };
+            let Some(node) = self.nodes.remove(id) else {
+                continue;
+            };
             self.unblock_node(&node);
             for step in self.graph.steps(*id) {
                 self.forget_edge_in_memory(step.edge);

@@ -146,7 +146,9 @@ fn remove_orphans(store: &Store, docs: &HashMap<DocKey, Document>) -> Result<usi
         let (id, _) = item?;
         // Ids beyond u32 cannot be addressed through the record-removal API; none are ever
         // written (chunk, node and doc ids are u32), so skipping them loses nothing real.
-        let Ok(chunk_id) = u32::try_from(id) else { continue };
+        let Ok(chunk_id) = u32::try_from(id) else {
+            continue;
+        };
         if store.get::<Chunk>(Family::Chunk, id)?.is_none() {
             // Removing a chunk that does not exist only deletes its vector key.
             batch.remove_chunk(chunk_id);
@@ -155,7 +157,9 @@ fn remove_orphans(store: &Store, docs: &HashMap<DocKey, Document>) -> Result<usi
     }
     for item in store.scan_vectors(Family::NodeVec) {
         let (id, _) = item?;
-        let Ok(node_id) = u32::try_from(id) else { continue };
+        let Ok(node_id) = u32::try_from(id) else {
+            continue;
+        };
         if store.get::<Node>(Family::Node, id)?.is_none() {
             batch.remove_node(node_id);
             removed += 1;
@@ -163,7 +167,9 @@ fn remove_orphans(store: &Store, docs: &HashMap<DocKey, Document>) -> Result<usi
     }
     for item in store.scan_vectors(Family::SummaryVec) {
         let (id, _) = item?;
-        let Ok(key) = DocKey::try_from(id) else { continue };
+        let Ok(key) = DocKey::try_from(id) else {
+            continue;
+        };
         if !docs.contains_key(&key) {
             // `remove_doc` also deletes the doc-id mapping of the record it is given; a
             // placeholder id that maps to no document makes that a no-op.

@@ -60,7 +60,9 @@ impl RelationLabels {
 
     /// One edge fewer uses `label`; the label goes when none does.
     pub fn remove_use(&mut self, label: &str) -> Result<()> {
-        let Some(known) = self.labels.get_mut(label) else { return Ok(()) };
+        let Some(known) = self.labels.get_mut(label) else {
+            return Ok(());
+        };
         known.count -= 1;
         if known.count == 0 {
             let id = known.id;

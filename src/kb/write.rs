@@ -143,7 +143,9 @@ impl<'kb> Staging<'kb> {
             self.batch.remove_chunk(*chunk);
             self.changes.chunks_removed.push(*chunk);
             for node_id in self.kb.nodes_in_chunk(*chunk).to_vec() {
-                let Some(mut node) = self.node(node_id) else { continue };
+                let Some(mut node) = self.node(node_id) else {
+                    continue;
+                };
                 node.chunks.retain(|c| c != chunk);
                 if node.chunks.is_empty() {
                     self.changes.nodes.insert(node_id, None);
@@ -216,7 +218,9 @@ impl<'kb> Staging<'kb> {
         let me = Mention { surface: mention, key };
         let alias = &self.kb.settings.alias;
         self.kb.alias_candidates(&blocks).into_iter().chain(staged).find(|&id| {
-            let Some(node) = self.node_ref(id) else { return false };
+            let Some(node) = self.node_ref(id) else {
+                return false;
+            };
             let node_key = normalize_entity(&node.name);
             let cosine = || match self.changes.node_vectors.get(&id) {
                 Some(v) => Some(crate::embed::cosine(vector, v)),
@@ -291,7 +295,9 @@ impl Kb {
         }
         let mut edge_ids = Vec::new();
         for t in &doc.triples {
-            let Some(&chunk) = chunk_ids.get(t.chunk) else { continue };
+            let Some(&chunk) = chunk_ids.get(t.chunk) else {
+                continue;
+            };
             if let Some(edge) = staging.add_edge(&t.triple, chunk, t.origin)? {
                 edge_ids.push(edge.id);
             }

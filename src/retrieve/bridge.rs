@@ -56,7 +56,9 @@ fn bfs(kb: &Kb, seed: NodeId, params: &BridgeParams) -> HashMap<NodeId, Reach> {
 
 /// Paths from the BFS root to `target`, as steps walked from the root.
 fn paths_to(reach: &HashMap<NodeId, Reach>, target: NodeId, cap: usize) -> Vec<Vec<Step>> {
-    let Some(r) = reach.get(&target) else { return Vec::new() };
+    let Some(r) = reach.get(&target) else {
+        return Vec::new();
+    };
     if r.distance == 0 {
         return vec![Vec::new()];
     }

@@ -15,7 +15,9 @@ pub fn expand(kb: &Kb, seeds: &Seeds, max_edges: usize) -> Vec<(EdgeId, f32)> {
     let mut kept = Vec::new();
     for seed in &seeds.entities {
         for step in kb.graph().steps(seed.node) {
-            let Some(edge) = kb.edge(step.edge) else { continue };
+            let Some(edge) = kb.edge(step.edge) else {
+                continue;
+            };
             if !seen.insert(step.edge) {
                 continue;
             }

@@ -56,7 +56,9 @@ pub struct RetrieveOptions {
     pub top_k: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A retrieved chunk with its provenance: what the retriever ranks, the reader reads and a
+/// query response shows as evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RankedChunk {
     pub chunk: ChunkId,
     pub doc_id: String,
@@ -87,7 +89,11 @@ pub struct StageReport {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Retrieval {
+    /// A query response moves these out into its `evidence` and `paths`, so that no chunk
+    /// text is sent twice.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub chunks: Vec<RankedChunk>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<Vec<PathHop>>,
     /// The last stage run.
     pub stage: Stage,

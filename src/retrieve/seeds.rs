@@ -91,7 +91,9 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, query: &str) -> Result<S
     for (mention, v) in mentions.iter().zip(vectors.by_ref()) {
         let key = normalize_entity(mention);
         for (id, cos) in kb.node_index().search(&v, 5)? {
-            let Some(node) = kb.node(id as NodeId) else { continue };
+            let Some(node) = kb.node(id as NodeId) else {
+                continue;
+            };
             let edit = node.aliases.iter().map(|a| edit_similarity(&key, &normalize_entity(a))).fold(0.0f32, f32::max);
             let score = edit.max(cos);
             if score >= settings.seed_threshold {

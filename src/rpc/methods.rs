@@ -332,7 +332,9 @@ async fn graph_node(engine: &Engine, params: NodeParams) -> MethodResult {
     let id = match (params.id, &params.name) {
         (Some(id), None) => id,
         (None, Some(name)) => kb.node_by_alias(name).ok_or_else(|| Error::NotFound(format!("node named `{name}`")))?,
-        _ => return Err(RpcError::new(INVALID_PARAMS, "invalid params: give exactly one of `name` or `id`")),
+        _ => {
+            return Err(RpcError::new(INVALID_PARAMS, "invalid params: give exactly one of `name` or `id`"));
+        }
     };
     let node = kb.node(id).ok_or_else(|| Error::NotFound(format!("node {id}")))?;
     let steps = kb.graph().steps(id);

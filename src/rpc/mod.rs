@@ -565,7 +565,9 @@ impl Conn {
                 RpcError::new(protocol::INVALID_REQUEST, format!("invalid request: {why}")),
             )))
         };
-        let Value::Object(mut m) = message else { return invalid(Value::Null, "not an object") };
+        let Value::Object(mut m) = message else {
+            return invalid(Value::Null, "not an object");
+        };
         let id = m.remove("id");
         // A number beyond 64-bit integers parses as a float and would be echoed altered;
         // refusing it keeps the promise that every id comes back exactly as sent.

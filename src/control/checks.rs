@@ -1,0 +1,321 @@
+//! The embedded checks, each able to fail:
+//! - relevance: the evidence covers every entity the question names;
+//! - grounding: a cited sentence states the answer together with a question entity (or a
+//!   bridge entity on the reader's path), with one of the question's relations between them;
+//! - adequacy: the answer is of the kind the question asks for, short, and not copied from
+//!   the question.
+//!
+//! Each verdict carries a score in [0, 1] that the controller folds into the answer's
+//! confidence.
+
+use super::answer_type::{self, AnswerType};
+use super::question::{Question, same_word};
+use super::reader::{Sentence, called, sentences};
+use super::roles::{AnswerForm, Check, ReaderAnswer, Verdict};
+use crate::retrieve::Retrieval;
+use crate::text;
+
+/// Longest answer span, in words, that is still an answer rather than a passage.
+const MAX_SPAN_WORDS: usize = 10;
+/// Grounding through a bridge entity rather than one the question names is weaker evidence.
+const BRIDGE_GROUNDING: f32 = 0.8;
+
+pub fn run(check: Check, question: &str, answer: &ReaderAnswer, retrieval: Option<&Retrieval>) -> Verdict {
+    let q = Question::parse(question, retrieval);
+    let (pass, score, reason) = match (check, retrieval) {
+        (_, None) => (false, 0.0, "no evidence was retrieved".to_string()),
+        (Check::Relevance, Some(r)) => relevance(&q, r),
+        (Check::Grounding, Some(r)) => grounding(&q, answer, r),
+        (Check::Adequacy, Some(r)) => adequacy(&q, answer, r),
+    };
+    Verdict { check, pass, score: if pass { score } else { 0.0 }, reason }
+}
+
+fn relevance(q: &Question, r: &Retrieval) -> (bool, f32, String) {
+    let texts: Vec<String> = r
+        .chunks
+        .iter()
+        .map(|c| format!(" {} {} ", text::normalize_answer(&c.title), text::normalize_answer(&c.text)))
+        .collect();
+    let missing: Vec<&String> = q
+        .entities
+        .iter()
+        .filter(|e| {
+            let key = format!(" {} ", text::normalize_answer(e));
+            !texts.iter().any(|t| t.contains(&key))
+        })
+        .collect();
+    if missing.is_empty() {
+        (true, 1.0, format!("the evidence mentions all {} entities the question names", q.entities.len()))
+    } else {
+        (
+            false,
+            0.0,
+            format!(
+                "the evidence never mentions {}",
+                missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")
+            ),
+        )
+    }
+}
+
+fn grounding(q: &Question, answer: &ReaderAnswer, r: &Retrieval) -> (bool, f32, String) {
+    if answer.answer.trim().is_empty() {
+        return (false, 0.0, "no answer to ground".into());
+    }
+    let all = sentences(q, r);
+    let cited: Vec<&Sentence<'_>> = all.iter().filter(|s| answer.used.contains(&s.chunk)).collect();
+    if cited.is_empty() {
+        return (false, 0.0, "the answer cites no retrieved chunk".into());
+    }
+    match (&q.kind, answer.form) {
+        (_, AnswerForm::Sentence) => {
+            let found = cited.iter().any(|s| s.text.trim() == answer.answer.trim());
+            return (
+                found,
+                1.0,
+                if found {
+                    "the answer is a cited sentence".into()
+                } else {
+                    "the answer sentence is not in the cited chunks".into()
+                },
+            );
+        }
+        (AnswerType::YesNo, _) | (AnswerType::Choice(_), _) => {
+            let named = |e: &String| {
+                cited
+                    .iter()
+                    .any(|s| contains_words(s.text, e) || text::normalize_answer(s.title) == text::normalize_answer(e))
+            };
+            let missing: Vec<&String> = q.entities.iter().filter(|e| !named(e)).collect();
+            let pass = missing.is_empty() || (matches!(q.kind, AnswerType::Choice(_)) && named(&answer.answer));
+            return (
+                pass,
+                1.0,
+                if pass {
+                    "the cited passages describe the compared entities".into()
+                } else {
+                    format!("no cited passage describes {missing:?}")
+                },
+            );
+        }
+        _ => {}
+    }
+    let bridges: Vec<String> = answer
+        .path
+        .iter()
+        .flat_map(|h| [h.subject.clone(), h.object.clone()])
+        .filter(|n| text::normalize_answer(n) != text::normalize_answer(&answer.answer))
+        .collect();
+    let mut best: Option<(f32, String)> = None;
+    for s in &cited {
+        if !contains_words(s.text, &answer.answer) {
+            continue;
+        }
+        for (anchors, strength) in [(&q.entities, 1.0), (&bridges, BRIDGE_GROUNDING)] {
+            for anchor in anchors.iter() {
+                if let Some(relation) = relation_between(q, s, anchor, &answer.answer)
+                    && best.as_ref().is_none_or(|(b, _)| strength > *b)
+                {
+                    best = Some((
+                        strength,
+                        format!("“{}” states `{}` -{relation}- `{anchor}`", s.text.trim(), answer.answer),
+                    ));
+                }
+            }
+        }
+    }
+    match best {
+        Some((score, reason)) => (true, score, reason),
+        None => (
+            false,
+            0.0,
+            format!(
+                "no cited sentence links `{}` to the question's entities by one of its relations ({})",
+                answer.answer,
+                q.relation_words.join(", ")
+            ),
+        ),
+    }
+}
+
+/// The question's relation word that sentence `s` puts between `anchor` and `answer` (or
+/// anywhere in it when `anchor` is what the sentence's passage is about and the sentence
+/// does not name it).
+fn relation_between(q: &Question, s: &Sentence<'_>, anchor: &str, answer: &str) -> Option<String> {
+    let lower = s.text.to_lowercase();
+    let answer_at = find_words(&lower, &answer.to_lowercase())?;
+    let range = match find_words(&lower, &anchor.to_lowercase()) {
+        Some(anchor_at) if anchor_at.0 < answer_at.0 => anchor_at.1..answer_at.0,
+        Some(anchor_at) => answer_at.1..anchor_at.0,
+        None if text::normalize_answer(s.title) == text::normalize_answer(anchor) => 0..lower.len(),
+        None => return None,
+    };
+    let between = &lower[range.start.min(range.end)..range.end.max(range.start)];
+    text::words(between).find(|w| q.relation_words.iter().any(|r| same_word(w, r)))
+}
+
+/// Byte range of `needle` in `haystack` at word boundaries.
+fn find_words(haystack: &str, needle: &str) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while let Some(i) = haystack[from..].find(needle) {
+        let start = from + i;
+        let end = start + needle.len();
+        let before = haystack[..start].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+        let after = haystack[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
+        if before && after && !needle.is_empty() {
+            return Some((start, end));
+        }
+        from = start + needle.len().max(1);
+    }
+    None
+}
+
+fn contains_words(haystack: &str, needle: &str) -> bool {
+    find_words(&haystack.to_lowercase(), &needle.to_lowercase()).is_some()
+}
+
+/// What an answer the evidence never calls by the question's type noun is worth.
+const UNTYPED_ADEQUACY: f32 = 0.7;
+
+fn adequacy(q: &Question, answer: &ReaderAnswer, r: &Retrieval) -> (bool, f32, String) {
+    let a = answer.answer.trim();
+    let fail = |why: String| (false, 0.0, why);
+    if a.is_empty() {
+        return fail("no answer".into());
+    }
+    if a.starts_with('#') {
+        return fail("the answer is a heading".into());
+    }
+    if answer.form == AnswerForm::Sentence {
+        return if q.kind == AnswerType::Free {
+            (true, 1.0, "free-form question answered by a sentence".into())
+        } else {
+            fail(format!("expected {:?}, got a whole sentence", q.kind))
+        };
+    }
+    if a.split_whitespace().count() > MAX_SPAN_WORDS {
+        return fail(format!("the answer has more than {MAX_SPAN_WORDS} words"));
+    }
+    if !matches!(q.kind, AnswerType::Choice(_) | AnswerType::YesNo) && q.names(a) {
+        return fail("the answer only repeats the question".into());
+    }
+    if !answer_type::fits(&q.kind, a) {
+        return fail(format!("expected {:?}; `{a}` does not fit", q.kind));
+    }
+    if q.kind == AnswerType::Entity
+        && (q.who() || q.where_())
+        && a.chars().all(|c| c.is_ascii_digit() || c.is_whitespace() || c == ',')
+    {
+        return fail(format!("a {} question is not answered by a number", if q.who() { "who" } else { "where" }));
+    }
+    if let Some(noun) = q.type_noun.as_deref().filter(|_| q.kind == AnswerType::Entity)
+        && !called(noun, a, &sentences(q, r))
+    {
+        return (
+            true,
+            UNTYPED_ADEQUACY,
+            format!("expected {:?}; `{a}` fits, but no evidence calls it a {noun}", q.kind),
+        );
+    }
+    (true, 1.0, format!("expected {:?}; `{a}` fits", q.kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retrieve::seeds::Seeds;
+    use crate::retrieve::{PathHop, RankedChunk, Stage};
+
+    fn retrieval(passages: &[(&str, &str)]) -> Retrieval {
+        Retrieval {
+            chunks: passages
+                .iter()
+                .enumerate()
+                .map(|(i, (title, text))| RankedChunk {
+                    chunk: i as u32,
+                    doc_id: title.to_string(),
+                    title: title.to_string(),
+                    span: (0, text.len()),
+                    score: 1.0,
+                    text: text.to_string(),
+                })
+                .collect(),
+            paths: Vec::new(),
+            stage: Stage::Local,
+            sufficient: true,
+            seeds: Seeds::default(),
+            stages: Vec::new(),
+            micros: 0,
+        }
+    }
+
+    fn span(answer: &str, used: &[u32], path: Vec<PathHop>) -> ReaderAnswer {
+        ReaderAnswer { answer: answer.into(), used: used.to_vec(), confidence: 0.9, form: AnswerForm::Span, path }
+    }
+
+    const HALDEN: (&str, &str) = (
+        "Halden Optics",
+        "Halden Optics was founded by Ingrid Halden in 1961. The company built the Aurora Observatory and later supplied mirrors to the Northern Lights Array.",
+    );
+    const AURORA: (&str, &str) =
+        ("Aurora Observatory", "The Aurora Observatory is on Mount Kell. It was built by Halden Optics in 1987.");
+    const Q: &str = "Who founded the company that built the Aurora Observatory?";
+
+    #[test]
+    fn grounding_accepts_an_answer_linked_by_the_question_relation() {
+        let r = retrieval(&[HALDEN, AURORA]);
+        let hop = |s: &str, rel: &str, o: &str, chunk| PathHop {
+            subject: s.into(),
+            relation: rel.into(),
+            object: o.into(),
+            chunk,
+        };
+        let path = vec![
+            hop("Aurora Observatory", "was built by", "Halden Optics", 1),
+            hop("Halden Optics", "was founded by", "Ingrid Halden", 0),
+        ];
+        let v = run(Check::Grounding, Q, &span("Ingrid Halden", &[0, 1], path), Some(&r));
+        assert!(v.pass, "{v:?}");
+        assert!((v.score - BRIDGE_GROUNDING).abs() < 1e-6, "grounded through the bridge Halden Optics: {v:?}");
+    }
+
+    #[test]
+    fn grounding_rejects_an_answer_not_linked_to_the_question_entities() {
+        let r = retrieval(&[HALDEN, AURORA]);
+        // In the same sentence as the question's entity, but joined by "supplied mirrors to".
+        let v = run(Check::Grounding, Q, &span("Northern Lights Array", &[0], Vec::new()), Some(&r));
+        assert!(!v.pass, "{v:?}");
+        // Named nowhere in the cited chunk.
+        let v = run(Check::Grounding, Q, &span("Lena Varga", &[0, 1], Vec::new()), Some(&r));
+        assert!(!v.pass, "{v:?}");
+    }
+
+    #[test]
+    fn adequacy_rejects_the_wrong_type_a_copy_of_the_question_and_a_sentence() {
+        let r = retrieval(&[HALDEN]);
+        let when = "When was Halden Optics founded?";
+        assert!(run(Check::Adequacy, when, &span("1961", &[0], Vec::new()), Some(&r)).pass);
+        let v = run(Check::Adequacy, when, &span("Ingrid Halden", &[0], Vec::new()), Some(&r));
+        assert!(!v.pass && v.reason.contains("does not fit"), "{v:?}");
+        let v = run(Check::Adequacy, Q, &span("Aurora Observatory", &[0], Vec::new()), Some(&r));
+        assert!(!v.pass && v.reason.contains("repeats the question"), "{v:?}");
+        let sentence = ReaderAnswer { form: AnswerForm::Sentence, ..span(HALDEN.1, &[0], Vec::new()) };
+        assert!(!run(Check::Adequacy, Q, &sentence, Some(&r)).pass);
+        assert!(!run(Check::Adequacy, Q, &span("# Halden Optics", &[0], Vec::new()), Some(&r)).pass);
+    }
+
+    #[test]
+    fn relevance_rejects_evidence_missing_an_entity_the_question_names() {
+        let r = retrieval(&[HALDEN]);
+        let v = run(
+            Check::Relevance,
+            "Which astronomer directed the Northern Lights Array and used the Aurora Telescope?",
+            &span("x", &[0], Vec::new()),
+            Some(&r),
+        );
+        assert!(!v.pass && v.reason.contains("Aurora Telescope"), "{v:?}");
+        assert!(run(Check::Relevance, Q, &span("x", &[0], Vec::new()), Some(&retrieval(&[HALDEN, AURORA]))).pass);
+        assert!(!run(Check::Relevance, Q, &span("x", &[0], Vec::new()), None).pass);
+    }
+}

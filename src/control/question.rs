@@ -1,0 +1,204 @@
+//! What a question names and asks: its entities, its relation words, the kind of answer it
+//! wants and the noun that names that kind ("which astronomer"). Shared by the embedded
+//! reader (what to look for) and the embedded checks (what to verify).
+
+use std::collections::HashSet;
+
+use super::answer_type::{self, AnswerType};
+use crate::ingest::extract::entity_mentions;
+use crate::retrieve::Retrieval;
+use crate::text;
+
+const WH_WORDS: &[&str] = &["who", "whom", "whose", "what", "which", "when", "where", "why", "how"];
+/// Words that only shape a question ("both", "first", "the same"), never a relation.
+const FRAME_WORDS: &[&str] = &[
+    "both", "also", "first", "last", "same", "known", "called", "located", "based", "type", "kind", "year", "many",
+    "much", "date", "time", "people",
+];
+/// Irregular English forms, so that "built" meets "build" and "born" meets "birth".
+const LEMMAS: &[(&str, &str)] = &[
+    ("built", "build"),
+    ("born", "birth"),
+    ("wrote", "write"),
+    ("written", "write"),
+    ("sang", "sing"),
+    ("sung", "sing"),
+    ("made", "make"),
+    ("won", "win"),
+    ("led", "lead"),
+    ("died", "death"),
+    ("dead", "death"),
+    ("die", "death"),
+    ("began", "begin"),
+    ("begun", "begin"),
+    ("held", "hold"),
+    ("taught", "teach"),
+    ("bought", "buy"),
+    ("sold", "sell"),
+    ("spoke", "speak"),
+    ("grew", "grow"),
+    ("found", "find"),
+];
+const SUFFIXES: &[&str] = &["ations", "ation", "ings", "ing", "ers", "ors", "ed", "er", "or", "es", "s"];
+
+/// A word reduced to a comparable form: irregular forms to their lemma, then common
+/// suffixes cut while at least four letters remain.
+pub fn stem(word: &str) -> String {
+    let lower = word.to_lowercase();
+    if let Some((_, lemma)) = LEMMAS.iter().find(|(form, _)| *form == lower) {
+        return (*lemma).to_string();
+    }
+    for suffix in SUFFIXES {
+        if let Some(head) = lower.strip_suffix(suffix)
+            && head.chars().count() >= 4
+        {
+            return head.to_string();
+        }
+    }
+    lower
+}
+
+/// Do two words name the same thing: equal stems, or one stem the start of the other with
+/// five letters in common ("discover" / "discovery", "direct" / "director").
+pub fn same_word(a: &str, b: &str) -> bool {
+    let (a, b) = (stem(a), stem(b));
+    a == b || (a.len().min(b.len()) >= 5 && (a.starts_with(&b) || b.starts_with(&a)))
+}
+
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub text: String,
+    pub kind: AnswerType,
+    /// The noun that names the answer's kind: "astronomer" in "Which astronomer ...",
+    /// "city" in "in what city".
+    pub type_noun: Option<String>,
+    /// Entities the question names, as written, longest first.
+    pub entities: Vec<String>,
+    /// Content words outside the entities and the type noun: what links them to the answer.
+    pub relation_words: Vec<String>,
+    /// Every content word of the question.
+    pub terms: HashSet<String>,
+    pub normalized: String,
+}
+
+impl Question {
+    /// `retrieval` adds the names of the seeds the question's words aligned to.
+    pub fn parse(question: &str, retrieval: Option<&Retrieval>) -> Question {
+        let kind = answer_type::classify(question);
+        let mut entities: Vec<String> = entity_mentions(question).into_iter().filter(|m| !is_wh(m)).collect();
+        if let Some(r) = retrieval {
+            for seed in &r.seeds.entities {
+                for name in [&seed.mention, &seed.name] {
+                    if !entities.iter().any(|e| text::normalize_entity(e) == text::normalize_entity(name))
+                        && mentioned(question, name)
+                    {
+                        entities.push(name.clone());
+                    }
+                }
+            }
+        }
+        entities.sort_by_key(|e| std::cmp::Reverse(e.len()));
+        let entity_words: HashSet<String> = entities.iter().flat_map(|e| text::words(e).collect::<Vec<_>>()).collect();
+        let type_noun = type_noun(question);
+        let relation_words = text::content_terms(question)
+            .into_iter()
+            .filter(|w| {
+                !entity_words.contains(w) && !WH_WORDS.contains(&w.as_str()) && !FRAME_WORDS.contains(&w.as_str())
+            })
+            .filter(|w| type_noun.as_deref() != Some(w.as_str()))
+            .filter(|w| !w.chars().all(|c| c.is_ascii_digit()))
+            .fold(Vec::new(), |mut out, w| {
+                if !out.contains(&w) {
+                    out.push(w);
+                }
+                out
+            });
+        Question {
+            text: question.to_string(),
+            kind,
+            type_noun,
+            entities,
+            relation_words,
+            terms: text::content_terms(question).into_iter().collect(),
+            normalized: text::normalize_answer(question),
+        }
+    }
+
+    /// Is `span` something the question itself says (a named entity, or words copied from it)?
+    pub fn names(&self, span: &str) -> bool {
+        let norm = text::normalize_answer(span);
+        if norm.is_empty() {
+            return true;
+        }
+        let padded = format!(" {} ", self.normalized);
+        padded.contains(&format!(" {norm} ")) || self.entities.iter().any(|e| text::normalize_answer(e) == norm)
+    }
+
+    /// The relation words that `label` (a relation or sentence fragment) states.
+    pub fn relations_in(&self, label: &str) -> Vec<&str> {
+        let words: Vec<String> = text::content_terms(label);
+        self.relation_words.iter().filter(|r| words.iter().any(|w| same_word(w, r))).map(String::as_str).collect()
+    }
+
+    pub fn who(&self) -> bool {
+        let lower = self.text.trim().to_lowercase();
+        lower.starts_with("who") || lower.contains(" who ") && self.type_noun.is_none() || lower.contains(" whom")
+    }
+
+    pub fn where_(&self) -> bool {
+        let lower = self.text.to_lowercase();
+        lower.starts_with("where") || lower.trim_end_matches(['?', ' ']).ends_with(" where")
+    }
+}
+
+fn is_wh(mention: &str) -> bool {
+    WH_WORDS.contains(&mention.to_lowercase().as_str())
+}
+
+/// Does the question contain `name` as whole words?
+fn mentioned(question: &str, name: &str) -> bool {
+    let q = format!(" {} ", text::normalize_answer(question));
+    let n = text::normalize_answer(name);
+    !n.is_empty() && q.contains(&format!(" {n} "))
+}
+
+/// The noun right after "which" / "what" (skipping adjectives is beyond a rule: the first
+/// content word is taken), when it is not a verb-like word ("what is", "which was").
+fn type_noun(question: &str) -> Option<String> {
+    let words: Vec<String> = text::words(question).collect();
+    let at = words.iter().position(|w| w == "which" || w == "what")?;
+    let next = words.get(at + 1)?;
+    if text::is_stopword(next) || matches!(next.as_str(), "year" | "date" | "time") {
+        return None;
+    }
+    Some(next.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems_meet_across_forms() {
+        assert!(same_word("founded", "founder"));
+        assert!(same_word("built", "build"));
+        assert!(same_word("directed", "director"));
+        assert!(same_word("discovered", "discovery"));
+        assert!(!same_word("county", "country"));
+    }
+
+    #[test]
+    fn parses_entities_relations_and_type_noun() {
+        let q = Question::parse(
+            "Which astronomer, who directed the Northern Lights Array, discovered a comet with the Aurora Telescope?",
+            None,
+        );
+        assert_eq!(q.type_noun.as_deref(), Some("astronomer"));
+        assert!(
+            q.entities.contains(&"Northern Lights Array".to_string())
+                && q.entities.contains(&"Aurora Telescope".to_string())
+        );
+        assert_eq!(q.relation_words, vec!["directed", "discovered", "comet"]);
+        assert!(q.names("the Aurora Telescope") && !q.names("Lena Varga"));
+    }
+}

@@ -1,0 +1,644 @@
+//! The embedded reader: answers the way the graph was walked. Candidates are the entities
+//! reached from the question's seeds along evidence edges whose relations state the
+//! question's relation words, and the entity mentions and typed spans (dates, numbers) of
+//! the sentences that best support the question. Each is scored by path alignment, sentence
+//! support, and fit to the answer type; an entity the question names is never a candidate.
+//! The score of the best candidate, discounted by how close the runner-up comes, is the
+//! reader's confidence: an ambiguous path gives a low one, and the controller abstains.
+
+use std::collections::{HashMap, HashSet};
+
+use super::answer_type::{self, AnswerType};
+use super::question::{Question, same_word};
+use super::roles::{AnswerForm, ReaderAnswer};
+use crate::ingest::extract::entity_mentions;
+use crate::kb::Kb;
+use crate::kb::model::{ChunkId, EdgeId, NodeId};
+use crate::retrieve::{PathHop, Retrieval};
+use crate::text;
+
+/// Hops walked from a seed through the evidence graph: questions of the datasets we know
+/// chain up to four facts, and the seeds already stand on the first.
+const MAX_HOPS: usize = 3;
+/// A hop whose relation states none of the question's relation words costs this factor.
+const UNALIGNED_HOP: f32 = 0.6;
+/// Words between a span and the question's relation word at which support halves.
+const PROXIMITY_HALF: f32 = 4.0;
+/// Words after "X is" within which the type noun calls X by it ("is a Hungarian-born astronomer").
+const TYPE_WINDOW: usize = 4;
+/// Temperature of the softmax over candidate scores whose top share is the confidence: a
+/// runner-up 0.05 behind counts e^-1 as much as the winner.
+const TEMPERATURE: f32 = 0.05;
+/// Candidates that share the probability mass (the long tail of weak mentions does not).
+const CONTENDERS: usize = 10;
+/// Paths explored per seed; hubs in the evidence graph would otherwise explode at 3 hops.
+const MAX_PATHS_PER_SEED: usize = 20_000;
+/// Words in a passage that show it is about a person.
+const PERSON_WORDS: &[&str] = &["he", "she", "his", "her", "born"];
+
+/// One sentence of the evidence, with how well it matches the question.
+pub(crate) struct Sentence<'a> {
+    pub chunk: ChunkId,
+    pub title: &'a str,
+    pub text: &'a str,
+    /// Share of the question's content words in the sentence and its passage's title.
+    pub overlap: f32,
+    pub rank: usize,
+}
+
+/// The sentences of the retrieved chunks, Markdown headings left out.
+pub(crate) fn sentences<'a>(question: &Question, retrieval: &'a Retrieval) -> Vec<Sentence<'a>> {
+    let mut out = Vec::new();
+    for (rank, chunk) in retrieval.chunks.iter().enumerate() {
+        let title_terms: Vec<String> = text::content_terms(&chunk.title);
+        for body in chunk.text.split_inclusive('\n') {
+            if body.trim_start().starts_with('#') {
+                continue;
+            }
+            for span in text::sentence_spans(body) {
+                let sentence = &body[span];
+                let words: Vec<String> =
+                    text::content_terms(sentence).into_iter().chain(title_terms.iter().cloned()).collect();
+                let hit = question.terms.iter().filter(|t| words.iter().any(|w| w == *t || same_word(w, t))).count();
+                let overlap = hit as f32 / question.terms.len().max(1) as f32;
+                out.push(Sentence { chunk: chunk.chunk, title: &chunk.title, text: sentence, overlap, rank });
+            }
+        }
+    }
+    out
+}
+
+#[derive(Default, Debug)]
+struct Candidate {
+    surface: String,
+    /// Best alignment of a path from a seed to it, in [0, 1].
+    path: f32,
+    path_hops: Vec<PathHop>,
+    /// Best sentence support, in [0, 1].
+    support: f32,
+    support_chunk: Option<ChunkId>,
+    /// A sentence calls it by the question's type noun.
+    typed: bool,
+}
+
+/// Reads an answer out of `retrieval`; `kb` gives the edges between the retrieved chunks'
+/// entities.
+pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer {
+    let sentences = sentences(question, retrieval);
+    match &question.kind {
+        AnswerType::YesNo => return yes_no(question, &sentences),
+        AnswerType::Choice(options) => return choice(question, options, &sentences),
+        AnswerType::Free => {
+            if let Some(best) =
+                sentences.iter().max_by(|a, b| a.overlap.total_cmp(&b.overlap).then(b.rank.cmp(&a.rank)))
+            {
+                let answer = best.text.trim().to_string();
+                return ReaderAnswer {
+                    answer,
+                    used: vec![best.chunk],
+                    confidence: best.overlap * 0.5,
+                    form: AnswerForm::Sentence,
+                    path: Vec::new(),
+                };
+            }
+            return ReaderAnswer::default();
+        }
+        _ => {}
+    }
+    let mut candidates: HashMap<String, Candidate> = HashMap::new();
+    let bridges = walk(kb, question, retrieval, &mut candidates);
+    let people: HashSet<String> = sentences
+        .iter()
+        .filter(|s| text::words(s.text).any(|w| PERSON_WORDS.contains(&w.as_str())))
+        .map(|s| text::normalize_answer(s.title))
+        .collect();
+    let anchors: Vec<String> = question.entities.iter().cloned().chain(bridges).collect();
+    for s in &sentences {
+        let anchored = anchor_weight(question, &anchors, s);
+        for (start, surface) in spans(s.text) {
+            if question.names(&surface) {
+                continue;
+            }
+            let key = text::normalize_answer(&surface);
+            let proximity = proximity(question, s.text, start, surface.len());
+            let support = s.overlap * anchored * proximity / (1.0 + 0.1 * s.rank as f32);
+            let typed = question.type_noun.as_deref().is_some_and(|noun| near_word(s.text, start, surface.len(), noun));
+            let c = candidates.entry(key).or_default();
+            if c.surface.is_empty() {
+                c.surface = surface.clone();
+            }
+            c.typed |= typed;
+            if support > c.support {
+                c.support = support;
+                c.support_chunk = Some(s.chunk);
+            }
+        }
+    }
+    // A passage about a candidate that calls it by the type noun ("Lena Varga is a
+    // Hungarian-born astronomer"), for candidates only the graph walk found.
+    if let Some(noun) = &question.type_noun {
+        for c in candidates.values_mut().filter(|c| !c.typed) {
+            c.typed = called(noun, &c.surface, &sentences);
+        }
+    }
+    let mut scored: Vec<(f32, Candidate)> = candidates
+        .into_values()
+        .filter(|c| !c.surface.is_empty())
+        .filter_map(|c| {
+            let person = people.contains(&text::normalize_answer(&c.surface));
+            let fit = type_fit(question, &c, person);
+            // The type gates the evidence: a well-supported span of the wrong kind scores low.
+            (fit > 0.0).then(|| (fit * (0.6 * c.path + 0.4 * c.support), c))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.surface.cmp(&b.1.surface)));
+    let Some((top, best)) = scored.first() else {
+        return ReaderAnswer::default();
+    };
+    // The winner's share of a softmax over the contenders, scaled by how good it is.
+    let mass: f32 = scored.iter().take(CONTENDERS).map(|(s, _)| ((s - top) / TEMPERATURE).exp()).sum();
+    let confidence = ((0.5 + 0.5 * top) / mass).clamp(0.0, 1.0);
+    let mut used: Vec<ChunkId> = best.support_chunk.into_iter().collect();
+    for hop in &best.path_hops {
+        if !used.contains(&hop.chunk) {
+            used.push(hop.chunk);
+        }
+    }
+    ReaderAnswer {
+        answer: best.surface.clone(),
+        used,
+        confidence,
+        form: AnswerForm::Span,
+        path: best.path_hops.clone(),
+    }
+}
+
+/// Walks the evidence graph (edges read from the retrieved chunks) from each seed, up to
+/// [`MAX_HOPS`], and makes every node reached a candidate scored by its best path. Returns
+/// the names of the nodes on aligned paths (the bridges).
+fn walk(
+    kb: &Kb,
+    question: &Question,
+    retrieval: &Retrieval,
+    candidates: &mut HashMap<String, Candidate>,
+) -> Vec<String> {
+    let evidence: HashSet<ChunkId> = retrieval.chunks.iter().map(|c| c.chunk).collect();
+    let mut adjacency: HashMap<NodeId, Vec<(NodeId, EdgeId)>> = HashMap::new();
+    let mut seen = HashSet::new();
+    for chunk in &evidence {
+        for node in kb.nodes_in_chunk(*chunk) {
+            for step in kb.graph().steps(*node) {
+                let Some(edge) = kb.edge(step.edge) else {
+                    continue;
+                };
+                if evidence.contains(&edge.chunk) && seen.insert((*node, step.edge, step.to)) {
+                    adjacency.entry(*node).or_default().push((step.to, step.edge));
+                }
+            }
+        }
+    }
+    let relation_seeds: HashMap<&str, f32> =
+        retrieval.seeds.relations.iter().map(|r| (r.label.as_str(), r.score)).collect();
+    // What each evidence edge states of the question's relations, computed once.
+    let hops: HashMap<EdgeId, Hop<'_>> = seen
+        .iter()
+        .filter_map(|(_, e, _)| {
+            let edge = kb.edge(*e)?;
+            let stated = question.relations_in(&edge.relation);
+            let seeded = relation_seeds.get(edge.relation.as_str()).copied().unwrap_or(0.0);
+            Some((*e, Hop { stated, seeded }))
+        })
+        .collect();
+    let seeds: Vec<NodeId> = retrieval.seeds.entities.iter().map(|s| s.node).collect();
+    let mut reached_by: HashMap<NodeId, HashSet<NodeId>> = HashMap::new();
+    let mut best: HashMap<NodeId, (Alignment, Vec<EdgeId>)> = HashMap::new();
+    for seed in &seeds {
+        let mut stack: Vec<(NodeId, Vec<EdgeId>, Vec<NodeId>)> = vec![(*seed, Vec::new(), vec![*seed])];
+        let mut explored = 0;
+        while let Some((node, edges, visited)) = stack.pop() {
+            explored += 1;
+            if explored > MAX_PATHS_PER_SEED {
+                break;
+            }
+            if !edges.is_empty() {
+                reached_by.entry(node).or_default().insert(*seed);
+                let alignment = path_alignment(question, &hops, &edges);
+                if best.get(&node).is_none_or(|(a, _)| alignment.score > a.score) {
+                    best.insert(node, (alignment, edges.clone()));
+                }
+            }
+            if edges.len() == MAX_HOPS {
+                continue;
+            }
+            for (next, edge) in adjacency.get(&node).into_iter().flatten() {
+                if visited.contains(next) {
+                    continue;
+                }
+                let mut e = edges.clone();
+                e.push(*edge);
+                let mut v = visited.clone();
+                v.push(*next);
+                stack.push((*next, e, v));
+            }
+        }
+    }
+    let mut bridges = Vec::new();
+    for (node, (alignment, edges)) in best {
+        let Some(n) = kb.node(node) else { continue };
+        if alignment.every_hop_aligned {
+            bridges.push(n.name.clone());
+        }
+        if seeds.contains(&node) || question.names(&n.name) {
+            continue;
+        }
+        // An answer the question's every seed leads to is the one the question describes.
+        let reach = reached_by.get(&node).map_or(0, HashSet::len) as f32 / seeds.len().max(1) as f32;
+        let score = alignment.score * (0.6 + 0.4 * reach);
+        let hops = describe(kb, &edges);
+        let c = candidates.entry(text::normalize_answer(&n.name)).or_default();
+        if c.surface.is_empty() {
+            c.surface = n.name.clone();
+        }
+        if score > c.path {
+            c.path = score;
+            c.path_hops = hops;
+        }
+    }
+    bridges
+}
+
+/// What one evidence edge states of the question's relations.
+struct Hop<'q> {
+    /// The question's relation words its label states.
+    stated: Vec<&'q str>,
+    /// Its cosine to the question's relation phrase when it is a relation seed, else 0.
+    seeded: f32,
+}
+
+struct Alignment {
+    score: f32,
+    every_hop_aligned: bool,
+}
+
+/// Share of the question's relation words the path's relations state, discounted for each
+/// hop that states none (a relation seed, aligned by embedding, is discounted by its cosine
+/// instead).
+fn path_alignment(question: &Question, hops: &HashMap<EdgeId, Hop<'_>>, edges: &[EdgeId]) -> Alignment {
+    let mut covered: HashSet<&str> = HashSet::new();
+    let mut factor = 1.0;
+    let mut every_hop_aligned = true;
+    for hop in edges.iter().filter_map(|e| hops.get(e)) {
+        if hop.stated.is_empty() {
+            factor *= UNALIGNED_HOP.max(hop.seeded);
+            every_hop_aligned = false;
+        }
+        covered.extend(hop.stated.iter().copied());
+    }
+    let score = if question.relation_words.is_empty() {
+        0.5 * factor
+    } else {
+        factor * covered.len() as f32 / question.relation_words.len() as f32
+    };
+    Alignment { score, every_hop_aligned: every_hop_aligned && !covered.is_empty() }
+}
+
+fn describe(kb: &Kb, edges: &[EdgeId]) -> Vec<PathHop> {
+    let name = |n: NodeId| kb.node(n).map_or_else(|| format!("#{n}"), |n| n.name.clone());
+    edges
+        .iter()
+        .filter_map(|e| kb.edge(*e))
+        .map(|e| PathHop {
+            subject: name(e.subject),
+            relation: e.relation.clone(),
+            object: name(e.object),
+            chunk: e.chunk,
+        })
+        .collect()
+}
+
+/// How firmly a sentence is tied to what the question names: it mentions a question
+/// entity (or its passage is about one), or a bridge entity the graph walk reached.
+fn anchor_weight(question: &Question, anchors: &[String], s: &Sentence<'_>) -> f32 {
+    let sentence = text::normalize_answer(s.text);
+    let title = text::normalize_answer(s.title);
+    let mentions = |name: &String| {
+        let n = text::normalize_answer(name);
+        !n.is_empty() && (format!(" {sentence} ").contains(&format!(" {n} ")) || title == n)
+    };
+    if question.entities.iter().any(mentions) {
+        1.0
+    } else if anchors.iter().any(mentions) {
+        0.7
+    } else {
+        0.25
+    }
+}
+
+/// Entity mentions and typed spans (dates, amounts) of a sentence, with their byte offsets.
+fn spans(sentence: &str) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut push = |surface: String| {
+        let mut from = 0;
+        while let Some(i) = sentence[from..].find(&surface) {
+            out.push((from + i, surface.clone()));
+            from += i + surface.len();
+        }
+    };
+    for m in entity_mentions(sentence) {
+        push(m);
+    }
+    for d in amounts_and_dates(sentence) {
+        push(d);
+    }
+    out
+}
+
+const MONTHS: &[&str] = &[
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+const SCALES: &[&str] = &["hundred", "thousand", "million", "billion", "trillion", "percent", "%"];
+
+/// "4 February 1948", "February 4, 1948", "150 million", "6,960": typed spans the entity
+/// extractor splits or misses.
+fn amounts_and_dates(sentence: &str) -> Vec<String> {
+    let words: Vec<&str> = sentence.split_whitespace().collect();
+    let clean = |w: &str| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '%').to_string();
+    let is_num = |w: &str| w.chars().next().is_some_and(|c| c.is_ascii_digit());
+    let is_month = |w: &str| MONTHS.contains(&w.to_lowercase().as_str());
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = clean(words[i]);
+        let next = |k: usize| words.get(i + k).map(|w| clean(w)).unwrap_or_default();
+        if is_num(&w) && is_month(&next(1)) && is_num(&next(2)) {
+            out.push(format!("{w} {} {}", next(1), next(2)));
+            i += 3;
+        } else if is_month(&w) && is_num(&next(1)) && is_num(&next(2)) && words[i + 1].ends_with(',') {
+            out.push(format!("{w} {}, {}", next(1), next(2)));
+            i += 3;
+        } else if is_num(&w) {
+            let scale = next(1);
+            if SCALES.contains(&scale.to_lowercase().as_str()) {
+                out.push(format!("{w} {scale}"));
+                i += 2;
+            } else {
+                out.push(w);
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// 1 next to one of the question's relation words, halving every [`PROXIMITY_HALF`] words
+/// away; a sentence without any gets the weight of one far away.
+fn proximity(question: &Question, sentence: &str, start: usize, len: usize) -> f32 {
+    let positions = word_positions(sentence);
+    let at = positions.iter().filter(|(b, _)| *b < start).count();
+    let end = positions.iter().filter(|(b, _)| *b < start + len).count();
+    let distance = positions
+        .iter()
+        .enumerate()
+        .filter(|(i, (_, w))| (*i < at || *i >= end) && question.relation_words.iter().any(|r| same_word(w, r)))
+        .map(|(i, _)| if i < at { at - i } else { i + 1 - end })
+        .min();
+    match distance {
+        Some(d) => 1.0 / (1.0 + d as f32 / PROXIMITY_HALF),
+        None if question.relation_words.is_empty() => 0.6,
+        None => 0.3,
+    }
+}
+
+/// Does the evidence call `answer` by `noun`, in apposition ("the astronomer Lena Varga")
+/// or with a copula ("Lena Varga is a Hungarian-born astronomer")?
+pub(crate) fn called(noun: &str, answer: &str, sentences: &[Sentence<'_>]) -> bool {
+    sentences.iter().any(|s| s.text.match_indices(answer).any(|(at, _)| near_word(s.text, at, answer.len(), noun)))
+}
+
+/// Is the span at `start` called `noun`: `noun` one or two words before it, or at most
+/// [`TYPE_WINDOW`] words after it when a copula ("is", "was") follows the span?
+fn near_word(sentence: &str, start: usize, len: usize, noun: &str) -> bool {
+    let positions = word_positions(sentence);
+    let at = positions.iter().filter(|(b, _)| *b < start).count();
+    let end = positions.iter().filter(|(b, _)| *b < start + len).count();
+    let before = positions[at.saturating_sub(2)..at].iter().any(|(_, w)| same_word(w, noun));
+    let copula = positions.get(end).is_some_and(|(_, w)| matches!(w.as_str(), "is" | "was" | "are" | "were"));
+    let after = copula && positions.iter().skip(end + 1).take(TYPE_WINDOW).any(|(_, w)| same_word(w, noun));
+    before || after
+}
+
+/// (byte offset, lower-case word) of each word.
+fn word_positions(sentence: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in sentence.char_indices().chain(std::iter::once((sentence.len(), ' '))) {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((s, sentence[s..i].to_lowercase()));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// How well a candidate fits the answer type, 0 when it cannot be the answer.
+/// `person`: the candidate's own passage speaks of it as a person (he, she, born).
+fn type_fit(question: &Question, c: &Candidate, person: bool) -> f32 {
+    let surface = c.surface.as_str();
+    let numeric = surface.chars().all(|ch| ch.is_ascii_digit() || ch.is_whitespace() || ch == ',' || ch == '.');
+    if surface.split_whitespace().count() > 8 {
+        return 0.0;
+    }
+    match &question.kind {
+        AnswerType::Date => f32::from(u8::from(answer_type::looks_like_date(surface))),
+        AnswerType::Number => {
+            if !answer_type::looks_like_number(surface) {
+                0.0
+            } else if answer_type::looks_like_date(surface) {
+                0.3
+            } else {
+                1.0
+            }
+        }
+        AnswerType::Entity => {
+            if numeric {
+                return 0.1;
+            }
+            let capitalised: Vec<&str> =
+                surface.split_whitespace().filter(|w| w.chars().next().is_some_and(char::is_uppercase)).collect();
+            if capitalised.is_empty() {
+                return 0.0;
+            }
+            let digits = surface.chars().any(|ch| ch.is_ascii_digit());
+            if question.type_noun.is_some() {
+                // "Which astronomer": an entity the evidence calls an astronomer, above all.
+                return if c.typed { 1.0 } else { 0.3 };
+            }
+            if question.who() {
+                return if person {
+                    1.0
+                } else if capitalised.len() >= 2 && !digits {
+                    0.5
+                } else {
+                    0.3
+                };
+            }
+            if question.where_() && !digits {
+                return if person { 0.3 } else { 0.8 };
+            }
+            0.5
+        }
+        AnswerType::YesNo | AnswerType::Choice(_) | AnswerType::Free => 1.0,
+    }
+}
+
+/// The sentences about `entity`: those that name it and those of its own passage.
+fn profile<'s, 'a>(entity: &str, sentences: &'s [Sentence<'a>]) -> Vec<&'s Sentence<'a>> {
+    let key = text::normalize_answer(entity);
+    sentences
+        .iter()
+        .filter(|s| {
+            let title = text::normalize_answer(s.title);
+            title == key
+                || (!key.is_empty() && format!(" {} ", text::normalize_answer(s.text)).contains(&format!(" {key} ")))
+        })
+        .collect()
+}
+
+/// Share of `words` the sentences state.
+fn coverage(words: &[String], sentences: &[&Sentence<'_>]) -> f32 {
+    if words.is_empty() {
+        return 0.0;
+    }
+    let said: Vec<String> = sentences.iter().flat_map(|s| text::content_terms(s.text)).collect();
+    words.iter().filter(|w| said.iter().any(|s| same_word(s, w))).count() as f32 / words.len() as f32
+}
+
+/// Yes/no: "yes" when every entity the question names has the property its other words
+/// describe; for "the same X", when the entities' passages share an entity besides those the
+/// question names. No passage about an entity: no answer.
+fn yes_no(question: &Question, sentences: &[Sentence<'_>]) -> ReaderAnswer {
+    let entities: Vec<&String> = question
+        .entities
+        .iter()
+        .filter(|e| {
+            question.entities.iter().all(|o| o == *e || !text::normalize_answer(o).contains(&text::normalize_answer(e)))
+        })
+        .collect();
+    if entities.is_empty() {
+        return ReaderAnswer::default();
+    }
+    let profiles: Vec<Vec<&Sentence<'_>>> = entities.iter().map(|e| profile(e, sentences)).collect();
+    if profiles.iter().any(Vec::is_empty) {
+        return ReaderAnswer::default();
+    }
+    let used: Vec<ChunkId> = profiles.iter().filter_map(|p| p.first().map(|s| s.chunk)).collect();
+    let same = text::words(&question.text).any(|w| w == "same");
+    let (yes, decisiveness) = if same && entities.len() >= 2 {
+        let named = |p: &Vec<&Sentence<'_>>| -> HashSet<String> {
+            p.iter()
+                .flat_map(|s| entity_mentions(s.text))
+                .filter(|m| !question.names(m))
+                .map(|m| text::normalize_answer(&m))
+                .collect()
+        };
+        let first = named(&profiles[0]);
+        let shared = profiles[1..].iter().all(|p| !named(p).is_disjoint(&first));
+        (shared, 0.6)
+    } else {
+        let mut words = question.relation_words.clone();
+        words.extend(question.type_noun.clone());
+        let least = profiles.iter().map(|p| coverage(&words, p)).fold(1.0f32, f32::min);
+        (least >= 0.5, if least >= 0.5 { least } else { 1.0 - least })
+    };
+    ReaderAnswer {
+        answer: if yes { "yes" } else { "no" }.into(),
+        used,
+        confidence: 0.3 + 0.4 * decisiveness,
+        form: AnswerForm::Span,
+        path: Vec::new(),
+    }
+}
+
+const EARLIER: &[&str] = &["first", "earlier", "earliest", "older", "oldest", "before", "sooner"];
+const LATER: &[&str] = &["last", "later", "latest", "younger", "youngest", "recent", "newer", "newest"];
+
+/// "A or B": by the years of the two when the question compares time ("formed first",
+/// "oldest"), else by which one's passages state more of the question's words.
+fn choice(question: &Question, options: &[String], sentences: &[Sentence<'_>]) -> ReaderAnswer {
+    let profiles: Vec<Vec<&Sentence<'_>>> = options.iter().map(|o| profile(o, sentences)).collect();
+    if profiles.iter().any(Vec::is_empty) {
+        return ReaderAnswer::default();
+    }
+    let words: Vec<String> = text::words(&question.text).collect();
+    let earlier = words.iter().any(|w| EARLIER.contains(&w.as_str()));
+    let later = words.iter().any(|w| LATER.contains(&w.as_str()));
+    let pick = |i: usize, confidence: f32| ReaderAnswer {
+        answer: options[i].clone(),
+        used: profiles[i].iter().take(1).map(|s| s.chunk).collect(),
+        confidence,
+        form: AnswerForm::Span,
+        path: Vec::new(),
+    };
+    if earlier || later {
+        let years: Vec<Option<u32>> = profiles.iter().map(|p| first_year(question, p)).collect();
+        if let [Some(a), Some(b)] = years[..]
+            && a != b
+        {
+            let a_wins = (a < b) == earlier;
+            return pick(if a_wins { 0 } else { 1 }, 0.65);
+        }
+        return ReaderAnswer::default();
+    }
+    let mut property = question.relation_words.clone();
+    property.extend(question.type_noun.clone());
+    let scores: Vec<f32> = profiles.iter().map(|p| coverage(&property, p)).collect();
+    if (scores[0] - scores[1]).abs() < f32::EPSILON {
+        return ReaderAnswer::default();
+    }
+    let i = usize::from(scores[1] > scores[0]);
+    pick(i, 0.3 + 0.5 * (scores[0] - scores[1]).abs())
+}
+
+/// The year in the sentence about an entity that states the most of the question's relation
+/// words (its own passage's first year when none does).
+fn first_year(question: &Question, profile: &[&Sentence<'_>]) -> Option<u32> {
+    let year = |s: &str| {
+        text::words(s).find(|w| w.len() == 4 && w.chars().all(|c| c.is_ascii_digit())).and_then(|w| w.parse().ok())
+    };
+    profile
+        .iter()
+        .filter_map(|s| year(s.text).map(|y| (question.relations_in(s.text).len(), std::cmp::Reverse(s.rank), y)))
+        .max_by_key(|(n, r, _)| (*n, *r))
+        .map(|(_, _, y)| y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_spans_keep_dates_and_amounts_whole() {
+        assert_eq!(
+            amounts_and_dates("It left on February 4, 1948 and sold 150 million records."),
+            vec!["February 4, 1948", "150 million"]
+        );
+        assert_eq!(amounts_and_dates("Joined on 1 August 1973."), vec!["1 August 1973"]);
+    }
+}
