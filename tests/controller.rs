@@ -466,7 +466,7 @@ impl LanguageModel for Rambling {
     fn name(&self) -> String {
         "rambling".into()
     }
-    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, RemoteError> {
         let text = "Oslo Harbour is a harbour in Oslo, a city with many boats".to_string();
         Ok(Completion { usage: Usage::estimate(request, &text), text })
     }

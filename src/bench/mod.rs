@@ -215,7 +215,7 @@ pub fn large_doc(settings: Settings, megabytes: &[usize], scratch: &Path) -> Res
     let mut first_per_mb = None;
     for &mb in megabytes {
         let text = synthetic_document(mb * 1_000_000, 17);
-        let (mut kb, pipeline) = scratch_kb(settings.clone(), scratch)?;
+        let (mut kb, pipeline) = scratch_kb(settings.clone(), scratch, &Remote::new())?;
         let doc = source::SourceDoc {
             id: format!("synthetic-{mb}mb"),
             title: format!("Synthetic {mb} MB"),
@@ -243,7 +243,7 @@ pub fn large_doc(settings: Settings, megabytes: &[usize], scratch: &Path) -> Res
         ));
     }
     Ok(format!(
-        "large-document ingest (one document each, rule extractor, embedder {}):\n{}",
+        "large-document ingest (one document each, rule extractor, embedder {:?}):\n{}",
         settings.embed.provider,
         lines.join("\n")
     ))
