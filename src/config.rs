@@ -329,8 +329,8 @@ impl Settings {
         builder = builder.add_source(
             config::Environment::with_prefix("A2RAG").prefix_separator("__").separator("__").try_parsing(true),
         );
-        let settings: Settings =
-            builder.build().and_then(|c| c.try_deserialize()).map_err(|e| Error::Config(e.to_string()))?;
+        let config = builder.build().map_err(|e| Error::Config(e.to_string()))?;
+        let settings: Settings = config.clone().try_deserialize().map_err(|e| Error::Config(explain(&config, e)))?;
         settings.validate()?;
         Ok(settings)
     }
@@ -442,6 +442,19 @@ impl Keys {
 }
 
 /// One TOML source as a tree of values.
+/// `config`'s message for a misspelt enum value names the key but not the accepted values;
+/// serde's own names the values but not the key, so a bad value gets both.
+fn explain(config: &config::Config, error: config::ConfigError) -> String {
+    let message = error.to_string();
+    if !message.contains("variant") {
+        return message;
+    }
+    match config.clone().try_deserialize::<serde_json::Value>().map(serde_json::from_value::<Settings>) {
+        Ok(Err(serde)) => format!("{message} ({serde})"),
+        _ => message,
+    }
+}
+
 fn toml_tree<S: config::Source + Send + Sync + 'static>(source: S) -> Result<serde_json::Value> {
     config::Config::builder()
         .add_source(source)

@@ -173,7 +173,7 @@ fn bad_input_is_reported_and_does_not_stop_the_rest() {
     assert!(!out.status.success(), "errors make the exit code non-zero");
     assert!(stderr.contains("bad.jsonl:2:"), "names file and line: {stderr}");
     assert!(stderr.contains("broken.json:"), "{stderr}");
-    assert!(stderr.contains("latin1.txt: skipped: not valid UTF-8"), "{stderr}");
+    assert!(stderr.contains("latin1.txt:1: not valid UTF-8"), "bad lines are named with their number: {stderr}");
     assert!(stdout.contains("2 added"), "good.md and the good jsonl line still ingested: {stdout}");
     assert!(!stderr.contains("panicked"));
 }
