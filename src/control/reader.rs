@@ -148,7 +148,7 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
             let person = people.contains(&text::normalize_answer(&c.surface));
             let fit = type_fit(question, &c, person);
             // The type gates the evidence: a well-supported span of the wrong kind scores low.
-            (fit > 0.0).then(|| (fit * (0.6 * c.path + 0.4 * c.support), c))
+            (fit > 0.0).then_some((fit * (0.6 * c.path + 0.4 * c.support), c))
         })
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.surface.cmp(&b.1.surface)));
