@@ -253,7 +253,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             for w in &report.warnings {
                 eprintln!("warning: {w}");
             }
-            for e in &report.errors {
+            for e in report.errors.iter().chain(&report.dropped_triples) {
                 eprintln!("error: {e}");
             }
             let stats = engine.kb.get_mut().stats();

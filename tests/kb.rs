@@ -21,6 +21,10 @@ fn musique_with_openie_import_gives_every_passage_and_triple() {
     let report = ingest(&mut kb, &pipeline, &[data.join("musique/corpus.json")]);
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     assert_eq!(report.added, 1890);
+    // The published file has malformed entries (two, four or more elements): each is counted
+    // and explained, none silently.
+    assert_eq!(report.triples_dropped, report.dropped_triples.len());
+    assert!(report.dropped_triples.iter().all(|m| m.contains("triple left out")), "{:?}", report.dropped_triples);
 
     // Expected edges: valid triples of each passage (three non-empty strings, named ends),
     // exact duplicates within a passage removed.

@@ -189,9 +189,13 @@ pub struct IngestReport {
     pub added: usize,
     pub replaced: usize,
     pub unchanged: usize,
-    /// Imported triples left out (malformed, or for no ingested document); each is also
-    /// explained in `errors`.
+    /// Imported triples left out (malformed, or for no ingested document); each is
+    /// explained in `dropped_triples`.
     pub triples_dropped: usize,
+    /// Why imported triples were left out. Kept apart from `errors` (documents that failed):
+    /// a triples file with a few malformed entries still builds a usable KB, but the CLI
+    /// exits non-zero so nothing is dropped unnoticed.
+    pub dropped_triples: Vec<String>,
     /// The run was cancelled: the documents counted above committed, the rest did not.
     pub cancelled: bool,
     pub errors: Vec<String>,
@@ -199,8 +203,9 @@ pub struct IngestReport {
 }
 
 impl IngestReport {
+    /// Some input was rejected: a document, a line, or an imported triple.
     pub fn failed(&self) -> bool {
-        !self.errors.is_empty()
+        !self.errors.is_empty() || !self.dropped_triples.is_empty()
     }
 
     fn record(&mut self, outcome: IngestOutcome) {
@@ -224,7 +229,7 @@ impl IngestReport {
     pub fn record_unused_triples(&mut self, import: &TripleImport) {
         let problems = import.problems();
         self.triples_dropped += problems.iter().map(|p| p.triples).sum::<usize>();
-        self.errors.extend(problems.into_iter().map(|p| p.message));
+        self.dropped_triples.extend(problems.into_iter().map(|p| p.message));
     }
 }
 
