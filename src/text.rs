@@ -126,6 +126,22 @@ pub fn normalize_answer(answer: &str) -> String {
     no_punct.split_whitespace().filter(|w| !matches!(*w, "a" | "an" | "the")).collect::<Vec<_>>().join(" ")
 }
 
+/// English month names, lowercase: dates in answers, and words that are not entity names.
+pub const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,21 +64,7 @@ fn choice_options(question: &str) -> Option<Vec<String>> {
 pub fn looks_like_date(answer: &str) -> bool {
     answer.split(|c: char| !c.is_alphanumeric()).any(|w| {
         (w.len() == 4 && w.chars().all(|c| c.is_ascii_digit()))
-            || [
-                "january",
-                "february",
-                "march",
-                "april",
-                "may",
-                "june",
-                "july",
-                "august",
-                "september",
-                "october",
-                "november",
-                "december",
-            ]
-            .contains(&w.to_lowercase().as_str())
+            || crate::text::MONTHS.contains(&w.to_lowercase().as_str())
             || w.ends_with("s") && w.len() == 5 && w[..4].chars().all(|c| c.is_ascii_digit())
     })
 }

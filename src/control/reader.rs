@@ -254,7 +254,7 @@ fn walk(
         // An answer the question's every seed leads to is the one the question describes.
         let reach = reached_by.get(&node).map_or(0, HashSet::len) as f32 / seeds.len().max(1) as f32;
         let score = alignment.score * (0.6 + 0.4 * reach);
-        let hops = describe(kb, &edges);
+        let hops = crate::retrieve::describe(kb, edges.iter().copied());
         let c = candidates.entry(text::normalize_answer(&n.name)).or_default();
         if c.surface.is_empty() {
             c.surface = n.name.clone();
@@ -302,20 +302,6 @@ fn path_alignment(question: &Question, hops: &HashMap<EdgeId, Hop<'_>>, edges: &
     Alignment { score, every_hop_aligned: every_hop_aligned && !covered.is_empty() }
 }
 
-fn describe(kb: &Kb, edges: &[EdgeId]) -> Vec<PathHop> {
-    let name = |n: NodeId| kb.node(n).map_or_else(|| format!("#{n}"), |n| n.name.clone());
-    edges
-        .iter()
-        .filter_map(|e| kb.edge(*e))
-        .map(|e| PathHop {
-            subject: name(e.subject),
-            relation: e.relation.clone(),
-            object: name(e.object),
-            chunk: e.chunk,
-        })
-        .collect()
-}
-
 /// How firmly a sentence is tied to what the question names: it mentions a question
 /// entity (or its passage is about one), or a bridge entity the graph walk reached.
 fn anchor_weight(question: &Question, anchors: &[String], s: &Sentence<'_>) -> f32 {
@@ -353,20 +339,6 @@ fn spans(sentence: &str) -> Vec<(usize, String)> {
     out
 }
 
-const MONTHS: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
 const SCALES: &[&str] = &["hundred", "thousand", "million", "billion", "trillion", "percent", "%"];
 
 /// "4 February 1948", "February 4, 1948", "150 million", "6,960": typed spans the entity
@@ -375,7 +347,7 @@ fn amounts_and_dates(sentence: &str) -> Vec<String> {
     let words: Vec<&str> = sentence.split_whitespace().collect();
     let clean = |w: &str| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '%').to_string();
     let is_num = |w: &str| w.chars().next().is_some_and(|c| c.is_ascii_digit());
-    let is_month = |w: &str| MONTHS.contains(&w.to_lowercase().as_str());
+    let is_month = |w: &str| text::MONTHS.contains(&w.to_lowercase().as_str());
     let mut out = Vec::new();
     let mut i = 0;
     while i < words.len() {

@@ -21,20 +21,6 @@ pub trait Extractor: Send + Sync {
 
 /// Words that may join capitalised words inside one name ("University of Copenhagen").
 const CONNECTORS: &[&str] = &["of", "de", "and", "the", "for", "von", "van", "der", "du", "la", "del", "&"];
-const MONTHS: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
 const PRONOUNS: &[&str] = &["he", "she", "it", "they", "his", "her", "its", "their"];
 /// Relations longer than this many words are more likely clause soup than a predicate.
 const MAX_RELATION_WORDS: usize = 6;
@@ -89,7 +75,7 @@ fn mentions(toks: &[Token<'_>]) -> Vec<(usize, usize, String)> {
         }
         let start = i;
         let mut end = i + 1;
-        let is_month = MONTHS.contains(&w.to_lowercase().as_str());
+        let is_month = text::MONTHS.contains(&w.to_lowercase().as_str());
         while end < toks.len() && !toks[end - 1].breaks_after {
             let next = toks[end].word;
             let lower = next.to_lowercase();
@@ -111,7 +97,7 @@ fn mentions(toks: &[Token<'_>]) -> Vec<(usize, usize, String)> {
         // A month name alone is not an entity; a lone capitalised sentence opener followed by a
         // lowercase word often is not either, but names like "Paris" are, so keep those.
         let surface = toks[start..end].iter().map(|t| t.word).collect::<Vec<_>>().join(" ");
-        if !(end - start == 1 && MONTHS.contains(&surface.to_lowercase().as_str())) {
+        if !(end - start == 1 && text::MONTHS.contains(&surface.to_lowercase().as_str())) {
             out.push((start, end, surface));
         }
         i = end;

@@ -417,7 +417,7 @@ fn personalized_pagerank(kb: &Kb, settings: &RetrieveSettings, seeds: &Seeds) ->
 }
 
 /// A graph path by name.
-fn describe(kb: &Kb, edges: impl Iterator<Item = EdgeId>) -> Vec<PathHop> {
+pub fn describe(kb: &Kb, edges: impl Iterator<Item = EdgeId>) -> Vec<PathHop> {
     let name = |n: NodeId| kb.node(n).map_or_else(|| format!("#{n}"), |n| n.name.clone());
     edges
         .filter_map(|e| kb.edge(e))
