@@ -13,6 +13,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{LLM_JUDGE_NEEDS_MODEL, OutOfScope, Settings, SufficiencyJudge};
+use crate::embed::EmbeddedQuery;
 use crate::error::{Error, Result};
 use crate::kb::Kb;
 use crate::llm::LanguageModel;
@@ -185,7 +186,7 @@ impl Controller {
 
     /// Retrieval with the LLM judging each stage, through the same budget as the other roles.
     /// The judge keeps the calls one read and one round of validation need.
-    async fn retrieve_judged(&self, judge: &LlmSufficiencyJudge, retriever: &Retriever<'_>, query: &str, options: RetrieveOptions, ledger: &mut Ledger) -> Result<Retrieval> {
+    async fn retrieve_judged(&self, judge: &LlmSufficiencyJudge, retriever: &Retriever<'_>, query: &EmbeddedQuery, options: RetrieveOptions, ledger: &mut Ledger) -> Result<Retrieval> {
         let reserved_calls = 1 + self.validators.len() as u32;
         let mut retrieval = retriever.start(query, options)?;
         while let Some(evidence) = retrieval.next_stage() {
@@ -206,6 +207,7 @@ impl Controller {
             queries: Vec::new(),
             verdicts: Vec::new(),
             retrieval: None,
+            embedded: None,
             answer: None,
             last_step: Instant::now(),
         };
@@ -235,7 +237,11 @@ impl Controller {
         let abstain = |reason| State::Abstain { reason };
         match state {
             State::Gate => {
-                let similarity = gate_similarity(kb, &request.question);
+                let embedded = match EmbeddedQuery::new(kb.embedder().as_ref(), &request.question) {
+                    Ok(q) => run.embedded.insert(q),
+                    Err(e) => return abstain(AbstainReason::Provider { message: format!("embedding the question failed: {e}") }),
+                };
+                let similarity = gate_similarity(kb, embedded);
                 if similarity >= settings.gate.threshold {
                     State::Retrieve { query: request.question.clone(), min_stage: Stage::Local }
                 } else if settings.gate.out_of_scope == OutOfScope::NoRetrieval {
@@ -253,10 +259,20 @@ impl Controller {
                 run.queries.push(query.clone());
                 let options = RetrieveOptions { strategy: Strategy::Adaptive, min_stage: *min_stage, top_k: settings.retrieve.top_k };
                 let retriever = Retriever::with_settings(kb, &settings.retrieve);
-                let retrieved = match (&self.judge, settings.retrieve.sufficiency_judge) {
-                    (Some(judge), SufficiencyJudge::Llm) => self.retrieve_judged(judge, &retriever, query, options, &mut run.ledger).await,
-                    _ => retriever.retrieve(query, options),
+                // The gate's embedding of the question serves its first retrieval; a rewritten
+                // query is embedded once here.
+                let embedded = match run.embedded.take().filter(|q| q.text == *query) {
+                    Some(q) => q,
+                    None => match EmbeddedQuery::new(kb.embedder().as_ref(), query) {
+                        Ok(q) => q,
+                        Err(e) => return abstain(AbstainReason::Provider { message: format!("retrieval failed: {e}") }),
+                    },
                 };
+                let retrieved = match (&self.judge, settings.retrieve.sufficiency_judge) {
+                    (Some(judge), SufficiencyJudge::Llm) => self.retrieve_judged(judge, &retriever, &embedded, options, &mut run.ledger).await,
+                    _ => retriever.retrieve_embedded(&embedded, options),
+                };
+                run.embedded = Some(embedded);
                 match retrieved {
                     Ok(r) => {
                         run.retrieval = Some(r);
@@ -345,15 +361,14 @@ fn role_failure(e: RoleError) -> State {
 /// share of its key terms the corpus vocabulary knows, whichever is higher. The lexical
 /// half matters for the hash embedder, whose cosines between short unrelated texts have a
 /// noise floor near 0.2 over a corpus of thousands of summaries.
-pub fn gate_similarity(kb: &Kb, question: &str) -> f32 {
+pub fn gate_similarity(kb: &Kb, question: &EmbeddedQuery) -> f32 {
     let cosine = kb
-        .embedder()
-        .embed_one(question)
+        .summary_index()
+        .search(&question.vector, 1)
         .ok()
-        .and_then(|v| kb.summary_index().search(&v, 1).ok())
         .and_then(|hits| hits.first().map(|(_, s)| *s))
         .unwrap_or(0.0);
-    let terms = text::content_terms(question);
+    let terms = text::content_terms(&question.text);
     let known = terms.iter().filter(|t| kb.bm25().knows(t)).count();
     let coverage = if terms.is_empty() { 0.0 } else { known as f32 / terms.len() as f32 };
     cosine.max(coverage)
@@ -399,6 +414,8 @@ struct Run {
     queries: Vec<String>,
     verdicts: Vec<Vec<Verdict>>,
     retrieval: Option<Retrieval>,
+    /// The query last embedded, reused while the query text is unchanged.
+    embedded: Option<EmbeddedQuery>,
     answer: Option<ReaderAnswer>,
     last_step: Instant,
 }

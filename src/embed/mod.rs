@@ -35,6 +35,21 @@ pub trait Embedder: Send + Sync {
     }
 }
 
+/// A query with its embedding. Computed once per retrieval and passed to everything that
+/// compares the query with the KB (scope gate, dense search, fact linking), so a neural
+/// embedder runs one forward pass for the query however many steps use it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddedQuery {
+    pub text: String,
+    pub vector: Embedding,
+}
+
+impl EmbeddedQuery {
+    pub fn new(embedder: &dyn Embedder, text: &str) -> Result<EmbeddedQuery> {
+        Ok(EmbeddedQuery { text: text.to_string(), vector: embedder.embed_one(text)? })
+    }
+}
+
 /// The provider names `embed.provider` accepts.
 pub const PROVIDERS: [&str; 4] = ["hash", "minilm", "openai", "ollama"];
 
