@@ -381,6 +381,7 @@ fn empty_retrieval() -> Retrieval {
         stage: Stage::Fallback,
         sufficient: false,
         seeds: Default::default(),
+        graph_share: 0.0,
         stages: Vec::new(),
         micros: 0,
     }

@@ -57,7 +57,7 @@ impl PassageGraph {
         let mut ids: Vec<_> = kb.edges.keys().copied().collect();
         ids.sort_unstable();
         let triples: Vec<(NodeId, NodeId)> = ids.iter().filter_map(|id| kb.edges.get(id)).map(|e| (e.subject, e.object)).collect();
-        let mut mentions: Vec<(NodeId, ChunkId)> = kb.nodes.values().flat_map(|n| n.chunks.iter().map(|c| (n.id, *c))).collect();
+        let mut mentions: Vec<(NodeId, ChunkId)> = kb.nodes.values().flat_map(|n| n.chunks.iter().map(move |c| (n.id, *c))).collect();
         mentions.sort_unstable();
         PassageGraph::assemble(nodes, chunks, &triples, &mentions, &synonym_pairs(kb, synonym_threshold))
     }

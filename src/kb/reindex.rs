@@ -86,6 +86,9 @@ pub fn reindex(settings: &Settings, embedder: Arc<dyn Embedder>) -> Result<Reind
         pending.push((node.id as u64, node.name));
         if pending.len() == RECORDS_PER_COMMIT {
             nodes += write_vectors(&store, embedder.as_ref(), Family::NodeVec, &mut pending, dim)?;
+        }
+    }
+    nodes += write_vectors(&store, embedder.as_ref(), Family::NodeVec, &mut pending, dim)?;
 
     // Facts are re-embedded from the node names (the triple's own surface forms are not
     // stored); the names are the first surface form of each entity, so the text barely moves.
@@ -101,9 +104,6 @@ pub fn reindex(settings: &Settings, embedder: Arc<dyn Embedder>) -> Result<Reind
         }
     }
     facts += write_vectors(&store, embedder.as_ref(), Family::FactVec, &mut pending, dim)?;
-        }
-    }
-    nodes += write_vectors(&store, embedder.as_ref(), Family::NodeVec, &mut pending, dim)?;
 
     let orphans_removed = remove_orphans(&store, &docs)?;
 

@@ -27,9 +27,6 @@ pub fn graph_share(kb: &Kb, stage: Stage) -> f32 {
     if stage == Stage::Fallback {
         return 0.0;
     }
-    if let Some(s) = std::env::var("A2RAG_EXP_S").ok().and_then(|v| v.parse().ok()) {
-        return s;
-    }
     let connected = kb.passage_graph().largest_component_share;
     let rule = kb.rule_edge_share();
     connected * (2.0 - rule) / 3.0
