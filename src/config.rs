@@ -133,8 +133,11 @@ pub struct IndexSettings {
     pub connectivity: usize,
     pub expansion_add: usize,
     pub expansion_search: usize,
-    /// Threads that link staged vectors into the HNSW graphs; 0 = one per core.
+    /// Threads that link staged vectors into the HNSW graphs; 0 = one per core. One thread
+    /// builds the same graph from the same inserts (reproducible retrieval).
     pub build_threads: usize,
+    /// Indexes with at most this many vectors are searched exactly and not linked.
+    pub exact_search_max: usize,
     /// How the HNSW graphs store vectors (candidate generation only; scores are exact).
     pub quantization: Quantization,
 }
@@ -169,13 +172,18 @@ pub struct RetrieveSettings {
     pub ppr_tolerance: f64,
     pub ppr_push_epsilon: f64,
     pub ppr_max_iterations: usize,
-    pub ppr_top_nodes: usize,
     pub sufficiency_coverage: f32,
     pub sufficiency_judge: SufficiencyJudge,
     pub rrf_k: f32,
-    pub graph_weight: f32,
-    pub rule_graph_weight: f32,
     pub text_candidates: usize,
+    /// Facts linked to the query, whose entities seed the global stage.
+    pub fact_seeds: usize,
+    /// Weight of the min-max-normalised dense score of each passage in the PPR reset vector.
+    pub passage_seed_weight: f64,
+    /// Passages whose dense score seeds the global stage (the best ones).
+    pub passage_seed_candidates: usize,
+    /// Cosine between entity names above which a synonym edge links them in the PPR graph.
+    pub synonym_threshold: f32,
 }
 
 /// Why `retrieve.sufficiency_judge = "llm"` is refused without a model.

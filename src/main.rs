@@ -304,8 +304,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Search { query, mode, k } => {
             let mut engine = open_existing(settings)?;
             let kb = engine.kb.get_mut();
+            let query = a2rag::embed::EmbeddedQuery::new(kb.embedder().as_ref(), query)?;
             for (rank, (id, score)) in
-                kb.search(query, (*mode).into(), *k, (&kb.settings().retrieve).into())?.into_iter().enumerate()
+                kb.search(&query, (*mode).into(), *k, (&kb.settings().retrieve).into())?.into_iter().enumerate()
             {
                 if let Some(chunk) = kb.chunk(id) {
                     println!("{:>2}. [{score:.4}] {} — {}", rank + 1, kb.chunk_title(chunk), preview(&chunk.text, 160));
@@ -355,10 +356,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let embedder = a2rag::embed::from_settings(&settings.embed, &a2rag::net::Remote::new())?;
             let r = a2rag::kb::reindex::reindex(&settings, embedder)?;
             println!(
-                "re-embedded {} chunks, {} summaries, {} entities with {} (was {}) in {:.1} s",
+                "re-embedded {} chunks, {} summaries, {} entities, {} facts with {} (was {}) in {:.1} s",
                 r.chunks,
                 r.summaries,
                 r.nodes,
+                r.facts,
                 r.embedder,
                 r.previous_embedder.as_deref().unwrap_or("none"),
                 r.seconds

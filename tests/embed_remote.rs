@@ -260,7 +260,8 @@ fn ingest_and_search_a_real_kb_with_server_vectors() {
         ("glacier valley ice age", "glacier"),
         ("lighthouse keeper lamp", "lighthouse"),
     ] {
-        let hits = kb.search(query, SearchMode::Vector, 3, (&kb.settings().retrieve).into()).expect("search");
+        let query = a2rag::embed::EmbeddedQuery::new(kb.embedder().as_ref(), query).expect("embed");
+        let hits = kb.search(&query, SearchMode::Vector, 3, (&kb.settings().retrieve).into()).expect("search");
         let top = hits.first().and_then(|(id, _)| kb.chunk(*id)).expect("a hit");
         assert!(top.text.to_lowercase().contains(expected), "{query:?} found {:?}", top.text);
     }

@@ -2,11 +2,21 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use a2rag::control::{Controller, QueryRequest};
+use a2rag::embed::{EmbeddedQuery, Embedder, Embedding, HashEmbedder};
 use a2rag::ingest::triples::TripleImport;
+use a2rag::kb::passage_graph::{PassageGraph, synonym_pairs};
 use a2rag::kb::{Kb, SearchMode};
 use a2rag::retrieve::sufficiency::{CoverageCheck, Judgement, SufficiencyCheck};
-use a2rag::retrieve::{RetrieveOptions, Retriever, Stage, Strategy, bridge, local, mapback, seeds};
+use a2rag::retrieve::{RetrieveOptions, Retriever, Stage, Strategy, bridge, facts, local, mapback, seeds};
 use common::*;
+
+fn embedded(kb: &Kb, text: &str) -> EmbeddedQuery {
+    EmbeddedQuery::new(kb.embedder().as_ref(), text).unwrap()
+}
 
 /// Alice --married to--> Bob --born in--> Paris; Carol --works at--> Acme --located in--> Paris;
 /// Alice --born in--> Rome.
@@ -47,7 +57,7 @@ fn graph_kb(dir: &std::path::Path) -> Kb {
 fn local_stage_keeps_only_edges_consistent_with_relation_seeds() {
     let dir = tempfile::tempdir().unwrap();
     let kb = graph_kb(dir.path());
-    let s = seeds::find_seeds(&kb, &kb.settings().retrieve, "Where was Alice Moreau born in?").unwrap();
+    let s = seeds::find_seeds(&kb, &kb.settings().retrieve, &embedded(&kb, "Where was Alice Moreau born in?")).unwrap();
     assert_eq!(s.entities[0].name, "Alice Moreau");
     assert!(s.relations.iter().any(|r| r.label == "born in"), "{:?}", s.relations);
     let edges = local::expand(&kb, &s, 10);
@@ -106,8 +116,139 @@ fn map_back_ranks_chunks_by_their_evidence_and_escalation_is_monotonic() {
             RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 },
         )
         .unwrap();
-    assert_eq!(fallback.stage, Stage::Fallback, "no seed aligns");
+    assert_eq!(fallback.stage, Stage::Fallback, "no seed aligns, no fact names anything the query names");
     assert_eq!(fallback.chunks[0].doc_id, "d4", "dense + BM25 still find text");
+}
+
+#[test]
+fn without_seeds_or_facts_retrieval_falls_back_to_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = graph_kb(dir.path());
+    let query = embedded(&kb, "zzz qqq located");
+    let seeds = seeds::find_seeds(&kb, &kb.settings().retrieve, &query).unwrap();
+    assert!(seeds.entities.is_empty() && seeds.facts.is_empty(), "{seeds:?}");
+    let retriever = Retriever::new(&kb);
+    let ids = |r: a2rag::retrieve::Retrieval| r.chunks.iter().map(|c| c.chunk).collect::<Vec<_>>();
+    let options = |strategy| RetrieveOptions { strategy, min_stage: Stage::Local, top_k: 4 };
+    let adaptive = retriever.retrieve_embedded(&query, options(Strategy::Adaptive)).unwrap();
+    assert_eq!((adaptive.stage, adaptive.graph_share, adaptive.stages.len()), (Stage::Fallback, 0.0, 0));
+    let hybrid = retriever.retrieve_embedded(&query, options(Strategy::Text(SearchMode::Hybrid))).unwrap();
+    assert_eq!(ids(adaptive), ids(hybrid), "the adaptive fallback is the hybrid text ranking");
+    let ppr = retriever.retrieve_embedded(&query, options(Strategy::PprAlways)).unwrap();
+    let dense = retriever.retrieve_embedded(&query, options(Strategy::Text(SearchMode::Vector))).unwrap();
+    assert_eq!(ppr.stage, Stage::Fallback);
+    assert_eq!(ids(ppr), ids(dense), "the HippoRAG baseline falls back to dense retrieval");
+}
+
+#[test]
+fn facts_closest_to_the_query_link_first_and_seed_the_global_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = graph_kb(dir.path());
+    assert_eq!(kb.stats().fact_vectors, kb.stats().edges, "every edge is embedded as a fact");
+    let query = embedded(&kb, "Where was Bob Lenoir born?");
+    let linked = facts::link_facts(&kb, &query, 5).unwrap();
+    assert_eq!(linked[0].fact, "Bob Lenoir born in Paris", "{linked:?}");
+    assert!(
+        linked.windows(2).all(|w| w[0].score > w[1].score || (w[0].score == w[1].score && w[0].edge < w[1].edge)),
+        "best first, ties on edge id: {linked:?}"
+    );
+    assert_eq!(linked[0].score, 1.0, "scores are relative to the best fact");
+    let bob = kb.node_by_alias("Bob Lenoir").unwrap();
+    assert!(
+        linked.iter().all(|f| f.subject == bob || f.object == bob),
+        "only facts naming a query entity link: {linked:?}"
+    );
+    assert_eq!(facts::link_facts(&kb, &query, 1).unwrap(), linked[..1], "a smaller k keeps the head of the order");
+    let r = Retriever::new(&kb)
+        .retrieve_embedded(&query, RetrieveOptions { strategy: Strategy::PprAlways, min_stage: Stage::Local, top_k: 3 })
+        .unwrap();
+    assert_eq!((r.stage, r.chunks[0].doc_id.as_str()), (Stage::Global, "d2"), "{:?}", r.chunks);
+}
+
+#[test]
+fn synonym_edges_join_close_names_that_share_a_blocking_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = settings_in(&dir.path().join("kb"));
+    settings.alias.enabled = false;
+    let (mut kb, pipeline) = open(&settings);
+    let docs = dir.path().join("docs.jsonl");
+    std::fs::write(
+        &docs,
+        [
+            r#"{"id":"a","title":"Harbour","text":"The Harbour Authority of Kell opened the pier. Kell Harbour Authority runs the port."}"#,
+            r#"{"id":"b","title":"Mill","text":"Varga Mill grinds grain near the river."}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    ingest(&mut kb, &pipeline, &[docs]);
+    let pairs = synonym_pairs(&kb, 0.5);
+    assert!(
+        !pairs.is_empty(),
+        "the two spellings of the authority are close: {:?}",
+        kb.nodes().map(|n| &n.name).collect::<Vec<_>>()
+    );
+    for (a, b, cos) in &pairs {
+        assert!(a < b && *cos >= 0.5);
+        let key = |n: u32| a2rag::kb::align::blocking_keys(&kb.node(n).unwrap().name);
+        assert!(key(*a).iter().any(|k| key(*b).contains(k)), "pairs share a blocking key");
+    }
+    assert!(synonym_pairs(&kb, 1.01).is_empty(), "no pair is closer than identical");
+    let strict = synonym_pairs(&kb, 0.9);
+    assert!(strict.iter().all(|p| pairs.contains(p)), "a higher threshold keeps a subset");
+    let graph = PassageGraph::build(&kb, 0.5);
+    assert_eq!(graph.synonym_edges, pairs.len());
+    let (a, b, cos) = pairs[0];
+    let row = graph.node_row(a).unwrap();
+    let entry = graph
+        .csr
+        .neighbours(row)
+        .iter()
+        .position(|t| *t as usize == graph.node_row(b).unwrap())
+        .expect("a synonym edge");
+    assert_eq!(graph.csr.neighbour_weights(row)[entry], cos, "weighted by the cosine");
+}
+
+/// Counts how often a given text is embedded.
+struct Counting {
+    inner: HashEmbedder,
+    text: String,
+    seen: AtomicUsize,
+}
+
+impl Embedder for Counting {
+    fn id(&self) -> String {
+        self.inner.id()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> a2rag::Result<Vec<Embedding>> {
+        self.seen.fetch_add(texts.iter().filter(|t| **t == self.text).count(), Ordering::SeqCst);
+        self.inner.embed(texts)
+    }
+}
+
+#[test]
+fn a_question_is_embedded_once_per_query() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(graph_kb(dir.path()));
+    let question = "Which city links Alice Moreau and Carol Diaz?";
+    let counting =
+        Arc::new(Counting { inner: HashEmbedder::new(512), text: question.into(), seen: AtomicUsize::new(0) });
+    let settings = Arc::new(settings_in(&dir.path().join("kb")));
+    let kb = Kb::open(settings.clone(), counting.clone()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let request = QueryRequest { question: question.into(), policy: None, budget: None };
+    let response = runtime.block_on(Controller::embedded().run(&kb, &settings, &request));
+    assert!(response.retrieval.is_some_and(|r| r.stage != Stage::Fallback), "the question reached the graph");
+    assert_eq!(response.queries, [question], "one retrieval");
+    assert_eq!(counting.seen.load(Ordering::SeqCst), 1, "gate, seeds, facts and dense search share one embedding");
+    counting.seen.store(0, Ordering::SeqCst);
+    Retriever::new(&kb)
+        .retrieve(question, RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 })
+        .unwrap();
+    assert_eq!(counting.seen.load(Ordering::SeqCst), 1);
 }
 
 /// A retrieval without its timings, to compare two of them.
@@ -132,7 +273,7 @@ fn a_run_driven_stage_by_stage_gives_what_retrieve_gives() {
             for min_stage in [Stage::Local, Stage::Bridge, Stage::Global] {
                 let options = RetrieveOptions { strategy, min_stage, top_k: 5 };
                 let retriever = Retriever::new(&kb);
-                let mut run = retriever.start(query, options).unwrap();
+                let mut run = retriever.start(&embedded(&kb, query), options).unwrap();
                 while let Some(evidence) = run.next_stage() {
                     let judgement = check.judge(&kb, &evidence);
                     run.judge(judgement);
@@ -157,7 +298,7 @@ fn a_run_escalates_until_a_judgement_says_sufficient() {
     let retriever = Retriever::new(&kb);
 
     // Never sufficient: every stage once, in order; then nothing more runs.
-    let mut run = retriever.start(query, options).unwrap();
+    let mut run = retriever.start(&embedded(&kb, query), options).unwrap();
     let mut seen = Vec::new();
     while let Some(evidence) = run.next_stage() {
         assert!(!evidence.chunks.is_empty() && evidence.query == query);
@@ -170,7 +311,7 @@ fn a_run_escalates_until_a_judgement_says_sufficient() {
     assert_eq!((r.stage, r.sufficient, r.stages.len()), (Stage::Global, false, 3));
 
     // Insufficient after Local, sufficient after Bridge: stops there.
-    let mut run = retriever.start(query, options).unwrap();
+    let mut run = retriever.start(&embedded(&kb, query), options).unwrap();
     let local = run.next_stage().map(|e| e.stage);
     run.judge(verdict(false));
     let bridge = run.next_stage().map(|e| (e.stage, e.paths.len()));
@@ -183,7 +324,8 @@ fn a_run_escalates_until_a_judgement_says_sufficient() {
     assert_eq!(r.stages.iter().map(|s| s.judgement.sufficient).collect::<Vec<_>>(), [false, true]);
 
     // A stage awaiting its judgement is shown again, not run twice; unjudged, it is insufficient.
-    let mut run = retriever.start(query, RetrieveOptions { min_stage: Stage::Bridge, ..options }).unwrap();
+    let mut run =
+        retriever.start(&embedded(&kb, query), RetrieveOptions { min_stage: Stage::Bridge, ..options }).unwrap();
     assert_eq!(run.next_stage().map(|e| e.stage), Some(Stage::Bridge));
     assert_eq!(run.next_stage().map(|e| e.stage), Some(Stage::Bridge));
     let r = run.finish().unwrap();
@@ -191,7 +333,7 @@ fn a_run_escalates_until_a_judgement_says_sufficient() {
     assert_eq!((r.stage, r.sufficient, r.stages[0].judgement.reason.as_str()), (Stage::Bridge, false, "not judged"));
 
     // No seed: no stage to judge.
-    let mut run = retriever.start("zzz qqq located", options).unwrap();
+    let mut run = retriever.start(&embedded(&kb, "zzz qqq located"), options).unwrap();
     assert!(run.next_stage().is_none());
     assert_eq!(run.finish().unwrap().stage, Stage::Fallback);
 }

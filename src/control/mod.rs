@@ -17,6 +17,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{LLM_JUDGE_NEEDS_MODEL, OutOfScope, Settings, SufficiencyJudge};
+use crate::embed::EmbeddedQuery;
 use crate::error::{Error, Result};
 use crate::kb::Kb;
 use crate::kb::model::ChunkId;
@@ -255,7 +256,7 @@ impl Controller {
         &self,
         judge: &LlmSufficiencyJudge,
         retriever: &Retriever<'_>,
-        query: &str,
+        query: &EmbeddedQuery,
         options: RetrieveOptions,
         ledger: &mut Ledger,
     ) -> Result<Retrieval> {
@@ -278,6 +279,7 @@ impl Controller {
             iteration: 1,
             queries: Vec::new(),
             verdicts: Vec::new(),
+            embedded: None,
             last_step: Instant::now(),
         };
         let mut state = State::Gate;
@@ -311,7 +313,14 @@ impl Controller {
     async fn step(&self, kb: &Kb, settings: &Settings, request: &QueryRequest, state: State, run: &mut Run) -> State {
         match state {
             State::Gate => {
-                let similarity = gate_similarity(kb, &request.question);
+                let embedded = match EmbeddedQuery::new(kb.embedder().as_ref(), &request.question) {
+                    Ok(q) => run.embedded.insert(q),
+                    Err(e) => {
+                        let message = format!("embedding the question failed: {e}");
+                        return abstain(AbstainReason::Provider { message }, None, None);
+                    }
+                };
+                let similarity = gate_similarity(kb, embedded);
                 if similarity >= settings.gate.threshold {
                     State::Retrieve { query: request.question.clone(), min_stage: Stage::Local, last: None }
                 } else if settings.gate.out_of_scope == OutOfScope::NoRetrieval {
@@ -329,12 +338,25 @@ impl Controller {
                 let options =
                     RetrieveOptions { strategy: Strategy::Adaptive, min_stage, top_k: settings.retrieve.top_k };
                 let retriever = Retriever::with_settings(kb, &settings.retrieve);
+                // The gate's embedding of the question serves its first retrieval; a rewritten
+                // query is embedded once here.
+                let embedded = match run.embedded.take().filter(|q| q.text == *query) {
+                    Some(q) => q,
+                    None => match EmbeddedQuery::new(kb.embedder().as_ref(), &query) {
+                        Ok(q) => q,
+                        Err(e) => {
+                            let message = format!("retrieval failed: {e}");
+                            return abstain(AbstainReason::Provider { message }, last, None);
+                        }
+                    },
+                };
                 let retrieved = match (&self.judge, settings.retrieve.sufficiency_judge) {
                     (Some(judge), SufficiencyJudge::Llm) => {
-                        self.retrieve_judged(judge, &retriever, &query, options, &mut run.ledger).await
+                        self.retrieve_judged(judge, &retriever, &embedded, options, &mut run.ledger).await
                     }
-                    _ => retriever.retrieve(&query, options),
+                    _ => retriever.retrieve_embedded(&embedded, options),
                 };
+                run.embedded = Some(embedded);
                 match retrieved {
                     Ok(r) => {
                         run.ledger.record("retrieve", None, started);
@@ -432,15 +454,14 @@ fn role_failure(e: RoleError, retrieval: Option<Retrieval>, answer: Option<Reade
 /// share of its key terms the corpus vocabulary knows, whichever is higher. The lexical
 /// half matters for the hash embedder, whose cosines between short unrelated texts have a
 /// noise floor near 0.2 over a corpus of thousands of summaries.
-pub fn gate_similarity(kb: &Kb, question: &str) -> f32 {
+pub fn gate_similarity(kb: &Kb, question: &EmbeddedQuery) -> f32 {
     let cosine = kb
-        .embedder()
-        .embed_one(question)
+        .summary_index()
+        .search(&question.vector, 1)
         .ok()
-        .and_then(|v| kb.summary_index().search(&v, 1).ok())
         .and_then(|hits| hits.first().map(|(_, s)| *s))
         .unwrap_or(0.0);
-    let terms = text::content_terms(question);
+    let terms = text::content_terms(&question.text);
     let known = terms.iter().filter(|t| kb.bm25().knows(t)).count();
     let coverage = if terms.is_empty() { 0.0 } else { known as f32 / terms.len() as f32 };
     cosine.max(coverage)
@@ -485,6 +506,8 @@ struct Run {
     iteration: u32,
     queries: Vec<String>,
     verdicts: Vec<Vec<Verdict>>,
+    /// The query last embedded, reused while the query text is unchanged.
+    embedded: Option<EmbeddedQuery>,
     last_step: Instant,
 }
 

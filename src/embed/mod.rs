@@ -43,6 +43,21 @@ pub fn from_settings(settings: &EmbedSettings, remote: &Remote) -> Result<Arc<dy
     })
 }
 
+/// A query with its embedding. Computed once per retrieval and passed to everything that
+/// compares the query with the KB (scope gate, dense search, fact linking), so a neural
+/// embedder runs one forward pass for the query however many steps use it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddedQuery {
+    pub text: String,
+    pub vector: Embedding,
+}
+
+impl EmbeddedQuery {
+    pub fn new(embedder: &dyn Embedder, text: &str) -> Result<EmbeddedQuery> {
+        Ok(EmbeddedQuery { text: text.to_string(), vector: embedder.embed_one(text)? })
+    }
+}
+
 /// Sentences per second that `embedder` sustains when fed `sentences` in groups of `batch`
 /// (the way ingest feeds a document's chunks). One untimed warm-up call first, so one-off
 /// costs (thread pools, first allocations) do not count. Errors from the embedder propagate:

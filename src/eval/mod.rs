@@ -54,7 +54,8 @@ pub struct SystemResult {
     pub tokens_per_query: f64,
     pub latency_p50_ms: f64,
     pub latency_p95_ms: f64,
-    /// Share of questions ending at each stage (a2rag only).
+    /// Share of questions whose (last) retrieval ended at each stage, `fallback` when the
+    /// graph contributed nothing, `abstained-gate` when the gate refused (a2rag only).
     pub stages: BTreeMap<String, f64>,
 }
 
@@ -74,6 +75,12 @@ pub struct Report {
     pub edges: usize,
     pub embedder: String,
     pub triples: Option<String>,
+    /// The PPR graph: share of passages in its largest component, synonym edges, share of
+    /// rule-extracted edges, and the graph's share in a2rag's fusion that follows from them.
+    pub largest_component_share: f32,
+    pub synonym_edges: usize,
+    pub rule_edge_share: f32,
+    pub graph_share: f32,
     pub ingest_seconds: f64,
     pub systems: Vec<SystemResult>,
     pub node_deletion: Vec<DropRow>,
@@ -221,11 +228,9 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
             response.ledger.entries.iter().filter(|e| e.step == "retrieve").map(|e| e.micros as f64 / 1000.0).sum();
         a2rag.add_retrieval(q, &docs, retrieve_ms);
         a2rag.add_answer(q, response.answer.as_deref(), &response.ledger);
-        let stage = match (&response.retrieval, response.answer.is_some()) {
-            (None, _) => "abstained-gate".to_string(),
-            (Some(r), _) if r.stage == Stage::Fallback => "fallback".into(),
-            (Some(r), true) => format!("{:?}", r.stage).to_lowercase(),
-            (Some(_), false) => "failed".into(),
+        let stage = match &response.retrieval {
+            None => "abstained-gate".to_string(),
+            Some(r) => format!("{:?}", r.stage).to_lowercase(),
         };
         *a2rag.stages.entry(stage).or_default() += 1;
     }
@@ -266,6 +271,10 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     systems.push(runtime.block_on(iterative(&kb, &settings, &controller, &questions, options.iterative_steps))?);
 
     let stats = kb.stats();
+    let passage_graph = kb.passage_graph();
+    let (largest_component_share, synonym_edges) = (passage_graph.largest_component_share, passage_graph.synonym_edges);
+    let graph_share = crate::retrieve::fusion::graph_share(&kb, Stage::Global);
+    let rule_edge_share = kb.rule_edge_share();
     let node_deletion = node_deletion(&mut kb, &questions, options, top_k)?;
     let report = Report {
         dataset: dataset.name.clone(),
@@ -275,6 +284,10 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         edges: stats.edges,
         embedder: kb.embedder().id(),
         triples: options.triples.as_ref().map(|p| p.display().to_string()),
+        largest_component_share,
+        synonym_edges,
+        rule_edge_share,
+        graph_share,
         ingest_seconds,
         systems,
         node_deletion,

@@ -18,7 +18,7 @@ use crate::config::{ExtractorKind, Settings, SummarizerKind};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::kb::PreparedChunk;
-use crate::kb::model::{EdgeOrigin, relation_label};
+use crate::kb::model::{EdgeOrigin, fact_text, relation_label};
 use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
 use crate::net::Remote;
 use extract::{Extractor, RuleExtractor};
@@ -127,16 +127,20 @@ impl Pipeline {
 
         // One embedding call for everything the commit needs: chunks (indexed with their
         // title), the summary, and the short texts: every mention that may become a node and
-        // every relation label. A neural embedder batches them; the commit thread then
-        // embeds nothing.
-        let mut short_texts: Vec<String> =
-            chunks
-                .iter()
-                .flat_map(|c| c.entities.iter().cloned())
-                .chain(triples.iter().flat_map(|t| {
-                    [t.triple.subject.clone(), t.triple.object.clone(), relation_label(&t.triple.relation)]
-                }))
-                .collect();
+        // every relation label, and every triple read as a fact (for query-to-fact linking).
+        // A neural embedder batches them; the commit thread then embeds nothing.
+        let mut short_texts: Vec<String> = chunks
+            .iter()
+            .flat_map(|c| c.entities.iter().cloned())
+            .chain(triples.iter().flat_map(|t| {
+                [
+                    t.triple.subject.clone(),
+                    t.triple.object.clone(),
+                    relation_label(&t.triple.relation),
+                    fact_text(&t.triple),
+                ]
+            }))
+            .collect();
         short_texts.sort_unstable();
         short_texts.dedup();
         let indexed: Vec<String> = chunks.iter().map(|c| format!("{}\n{}", doc.title, c.text)).collect();

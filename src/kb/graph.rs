@@ -105,54 +105,54 @@ impl KnowledgeGraph {
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.nodes.keys().copied()
     }
-
-    /// Undirected compressed-sparse-row snapshot for PageRank-style iteration.
-    pub fn csr(&self) -> Csr {
-        let mut ids: Vec<NodeId> = self.nodes.keys().copied().collect();
-        ids.sort_unstable();
-        let position: HashMap<NodeId, u32> = ids.iter().enumerate().map(|(i, id)| (*id, i as u32)).collect();
-        let mut offsets = Vec::with_capacity(ids.len() + 1);
-        let mut targets = Vec::with_capacity(self.edges.len() * 2);
-        offsets.push(0);
-        for id in &ids {
-            for step in self.steps(*id) {
-                targets.push(position[&step.to]);
-            }
-            offsets.push(targets.len());
-        }
-        Csr { ids, position, offsets, targets }
-    }
 }
 
-/// Adjacency in CSR form; row `i` lists the neighbours of `ids[i]` (multi-edges repeat).
+/// Undirected weighted adjacency in CSR form: row `i` lists its neighbours with the weight of
+/// each entry (multi-edges repeat). Every edge appears in both rows with the same weight.
 pub struct Csr {
-    pub ids: Vec<NodeId>,
-    pub position: HashMap<NodeId, u32>,
     pub offsets: Vec<usize>,
     pub targets: Vec<u32>,
+    pub weights: Vec<f32>,
 }
 
 impl Csr {
     pub fn len(&self) -> usize {
-        self.ids.len()
+        self.offsets.len().saturating_sub(1)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.len() == 0
     }
 
     pub fn neighbours(&self, row: usize) -> &[u32] {
         &self.targets[self.offsets[row]..self.offsets[row + 1]]
     }
 
+    /// The weights of [`Csr::neighbours`], entry for entry.
+    pub fn neighbour_weights(&self, row: usize) -> &[f32] {
+        &self.weights[self.offsets[row]..self.offsets[row + 1]]
+    }
+
     pub fn degree(&self, row: usize) -> usize {
         self.offsets[row + 1] - self.offsets[row]
     }
 
-    /// Builds a CSR directly from an undirected edge list (benchmarks, synthetic graphs).
+    /// Sum of the weights of a row's entries (the weighted degree).
+    pub fn strength(&self, row: usize) -> f64 {
+        self.neighbour_weights(row).iter().map(|w| *w as f64).sum()
+    }
+
+    /// A CSR over rows `0..node_count` from an undirected edge list, every edge of weight 1.
     pub fn from_edges(node_count: usize, edges: &[(u32, u32)]) -> Csr {
+        let weighted: Vec<(u32, u32, f32)> = edges.iter().map(|&(a, b)| (a, b, 1.0)).collect();
+        Csr::from_weighted_edges(node_count, &weighted)
+    }
+
+    /// A CSR over rows `0..node_count` from undirected `(a, b, weight)` edges; rows list
+    /// their entries in edge-list order, so the same list gives the same CSR.
+    pub fn from_weighted_edges(node_count: usize, edges: &[(u32, u32, f32)]) -> Csr {
         let mut degree = vec![0usize; node_count];
-        for &(a, b) in edges {
+        for &(a, b, _) in edges {
             degree[a as usize] += 1;
             degree[b as usize] += 1;
         }
@@ -162,15 +162,15 @@ impl Csr {
         }
         let mut fill = offsets.clone();
         let mut targets = vec![0u32; offsets[node_count]];
-        for &(a, b) in edges {
-            targets[fill[a as usize]] = b;
-            fill[a as usize] += 1;
-            targets[fill[b as usize]] = a;
-            fill[b as usize] += 1;
+        let mut weights = vec![0f32; offsets[node_count]];
+        for &(a, b, w) in edges {
+            for (from, to) in [(a, b), (b, a)] {
+                targets[fill[from as usize]] = to;
+                weights[fill[from as usize]] = w;
+                fill[from as usize] += 1;
+            }
         }
-        let ids: Vec<NodeId> = (0..node_count as u32).collect();
-        let position = ids.iter().map(|&i| (i, i)).collect();
-        Csr { ids, position, offsets, targets }
+        Csr { offsets, targets, weights }
     }
 }
 
@@ -186,8 +186,7 @@ mod tests {
         let mut steps = g.steps(1);
         steps.sort_by_key(|s| s.edge);
         assert_eq!(steps, vec![Step { edge: 10, to: 2, forward: true }, Step { edge: 11, to: 3, forward: false }]);
-        let csr = g.csr();
-        assert_eq!(csr.degree(csr.position[&1] as usize), 2);
+        assert_eq!(g.degree(1), 2);
         g.remove_node(1);
         assert_eq!(g.edge_count(), 0);
         assert_eq!(g.node_count(), 2);

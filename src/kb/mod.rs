@@ -7,6 +7,7 @@ pub mod align;
 pub mod bm25;
 pub mod graph;
 pub mod model;
+pub mod passage_graph;
 pub mod reindex;
 pub mod relations;
 pub mod store;
@@ -19,12 +20,13 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use crate::config::{RetrieveSettings, Settings};
-use crate::embed::Embedder;
+use crate::embed::{EmbeddedQuery, Embedder};
 use crate::error::{Error, Result};
 use crate::rank::reciprocal_rank_fusion;
 use bm25::Bm25;
-use graph::{Csr, KnowledgeGraph};
+use graph::KnowledgeGraph;
 use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId};
+use passage_graph::PassageGraph;
 use relations::RelationLabels;
 use store::{Family, Store};
 use vector::VectorIndex;
@@ -54,9 +56,11 @@ pub struct Kb {
     chunk_index: VectorIndex,
     summary_index: VectorIndex,
     node_index: VectorIndex,
+    /// Edge facts ("subject relation object"), keyed by edge id, for query-to-fact linking.
+    fact_index: VectorIndex,
     bm25: Bm25,
-    /// PPR snapshot, rebuilt lazily after a write.
-    csr: Mutex<Option<Arc<Csr>>>,
+    /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
+    passage_graph: Mutex<Option<Arc<PassageGraph>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -92,6 +96,7 @@ pub struct Stats {
     pub chunk_vectors: usize,
     pub summary_vectors: usize,
     pub entity_vectors: usize,
+    pub fact_vectors: usize,
     pub bm25_terms: usize,
     pub vector_index_bytes: usize,
     pub embedder: String,
@@ -114,6 +119,7 @@ impl Kb {
             chunk_index: VectorIndex::new(dim, &settings.index)?,
             summary_index: VectorIndex::new(dim, &settings.index)?,
             node_index: VectorIndex::new(dim, &settings.index)?,
+            fact_index: VectorIndex::new(dim, &settings.index)?,
             relations: RelationLabels::new(dim, &settings.index)?,
             bm25: Bm25::new(&settings.bm25),
             settings,
@@ -129,7 +135,7 @@ impl Kb {
             edges: HashMap::new(),
             rule_edges: 0,
             graph: KnowledgeGraph::default(),
-            csr: Mutex::new(None),
+            passage_graph: Mutex::new(None),
         };
         kb.load()?;
         Ok(kb)
@@ -163,6 +169,7 @@ impl Kb {
             (Family::ChunkVec, &mut self.chunk_index),
             (Family::SummaryVec, &mut self.summary_index),
             (Family::NodeVec, &mut self.node_index),
+            (Family::FactVec, &mut self.fact_index),
         ];
         for (family, index) in families {
             for item in self.store.scan_vectors(family) {
@@ -181,6 +188,7 @@ impl Kb {
         self.chunk_index.link_staged()?;
         self.summary_index.link_staged()?;
         self.node_index.link_staged()?;
+        self.fact_index.link_staged()?;
         self.relations.link_staged()
     }
 
@@ -244,6 +252,11 @@ impl Kb {
     fn forget_edge_in_memory(&mut self, id: EdgeId) {
         if let Some(edge) = self.edges.remove(&id) {
             self.graph.remove_edge(id);
+            // Only fails on an index error; a lingering fact vector names a missing edge,
+            // which fact linking skips.
+            if let Err(e) = self.fact_index.remove(id) {
+                tracing::warn!(edge = id, error = %e, "could not drop an edge's fact vector");
+            }
             self.rule_edges -= usize::from(edge.origin == model::EdgeOrigin::Extracted);
             // Only fails on an index error for a label it knows; the label's vector then
             // lingers in the index, which costs memory, not correctness.
@@ -254,7 +267,7 @@ impl Kb {
     }
 
     fn invalidate_snapshot(&self) {
-        *self.csr.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.passage_graph.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     pub fn settings(&self) -> &Settings {
@@ -341,14 +354,24 @@ impl Kb {
     pub fn node_index(&self) -> &VectorIndex {
         &self.node_index
     }
+    pub fn fact_index(&self) -> &VectorIndex {
+        &self.fact_index
+    }
     pub fn bm25(&self) -> &Bm25 {
         &self.bm25
     }
 
     /// The current PPR snapshot (built on first use after a write).
-    pub fn csr(&self) -> Arc<Csr> {
-        let mut slot = self.csr.lock().unwrap_or_else(|e| e.into_inner());
-        slot.get_or_insert_with(|| Arc::new(self.graph.csr())).clone()
+    pub fn passage_graph(&self) -> Arc<PassageGraph> {
+        let mut slot = self.passage_graph.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert_with(|| Arc::new(PassageGraph::build(self, self.settings.retrieve.synonym_threshold)))
+            .clone()
+    }
+
+    /// How many chunks mention `node` (0 for an unknown node): the inverse of a node's
+    /// specificity.
+    pub fn node_chunk_count(&self, node: NodeId) -> usize {
+        self.nodes.get(&node).map_or(0, |n| n.chunks.len())
     }
 
     /// Title of a chunk's document, for display and for indexing ("title\ntext").
@@ -367,23 +390,28 @@ impl Kb {
             chunk_vectors: self.chunk_index.len(),
             summary_vectors: self.summary_index.len(),
             entity_vectors: self.node_index.len(),
+            fact_vectors: self.fact_index.len(),
             bm25_terms: self.bm25.vocabulary(),
             vector_index_bytes: self.chunk_index.memory_bytes()
                 + self.summary_index.memory_bytes()
-                + self.node_index.memory_bytes(),
+                + self.node_index.memory_bytes()
+                + self.fact_index.memory_bytes(),
             embedder: self.embedder.id(),
         }
     }
 
     /// Text retrieval over chunks: the quick sanity tool and the baselines' engine. `fusion`
     /// comes from the caller's retrieval settings (a policy's, say), not the KB's.
-    pub fn search(&self, query: &str, mode: SearchMode, k: usize, fusion: TextFusion) -> Result<Vec<(ChunkId, f32)>> {
+    pub fn search(
+        &self,
+        query: &EmbeddedQuery,
+        mode: SearchMode,
+        k: usize,
+        fusion: TextFusion,
+    ) -> Result<Vec<(ChunkId, f32)>> {
         let candidates = k.max(fusion.candidates);
-        let lexical = || self.bm25.search(query, candidates);
-        let dense = || -> Result<Vec<(u64, f32)>> {
-            let q = self.embedder.embed_one(query)?;
-            self.chunk_index.search(&q, candidates)
-        };
+        let lexical = || self.bm25.search(&query.text, candidates);
+        let dense = || self.chunk_index.search(&query.vector, candidates);
         let mut ranked: Vec<(u64, f32)> = match mode {
             SearchMode::Bm25 => lexical(),
             SearchMode::Vector => dense()?,

@@ -74,6 +74,12 @@ pub fn relation_label(relation: &str) -> String {
     relation.trim().to_lowercase()
 }
 
+/// The text a triple is embedded as for query-to-fact linking (HippoRAG 2): the triple read
+/// as one clause, "subject relation object".
+pub fn fact_text(triple: &RawTriple) -> String {
+    format!("{} {} {}", triple.subject.trim(), relation_label(&triple.relation), triple.object.trim())
+}
+
 /// A triple as extracted, before its mentions are resolved to nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RawTriple {

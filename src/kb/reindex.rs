@@ -3,8 +3,8 @@
 //! [`Kb::open`](super::Kb::open) refuses a KB whose recorded embedder differs from the
 //! configured one, because vectors from two embedding spaces are not comparable. Reindexing
 //! rewrites every stored vector from the stored text, exactly as ingest computed it:
-//! chunks as "title\ntext", document summaries, and node names (a node's vector is its first
-//! mention, which is its name).
+//! chunks as "title\ntext", document summaries, node names (a node's vector is its first
+//! mention, which is its name), and edge facts ("subject relation object").
 //!
 //! Crash safety: vectors are written in batches and the new embedder id only after all of
 //! them are on disk. An interrupted reindex therefore still carries the old id, so opening
@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::model::{Chunk, DocKey, Document, Node};
+use super::model::{Chunk, DocKey, Document, Edge, Node, NodeId, RawTriple, fact_text};
 use super::store::{Family, KbBatch, Store};
 use crate::config::Settings;
 use crate::embed::Embedder;
@@ -35,6 +35,7 @@ pub struct ReindexReport {
     pub chunks: usize,
     pub summaries: usize,
     pub nodes: usize,
+    pub facts: usize,
     /// Vectors whose owning record no longer exists; dropped so that a stale vector in the
     /// old dimension cannot break the next open.
     pub orphans_removed: usize,
@@ -86,6 +87,21 @@ pub fn reindex(settings: &Settings, embedder: Arc<dyn Embedder>) -> Result<Reind
     }
     nodes += write_vectors(&store, embedder.as_ref(), Family::NodeVec, &mut pending, dim)?;
 
+    // Facts are re-embedded from the node names (the triple's own surface forms are not
+    // stored); the names are the first surface form of each entity, so the text barely moves.
+    let names: HashMap<u64, String> = store.nodes().map(|n| n.map(|n| (n.id as u64, n.name))).collect::<Result<_>>()?;
+    let mut facts = 0;
+    for edge in store.edges() {
+        let edge: Edge = edge?;
+        let name = |id: NodeId| names.get(&(id as u64)).cloned().unwrap_or_default();
+        let triple = RawTriple { subject: name(edge.subject), relation: edge.relation, object: name(edge.object) };
+        pending.push((edge.id, fact_text(&triple)));
+        if pending.len() == RECORDS_PER_COMMIT {
+            facts += write_vectors(&store, embedder.as_ref(), Family::FactVec, &mut pending, dim)?;
+        }
+    }
+    facts += write_vectors(&store, embedder.as_ref(), Family::FactVec, &mut pending, dim)?;
+
     let orphans_removed = remove_orphans(&store, &docs)?;
 
     // Vectors must be durable before the id that vouches for them.
@@ -99,6 +115,7 @@ pub fn reindex(settings: &Settings, embedder: Arc<dyn Embedder>) -> Result<Reind
         chunks,
         summaries,
         nodes,
+        facts,
         orphans_removed,
         seconds: started.elapsed().as_secs_f64(),
     })

@@ -27,6 +27,8 @@ pub enum Family {
     ChunkVec,
     SummaryVec,
     NodeVec,
+    /// Fact vectors ("subject relation object") of edges, keyed by edge id.
+    FactVec,
 }
 
 impl Family {
@@ -40,6 +42,7 @@ impl Family {
             Family::ChunkVec => b"vec/c/",
             Family::SummaryVec => b"vec/s/",
             Family::NodeVec => b"vec/n/",
+            Family::FactVec => b"vec/f/",
         }
     }
 
@@ -328,6 +331,7 @@ impl KbBatch {
     }
     pub fn remove_edge(&mut self, id: EdgeId) {
         self.inner.remove(Family::Edge.key(id));
+        self.inner.remove(Family::FactVec.key(id));
         self.len += 1;
     }
     pub fn put_vector(&mut self, family: Family, id: u64, v: &[f32]) {

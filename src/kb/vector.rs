@@ -11,6 +11,12 @@
 //!   every core, at the end of an ingest batch. Searches scan staged vectors exactly and
 //!   merge them with the graph's candidates, so results never depend on whether a link pass
 //!   has run yet.
+//! - Small indexes are searched exactly and never linked: below `index.exact_search_max`
+//!   vectors a scan of every exact vector costs about as much as an HNSW search (a few
+//!   thousand vectors of a few hundred floats are well under a millisecond), and it makes
+//!   results independent of how a graph happened to be built. Above it, the graph is linked
+//!   on `index.build_threads` threads; one thread (the default) builds the same graph from
+//!   the same inserts, so retrieval stays reproducible at any size.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -34,6 +40,8 @@ pub struct VectorIndex {
     /// Stored but not yet linked into `graph`. A key is never both here and in `graph`.
     staged: BTreeSet<u64>,
     build_threads: usize,
+    /// Up to this many vectors, searches scan every vector and nothing is linked.
+    exact_max: usize,
 }
 
 impl VectorIndex {
@@ -58,7 +66,14 @@ impl VectorIndex {
             0 => cores(),
             n => n,
         };
-        let index = VectorIndex { graph, dim, vectors: HashMap::new(), staged: BTreeSet::new(), build_threads };
+        let index = VectorIndex {
+            graph,
+            dim,
+            vectors: HashMap::new(),
+            staged: BTreeSet::new(),
+            build_threads,
+            exact_max: settings.exact_search_max,
+        };
         index.reserve(1024)?;
         Ok(index)
     }
@@ -108,11 +123,12 @@ impl VectorIndex {
         Ok(())
     }
 
-    /// Links every staged vector into the HNSW graph, on `index.build_threads` threads.
-    /// With more than one thread the graph's shape depends on scheduling, so candidate lists
-    /// may differ between two builds in rare near-ties.
+    /// Links every staged vector into the HNSW graph, on `index.build_threads` threads, in
+    /// key order. With more than one thread the graph's shape depends on scheduling, so
+    /// candidate lists may differ between two builds in rare near-ties.
+    /// Does nothing while the index is small enough to be searched exactly.
     pub fn link_staged(&mut self) -> Result<()> {
-        if self.staged.is_empty() {
+        if self.staged.is_empty() || self.vectors.len() <= self.exact_max {
             return Ok(());
         }
         let staged: Vec<u64> = std::mem::take(&mut self.staged).into_iter().collect();
@@ -148,11 +164,14 @@ impl VectorIndex {
             let wanted = (k * OVERSAMPLE + OVERSAMPLE_MIN_EXTRA).min(self.graph.size());
             candidates.extend(self.graph.search(query, wanted).map_err(index_error)?.keys);
         }
-        let mut hits: Vec<(u64, f32)> =
+        let hits: Vec<(u64, f32)> =
             candidates.into_iter().filter_map(|key| self.vectors.get(&key).map(|v| (key, cosine(query, v)))).collect();
-        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        hits.truncate(k);
-        Ok(hits)
+        Ok(best(hits, k))
+    }
+
+    /// Whether searches are exact scans (the graph holds nothing yet).
+    pub fn is_exact(&self) -> bool {
+        self.graph.size() == 0
     }
 
     /// The stored vector of `key`, if any.
@@ -171,6 +190,17 @@ impl VectorIndex {
     }
 }
 
+/// The `k` best hits, best first; ties break on the key, so the order is total.
+fn best(mut hits: Vec<(u64, f32)>, k: usize) -> Vec<(u64, f32)> {
+    let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if hits.len() > k && k > 0 {
+        hits.select_nth_unstable_by(k - 1, order);
+        hits.truncate(k);
+    }
+    hits.sort_by(order);
+    hits
+}
+
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -184,8 +214,50 @@ mod tests {
     use super::*;
     use crate::config::Settings;
 
+    /// An index that links every vector into its graph (no exact-search range).
     fn index(dim: usize) -> VectorIndex {
-        VectorIndex::new(dim, &Settings::defaults().index).unwrap()
+        let settings = crate::config::IndexSettings { exact_search_max: 0, ..Settings::defaults().index };
+        VectorIndex::new(dim, &settings).unwrap()
+    }
+
+    #[test]
+    fn small_indexes_are_searched_exactly_and_never_linked() {
+        let data = vectors(300, 16);
+        let settings = crate::config::IndexSettings { exact_search_max: 300, ..Settings::defaults().index };
+        let mut small = VectorIndex::new(16, &settings).unwrap();
+        for (key, v) in data.iter().enumerate() {
+            small.upsert(key as u64, v).unwrap();
+        }
+        small.link_staged().unwrap();
+        assert!(small.is_exact() && small.staged() == 300, "at the threshold nothing is linked");
+        let query = &data[7];
+        let mut reference: Vec<(u64, f32)> =
+            data.iter().enumerate().map(|(k, v)| (k as u64, cosine(query, v))).collect();
+        reference.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        reference.truncate(10);
+        assert_eq!(small.search(query, 10).unwrap(), reference);
+        small.upsert(300, &data[0]).unwrap();
+        small.link_staged().unwrap();
+        assert!(!small.is_exact() && small.staged() == 0, "one vector over the threshold links them all");
+    }
+
+    #[test]
+    fn one_build_thread_links_the_same_graph_twice() {
+        let data = vectors(2000, 16);
+        let settings =
+            crate::config::IndexSettings { exact_search_max: 0, build_threads: 1, ..Settings::defaults().index };
+        let build = || {
+            let mut idx = VectorIndex::new(16, &settings).unwrap();
+            for (key, v) in data.iter().enumerate() {
+                idx.upsert(key as u64, v).unwrap();
+            }
+            idx.link_staged().unwrap();
+            idx
+        };
+        let (a, b) = (build(), build());
+        for v in data.iter().step_by(13) {
+            assert_eq!(a.search(v, 10).unwrap(), b.search(v, 10).unwrap());
+        }
     }
 
     #[test]

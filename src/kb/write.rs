@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use super::Kb;
 use super::align::{Mention, same_entity};
-use super::model::{Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple, relation_label};
+use super::model::{
+    Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple, fact_text, relation_label,
+};
 use super::store::{Family, KbBatch};
 use crate::embed::Embedding;
 use crate::error::{Error, Result};
@@ -26,7 +28,7 @@ pub struct PreparedDoc {
     pub chunks: Vec<PreparedChunk>,
     pub triples: Vec<PreparedTriple>,
     /// Embeddings of the short texts the commit may need (entity mentions, triple ends,
-    /// normalised relation labels), computed with the rest of the document's vectors so that
+    /// normalised relation labels, facts as [`fact_text`]), computed with the rest of the document's vectors so that
     /// the committing thread embeds nothing; a text missing here is embedded when needed.
     pub text_vectors: HashMap<String, Embedding>,
 }
@@ -68,6 +70,8 @@ struct Changes {
     node_vectors: HashMap<NodeId, Vec<f32>>,
     edges_removed: Vec<EdgeId>,
     edges_added: Vec<Edge>,
+    /// Fact vectors of the added edges.
+    fact_vectors: Vec<(EdgeId, Embedding)>,
     /// Embeddings prepared with the document (see `PreparedDoc::text_vectors`): read for new
     /// nodes while staging, for relation labels new to the KB when applying.
     text_vectors: HashMap<String, Embedding>,
@@ -242,6 +246,13 @@ impl<'kb> Staging<'kb> {
         }
         let edge = Edge { id: self.kb.store.next_id()?, subject, relation, object, chunk, origin };
         self.batch.put_edge(&edge);
+        let fact = fact_text(triple);
+        let vector = match self.changes.text_vectors.get(&fact) {
+            Some(v) => v.clone(),
+            None => self.kb.embedder.embed_one(&fact)?,
+        };
+        self.batch.put_vector(Family::FactVec, edge.id, &vector);
+        self.changes.fact_vectors.push((edge.id, vector));
         self.changes.edges_added.push(edge.clone());
         Ok(Some(edge))
     }
@@ -414,14 +425,22 @@ impl Kb {
                 }
             }
         }
+        for (id, vector) in &changes.fact_vectors {
+            self.fact_index.upsert(*id, vector)?;
+        }
         let vectors = self.embed_new_relations(&changes.edges_added, changes.text_vectors)?;
         for edge in changes.edges_added {
             self.index_edge_in_memory(edge, &vectors)?;
         }
         // Writes outside a batch (curation, the daemon's single documents) never call the
         // link pass; bound the exact scan over what they leave staged.
-        let staged =
-            [self.chunk_index.staged(), self.summary_index.staged(), self.node_index.staged(), self.relations.staged()];
+        let staged = [
+            self.chunk_index.staged(),
+            self.summary_index.staged(),
+            self.node_index.staged(),
+            self.fact_index.staged(),
+            self.relations.staged(),
+        ];
         if staged.iter().any(|n| *n >= STAGED_LINK_THRESHOLD) {
             self.link_staged_vectors()?;
         }

@@ -1,12 +1,17 @@
 //! The agentic retriever. Escalation is monotonic, Local -> Bridge -> Global, each stage at
-//! most once per call; a sufficiency check after each stage decides whether to stop. Graph
-//! evidence is mapped back to source chunks and fused (RRF) with dense + BM25 text
-//! retrieval, which also carries queries where no seed aligns.
+//! most once per call; a sufficiency check after each stage decides whether to stop. Local
+//! and bridge evidence is mapped back to source chunks; the global stage ranks passages by
+//! PPR mass over the graph of entities and passages ([`global`]). The graph's ranking is
+//! fused with dense + BM25 text retrieval ([`fusion`]), which also carries queries where no
+//! seed aligns and no fact links.
 //!
 //! [`Retriever::retrieve`] judges with a synchronous [`SufficiencyCheck`]; a caller with an
 //! async judge (the controller's LLM judge) drives a [`RetrievalRun`] stage by stage.
 
 pub mod bridge;
+pub mod facts;
+pub mod fusion;
+pub mod global;
 pub mod local;
 pub mod mapback;
 pub mod ppr;
@@ -19,10 +24,10 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::config::RetrieveSettings;
+use crate::embed::EmbeddedQuery;
 use crate::error::Result;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
 use crate::kb::{Kb, SearchMode};
-use crate::rank::weighted_rank_fusion;
 use seeds::Seeds;
 use sufficiency::{CoverageCheck, Judgement, StageEvidence, SufficiencyCheck};
 
@@ -32,7 +37,8 @@ pub enum Stage {
     Local,
     Bridge,
     Global,
-    /// No seed aligned: dense + BM25 text retrieval only.
+    /// No seed aligned and no fact linked (or none of them is in the graph): dense + BM25
+    /// text retrieval only.
     Fallback,
 }
 
@@ -43,7 +49,9 @@ pub enum Strategy {
     Adaptive,
     /// LightRAG-style: 1-hop neighbourhood only, no escalation, no text fusion.
     LocalOnly,
-    /// HippoRAG-style: PPR every time, no escalation, no text fusion.
+    /// HippoRAG 2 recipe: the global stage every time (fact-linked, dense-seeded PPR over
+    /// entities and passages), no escalation, no text fusion; dense retrieval when no fact
+    /// or seed is in the graph.
     PprAlways,
     Text(SearchMode),
 }
@@ -95,10 +103,12 @@ pub struct Retrieval {
     pub chunks: Vec<RankedChunk>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<Vec<PathHop>>,
-    /// The last stage run.
+    /// The last stage run (`Fallback` when the graph contributed nothing).
     pub stage: Stage,
     pub sufficient: bool,
     pub seeds: Seeds,
+    /// Share of the graph's ranking in the final fusion (see [`fusion`]); 0 without one.
+    pub graph_share: f32,
     pub stages: Vec<StageReport>,
     pub micros: u64,
 }
@@ -115,6 +125,18 @@ struct Evidence {
     edges: Vec<(EdgeId, f32)>,
     chunk_scores: HashMap<ChunkId, f32>,
     paths: Vec<Vec<PathHop>>,
+    /// The global stage's passage ranking, once it has run; it supersedes `chunk_scores`.
+    global: Option<Vec<(ChunkId, f32)>>,
+}
+
+impl Evidence {
+    /// The graph's ranking of passages so far, best first.
+    fn ranked(&self) -> Vec<(ChunkId, f32)> {
+        match &self.global {
+            Some(ranking) => ranking.clone(),
+            None => mapback::ranked(&self.chunk_scores),
+        }
+    }
 }
 
 impl<'kb> Retriever<'kb> {
@@ -143,8 +165,14 @@ impl<'kb> Retriever<'kb> {
         self.check.as_ref()
     }
 
-    /// Retrieves with the synchronous check judging after each stage.
+    /// Embeds `query` once and retrieves for it (see [`Retriever::retrieve_embedded`]).
     pub fn retrieve(&self, query: &str, options: RetrieveOptions) -> Result<Retrieval> {
+        let query = EmbeddedQuery::new(self.kb.embedder().as_ref(), query)?;
+        self.retrieve_embedded(&query, options)
+    }
+
+    /// Retrieves with the synchronous check judging after each stage.
+    pub fn retrieve_embedded(&self, query: &EmbeddedQuery, options: RetrieveOptions) -> Result<Retrieval> {
         let mut run = self.start(query, options)?;
         while let Some(evidence) = run.next_stage() {
             let judgement = self.check.judge(self.kb, &evidence);
@@ -155,31 +183,41 @@ impl<'kb> Retriever<'kb> {
 
     /// Starts a retrieval whose stages the caller runs and judges one by one (see
     /// [`RetrievalRun`]); finds the seeds now.
-    pub fn start(&self, query: &str, options: RetrieveOptions) -> Result<RetrievalRun<'kb>> {
+    pub fn start(&self, query: &EmbeddedQuery, options: RetrieveOptions) -> Result<RetrievalRun<'kb>> {
         let started = Instant::now();
-        let (seeds, stages) = match options.strategy {
-            Strategy::Text(_) => (Seeds::default(), Vec::new()),
+        let (seeds, stages, dense) = match options.strategy {
+            Strategy::Text(_) => (Seeds::default(), Vec::new(), Vec::new()),
             strategy => {
                 let seeds = seeds::find_seeds(self.kb, self.settings, query)?;
+                let entities = !seeds.entities.is_empty();
                 let stages: &[Stage] = match strategy {
-                    Strategy::LocalOnly => &[Stage::Local],
-                    Strategy::PprAlways => &[Stage::Global],
-                    _ => &[Stage::Local, Stage::Bridge, Stage::Global],
+                    Strategy::LocalOnly if entities => &[Stage::Local],
+                    Strategy::LocalOnly => &[],
+                    _ if entities || !seeds.facts.is_empty() => match strategy {
+                        Strategy::PprAlways => &[Stage::Global],
+                        // Local and bridge walk from aligned mentions; with facts alone only
+                        // the global stage has a start.
+                        _ if entities => &[Stage::Local, Stage::Bridge, Stage::Global],
+                        _ => &[Stage::Global],
+                    },
+                    _ => &[],
                 };
-                let stages = if seeds.entities.is_empty() {
-                    Vec::new()
-                } else {
-                    stages.iter().copied().filter(|s| *s >= options.min_stage).collect()
+                let stages: Vec<Stage> = stages.iter().copied().filter(|s| *s >= options.min_stage).collect();
+                let dense = match strategy {
+                    Strategy::LocalOnly => Vec::new(),
+                    _ => self.kb.chunk_index().search(&query.vector, self.settings.passage_seed_candidates)?,
                 };
-                (seeds, stages)
+                let dense: Vec<(ChunkId, f32)> = dense.into_iter().map(|(c, s)| (c as ChunkId, s)).collect();
+                (seeds, stages, dense)
             }
         };
         Ok(RetrievalRun {
             kb: self.kb,
             settings: self.settings,
-            query: query.to_string(),
+            query: query.clone(),
             options,
             seeds,
+            dense,
             evidence: Evidence::default(),
             remaining: stages.into(),
             pending: None,
@@ -208,9 +246,11 @@ impl<'kb> Retriever<'kb> {
 pub struct RetrievalRun<'kb> {
     kb: &'kb Kb,
     settings: &'kb RetrieveSettings,
-    query: String,
+    query: EmbeddedQuery,
     options: RetrieveOptions,
     seeds: Seeds,
+    /// The best passages by dense score (the global stage's dense seeds).
+    dense: Vec<(ChunkId, f32)>,
     evidence: Evidence,
     /// Stages not yet run, in order.
     remaining: VecDeque<Stage>,
@@ -262,17 +302,13 @@ impl<'kb> RetrievalRun<'kb> {
                 nodes,
                 chunk_total: self.evidence.chunk_scores.len(),
                 edge_ids: self.evidence.edges.iter().map(|(e, _)| *e).collect(),
-                ranked_chunks: mapback::ranked(&self.evidence.chunk_scores)
-                    .into_iter()
-                    .take(self.options.top_k)
-                    .map(|(c, _)| c)
-                    .collect(),
+                ranked_chunks: self.evidence.ranked().into_iter().take(self.options.top_k).map(|(c, _)| c).collect(),
             });
         }
         let pending = self.pending.as_ref()?;
         Some(StageEvidence {
             stage: pending.stage,
-            query: &self.query,
+            query: &self.query.text,
             seeds: &self.seeds,
             edges: &pending.edge_ids,
             chunks: &pending.ranked_chunks,
@@ -307,20 +343,20 @@ impl<'kb> RetrievalRun<'kb> {
         }
         let kb = self.kb;
         let settings = self.settings;
-        let query = self.query.as_str();
-        let graph_ranked = mapback::ranked(&self.evidence.chunk_scores);
+        let graph_ranked = self.evidence.ranked();
+        if graph_ranked.is_empty() {
+            self.stage = Stage::Fallback;
+        }
+        let mut graph_share = 0.0;
         let hits = match self.options.strategy {
-            Strategy::Text(mode) => kb.search(query, mode, self.options.top_k, settings.into())?,
+            Strategy::Text(mode) => kb.search(&self.query, mode, self.options.top_k, settings.into())?,
             Strategy::Adaptive => {
-                let ids = |hits: Vec<(ChunkId, f32)>| hits.into_iter().map(|(c, _)| c as u64).collect::<Vec<_>>();
-                let graph = ids(graph_ranked);
-                let text = ids(kb.search(query, SearchMode::Hybrid, settings.text_candidates, settings.into())?);
-                // How much the graph's vote counts depends on how its edges were made.
-                let rule = kb.rule_edge_share();
-                let weight = settings.graph_weight * (1.0 - rule) + settings.rule_graph_weight * rule;
-                let lists = [(graph.as_slice(), weight), (text.as_slice(), 1.0)];
-                weighted_rank_fusion(&lists, settings.rrf_k).into_iter().map(|(c, s)| (c as ChunkId, s)).collect()
+                let text = kb.search(&self.query, SearchMode::Hybrid, settings.text_candidates, settings.into())?;
+                graph_share = fusion::graph_share(kb, self.stage);
+                fusion::fuse(&text, &graph_ranked, graph_share, settings.rrf_k)
             }
+            // HippoRAG 2 falls back to dense retrieval when nothing seeds the graph.
+            Strategy::PprAlways if graph_ranked.is_empty() => self.dense.clone(),
             Strategy::LocalOnly | Strategy::PprAlways => graph_ranked,
         };
         let chunks = hits
@@ -345,6 +381,7 @@ impl<'kb> RetrievalRun<'kb> {
             stage: self.stage,
             sufficient: self.sufficient,
             seeds: self.seeds,
+            graph_share,
             stages: self.reports,
             micros: self.started.elapsed().as_micros() as u64,
         })
@@ -388,32 +425,17 @@ impl<'kb> RetrievalRun<'kb> {
                 (n, bridges.len())
             }
             Stage::Global => {
-                let nodes = personalized_pagerank(kb, settings, seeds);
-                // PPR scores are probabilities; scale so they are comparable to earlier stages.
-                let scaled: Vec<(NodeId, f32)> = nodes.iter().map(|(n, s)| (*n, s * 10.0)).collect();
-                mapback::from_nodes(kb, &scaled, &mut state.chunk_scores);
-                (0, nodes.len())
+                let phrases = global::phrase_weights(kb, &seeds.facts, &seeds.entities);
+                let ranking = global::rank_passages(kb, settings, &phrases, &self.dense);
+                // Nothing seeded the graph: keep what the earlier stages found.
+                if !ranking.is_empty() {
+                    state.global = Some(ranking);
+                }
+                (0, phrases.len())
             }
             Stage::Fallback => (0, 0),
         }
     }
-}
-
-/// Top nodes by degree-normalised PPR from the entity seeds.
-fn personalized_pagerank(kb: &Kb, settings: &RetrieveSettings, seeds: &Seeds) -> Vec<(NodeId, f32)> {
-    let csr = kb.csr();
-    let rows: Vec<usize> =
-        seeds.entities.iter().filter_map(|s| csr.position.get(&s.node).map(|r| *r as usize)).collect();
-    if rows.is_empty() {
-        return Vec::new();
-    }
-    let p = ppr::personalization(&csr, &rows);
-    let scores = ppr::scores(&csr, &p, settings);
-    let mut ranked: Vec<(NodeId, f32)> =
-        scores.iter().enumerate().filter(|(_, s)| **s > 0.0).map(|(i, s)| (csr.ids[i], *s as f32)).collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    ranked.truncate(settings.ppr_top_nodes);
-    ranked
 }
 
 /// A graph path by name.

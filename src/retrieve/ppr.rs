@@ -1,5 +1,7 @@
-//! Stage 3: Personalized PageRank over the whole graph, personalisation proportional to
-//! 1/deg(seed) so that hub seeds do not drown specific ones (A2RAG, after HippoRAG 2).
+//! Personalized PageRank on an undirected weighted graph: a walker at a node moves to a
+//! neighbour with probability proportional to the edge's weight, and jumps back to the
+//! personalisation vector with probability `restart_prob` (power iteration, or forward push
+//! on large graphs).
 
 use super::super::kb::graph::Csr;
 use crate::config::{PprMethod, RetrieveSettings};
@@ -54,11 +56,12 @@ pub fn scores(csr: &Csr, p: &[f64], settings: &RetrieveSettings) -> Vec<f64> {
 /// it, spawning costs more than the sweep.
 const PARALLEL_SWEEP_ENTRIES: usize = 256 * 1024;
 
-/// Power iteration: r <- a p + (1 - a) (W^T r + dangling mass p), until the L1 change is
-/// below `tolerance`. Returns scores summing to 1 and the iterations used.
+/// Power iteration: r <- a p + (1 - a) (W^T r + dangling mass p), W row-normalised by each
+/// node's strength (weighted degree), until the L1 change is below `tolerance`. Returns
+/// scores summing to the mass of `p` and the iterations used.
 ///
-/// Each sweep first spreads every node's mass over its degree (one sequential pass), so
-/// the pull over the adjacency reads one value per edge; large graphs split the pull into
+/// Each sweep first spreads every node's mass over its strength (one sequential pass), so
+/// the pull over the adjacency reads one value and one weight per edge; large graphs split the pull into
 /// row ranges of equal edge count, one per core.
 pub fn power_iteration(csr: &Csr, p: &[f64], params: PprParams) -> (Vec<f64>, usize) {
     let threads = if csr.targets.len() < PARALLEL_SWEEP_ENTRIES {
@@ -76,9 +79,9 @@ fn power_iteration_on(csr: &Csr, p: &[f64], params: PprParams, threads: usize) -
     }
     let alpha = params.restart_prob;
     let inv_deg: Vec<f64> = (0..n)
-        .map(|i| match csr.degree(i) {
-            0 => 0.0,
-            d => 1.0 / d as f64,
+        .map(|i| match csr.strength(i) {
+            s if s > 0.0 => 1.0 / s,
+            _ => 0.0,
         })
         .collect();
     let dangling_rows: Vec<usize> = (0..n).filter(|&i| inv_deg[i] == 0.0).collect();
@@ -135,7 +138,13 @@ impl Sweep<'_> {
         for (offset, (slot, previous)) in next.iter_mut().zip(old).enumerate() {
             let i = first + offset;
             // Pull form: the graph is undirected, so in-neighbours are the CSR row itself.
-            let inflow: f64 = self.csr.neighbours(i).iter().map(|&j| self.spread[j as usize]).sum();
+            let inflow: f64 = self
+                .csr
+                .neighbours(i)
+                .iter()
+                .zip(self.csr.neighbour_weights(i))
+                .map(|(&j, &w)| w as f64 * self.spread[j as usize])
+                .sum();
             *slot = self.alpha * self.p[i] + (1.0 - self.alpha) * (inflow + self.dangling * self.p[i]);
             delta += (*slot - previous).abs();
         }
@@ -188,7 +197,8 @@ pub fn forward_push(csr: &Csr, p: &[f64], restart_prob: f64, epsilon: f64) -> Ve
         estimate[u] += restart_prob * ru;
         residual[u] = 0.0;
         let neighbours = csr.neighbours(u);
-        if neighbours.is_empty() {
+        let strength = csr.strength(u);
+        if strength <= 0.0 {
             // Dangling: the walk restarts, returning the mass to the seeds.
             for (i, pi) in p.iter().enumerate().filter(|(_, pi)| **pi > 0.0) {
                 residual[i] += (1.0 - restart_prob) * ru * pi;
@@ -199,10 +209,10 @@ pub fn forward_push(csr: &Csr, p: &[f64], restart_prob: f64, epsilon: f64) -> Ve
             }
             continue;
         }
-        let share = (1.0 - restart_prob) * ru / neighbours.len() as f64;
-        for &v in neighbours {
+        let share = (1.0 - restart_prob) * ru / strength;
+        for (&v, &w) in neighbours.iter().zip(csr.neighbour_weights(u)) {
             let v = v as usize;
-            residual[v] += share;
+            residual[v] += share * w as f64;
             if !queued[v] && residual[v] >= threshold(v) {
                 queued[v] = true;
                 queue.push_back(v);
@@ -219,10 +229,15 @@ mod tests {
     /// Dense reference: solve r = a p + (1 - a) M r by many Jacobi sweeps on the dense
     /// column-stochastic matrix (dangling columns point back to p).
     fn dense_reference(n: usize, edges: &[(u32, u32)], p: &[f64], a: f64) -> Vec<f64> {
+        let weighted: Vec<(u32, u32, f32)> = edges.iter().map(|&(x, y)| (x, y, 1.0)).collect();
+        dense_weighted_reference(n, &weighted, p, a)
+    }
+
+    fn dense_weighted_reference(n: usize, edges: &[(u32, u32, f32)], p: &[f64], a: f64) -> Vec<f64> {
         let mut adj = vec![vec![0.0; n]; n];
-        for &(x, y) in edges {
-            adj[x as usize][y as usize] += 1.0;
-            adj[y as usize][x as usize] += 1.0;
+        for &(x, y, w) in edges {
+            adj[x as usize][y as usize] += w as f64;
+            adj[y as usize][x as usize] += w as f64;
         }
         let mut m = vec![vec![0.0; n]; n];
         for j in 0..n {
@@ -256,6 +271,24 @@ mod tests {
         }
         assert!((r.iter().sum::<f64>() - 1.0).abs() < 1e-9);
         let push = forward_push(&csr, &p, 0.5, 1e-10);
+        for (a, b) in push.iter().zip(&reference) {
+            assert!((a - b).abs() < 1e-6, "push {push:?} vs {reference:?}");
+        }
+    }
+
+    #[test]
+    fn weighted_edges_match_dense_reference() {
+        // A heavy edge 0-1 and light ones 0-2, 2-3: the walker from 0 mostly goes to 1.
+        let edges = [(0, 1, 4.0), (0, 2, 0.5), (2, 3, 1.0), (1, 3, 0.25)];
+        let csr = Csr::from_weighted_edges(5, &edges);
+        let p = [0.7, 0.0, 0.0, 0.1, 0.2];
+        let (r, _) = power_iteration(&csr, &p, PprParams { restart_prob: 0.3, tolerance: 1e-13, max_iterations: 1000 });
+        let reference = dense_weighted_reference(5, &edges, &p, 0.3);
+        for (a, b) in r.iter().zip(&reference) {
+            assert!((a - b).abs() < 1e-9, "{r:?} vs {reference:?}");
+        }
+        assert!(r[1] > r[2], "the heavy neighbour gets more mass");
+        let push = forward_push(&csr, &p, 0.3, 1e-11);
         for (a, b) in push.iter().zip(&reference) {
             assert!((a - b).abs() < 1e-6, "push {push:?} vs {reference:?}");
         }

@@ -1,11 +1,14 @@
 //! Seeds: the query's entity mentions and relation phrases, aligned to graph nodes and
-//! relation labels by the hybrid matcher. Only confident matches become seeds.
+//! relation labels by the hybrid matcher (only confident matches become seeds), and the
+//! facts closest to the query ([`super::facts`]).
 
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
+use super::facts::{FactSeed, link_facts};
 use crate::config::RetrieveSettings;
+use crate::embed::EmbeddedQuery;
 use crate::error::Result;
 use crate::ingest::extract::entity_mentions;
 use crate::kb::Kb;
@@ -39,6 +42,8 @@ pub struct Seeds {
     pub relations: Vec<RelationSeed>,
     /// The query's relation phrase (content words outside entity mentions).
     pub relation_phrase: String,
+    /// The facts closest to the query, best first.
+    pub facts: Vec<FactSeed>,
 }
 
 impl Seeds {
@@ -47,7 +52,8 @@ impl Seeds {
     }
 }
 
-pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, query: &str) -> Result<Seeds> {
+pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, embedded: &EmbeddedQuery) -> Result<Seeds> {
+    let query = embedded.text.as_str();
     let mut best: HashMap<NodeId, EntitySeed> = HashMap::new();
     let mut consider = |seed: EntitySeed| {
         let keep = best.get(&seed.node).is_none_or(|old| seed.score > old.score);
@@ -112,7 +118,8 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, query: &str) -> Result<S
         Some(v) => align_relations(kb, settings.relation_threshold, &v)?,
         None => Vec::new(),
     };
-    Ok(Seeds { entities, relations, relation_phrase })
+    let facts = link_facts(kb, embedded, settings.fact_seeds)?;
+    Ok(Seeds { entities, relations, relation_phrase, facts })
 }
 
 /// Relation labels whose embedding is close to the query's relation phrase (`phrase`), best

@@ -1,0 +1,143 @@
+//! The graph Personalized PageRank walks (after HippoRAG 2): entity nodes and passage
+//! (chunk) nodes in one undirected, weighted graph, so that passages are ranked by their own
+//! PPR mass. Three kinds of edges:
+//! - a triple links its two entities (weight 1 per triple);
+//! - every passage links to each entity it mentions (the node's provenance, weight 1);
+//! - a synonym edge links two entities whose name embeddings are close (cosine at least
+//!   `retrieve.synonym_threshold`, weight = cosine), beyond the alias merges, which need the
+//!   names to be spelled alike too. Candidate pairs are the nodes sharing an alias blocking
+//!   key (see [`super::align::blocking_keys`]), so the set is exact and deterministic rather
+//!   than the output of an approximate neighbour search.
+//!
+//! Rows: entity nodes first in node-id order, then passages in chunk-id order; the snapshot
+//! is a pure function of the KB's contents.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::Kb;
+use super::graph::Csr;
+use super::model::{ChunkId, NodeId};
+
+/// Blocks with more nodes than this share only a common word prefix ("john", "univ"); their
+/// pairs are not plausible synonyms and would cost quadratic time.
+const MAX_SYNONYM_BLOCK: usize = 64;
+
+pub struct PassageGraph {
+    pub csr: Csr,
+    /// Node of each entity row (rows `0..nodes.len()`).
+    pub nodes: Vec<NodeId>,
+    /// Chunk of each passage row (rows `nodes.len()..`).
+    pub chunks: Vec<ChunkId>,
+    node_rows: HashMap<NodeId, u32>,
+    chunk_rows: HashMap<ChunkId, u32>,
+    pub synonym_edges: usize,
+    /// Share of the passages in the largest connected component: how much of the corpus
+    /// one walk can reach.
+    pub largest_component_share: f32,
+}
+
+impl PassageGraph {
+    pub fn node_row(&self, node: NodeId) -> Option<usize> {
+        self.node_rows.get(&node).map(|r| *r as usize)
+    }
+
+    pub fn chunk_row(&self, chunk: ChunkId) -> Option<usize> {
+        self.chunk_rows.get(&chunk).map(|r| *r as usize)
+    }
+
+    /// The passage at `row`, if it is a passage row.
+    pub fn chunk_at(&self, row: usize) -> Option<ChunkId> {
+        row.checked_sub(self.nodes.len()).and_then(|i| self.chunks.get(i).copied())
+    }
+
+    /// Builds the snapshot of `kb`'s current contents.
+    pub fn build(kb: &Kb, synonym_threshold: f32) -> PassageGraph {
+        let nodes: Vec<NodeId> = kb.nodes.keys().copied().collect();
+        let chunks: Vec<ChunkId> = kb.chunks.keys().copied().collect();
+        let mut ids: Vec<_> = kb.edges.keys().copied().collect();
+        ids.sort_unstable();
+        let triples: Vec<(NodeId, NodeId)> =
+            ids.iter().filter_map(|id| kb.edges.get(id)).map(|e| (e.subject, e.object)).collect();
+        let mut mentions: Vec<(NodeId, ChunkId)> =
+            kb.nodes.values().flat_map(|n| n.chunks.iter().map(move |c| (n.id, *c))).collect();
+        mentions.sort_unstable();
+        PassageGraph::assemble(nodes, chunks, &triples, &mentions, &synonym_pairs(kb, synonym_threshold))
+    }
+
+    /// The graph of these entities and passages: `triples` link two entities, `mentions`
+    /// an entity and a passage (weight 1 each), `synonyms` two entities (weight = cosine).
+    /// Links naming an unknown entity or passage are left out.
+    pub fn assemble(
+        mut nodes: Vec<NodeId>,
+        mut chunks: Vec<ChunkId>,
+        triples: &[(NodeId, NodeId)],
+        mentions: &[(NodeId, ChunkId)],
+        synonyms: &[(NodeId, NodeId, f32)],
+    ) -> PassageGraph {
+        nodes.sort_unstable();
+        chunks.sort_unstable();
+        let node_rows: HashMap<NodeId, u32> = nodes.iter().enumerate().map(|(i, n)| (*n, i as u32)).collect();
+        let chunk_rows: HashMap<ChunkId, u32> =
+            chunks.iter().enumerate().map(|(i, c)| (*c, (nodes.len() + i) as u32)).collect();
+        let mut edges: Vec<(u32, u32, f32)> = Vec::with_capacity(triples.len() + mentions.len() + synonyms.len());
+        let entity_pair = |a: &NodeId, b: &NodeId| Some((*node_rows.get(a)?, *node_rows.get(b)?));
+        edges.extend(triples.iter().filter_map(|(a, b)| entity_pair(a, b)).map(|(a, b)| (a, b, 1.0)));
+        edges.extend(mentions.iter().filter_map(|(n, c)| Some((*node_rows.get(n)?, *chunk_rows.get(c)?, 1.0))));
+        let before = edges.len();
+        edges.extend(synonyms.iter().filter_map(|(a, b, cos)| entity_pair(a, b).map(|(a, b)| (a, b, *cos))));
+        let synonym_edges = edges.len() - before;
+        let csr = Csr::from_weighted_edges(nodes.len() + chunks.len(), &edges);
+        let largest_component_share = largest_component_share(&csr, nodes.len());
+        PassageGraph { csr, nodes, chunks, node_rows, chunk_rows, synonym_edges, largest_component_share }
+    }
+}
+
+/// Pairs of distinct nodes sharing a blocking key whose name vectors have a cosine of at
+/// least `threshold`, in (a, b) order with a < b, each once.
+pub fn synonym_pairs(kb: &Kb, threshold: f32) -> Vec<(NodeId, NodeId, f32)> {
+    let mut pairs: BTreeSet<(NodeId, NodeId)> = BTreeSet::new();
+    for members in kb.alias_blocks.values().filter(|m| (2..=MAX_SYNONYM_BLOCK).contains(&m.len())) {
+        for (i, a) in members.iter().enumerate() {
+            for b in &members[i + 1..] {
+                pairs.insert((*a.min(b), *a.max(b)));
+            }
+        }
+    }
+    pairs
+        .into_iter()
+        .filter_map(|(a, b)| {
+            let va = kb.node_index.get(a as u64)?;
+            let cos = kb.node_index.similarity(b as u64, &va)?;
+            (cos >= threshold).then_some((a, b, cos))
+        })
+        .collect()
+}
+
+/// Share of the rows from `first_passage` on that lie in the component holding most of them.
+fn largest_component_share(csr: &Csr, first_passage: usize) -> f32 {
+    let n = csr.len();
+    if n <= first_passage {
+        return 0.0;
+    }
+    let mut component = vec![u32::MAX; n];
+    let mut passages_in: Vec<usize> = Vec::new();
+    for start in 0..n {
+        if component[start] != u32::MAX {
+            continue;
+        }
+        let id = passages_in.len() as u32;
+        passages_in.push(0);
+        let mut stack = vec![start];
+        component[start] = id;
+        while let Some(row) = stack.pop() {
+            passages_in[id as usize] += usize::from(row >= first_passage);
+            for &next in csr.neighbours(row) {
+                if component[next as usize] == u32::MAX {
+                    component[next as usize] = id;
+                    stack.push(next as usize);
+                }
+            }
+        }
+    }
+    passages_in.iter().copied().max().unwrap_or(0) as f32 / (n - first_passage) as f32
+}

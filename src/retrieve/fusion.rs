@@ -1,0 +1,33 @@
+//! The final ranking: the graph's passages fused with the hybrid (dense + BM25) text list by
+//! complexity-weighted reciprocal rank fusion (after EA-GraphRAG):
+//! `score(d) = (1 - s) / (k + r_text(d)) + s / (k + r_graph(d))`, where `s`, the graph's
+//! share, follows the query and the corpus rather than a constant.
+
+use super::Stage;
+use crate::kb::Kb;
+use crate::kb::model::ChunkId;
+use crate::rank::weighted_rank_fusion;
+
+/// `text` and `graph` (each best first) fused with graph share `s`; ties on chunk id.
+pub fn fuse(text: &[(ChunkId, f32)], graph: &[(ChunkId, f32)], s: f32, k: f32) -> Vec<(ChunkId, f32)> {
+    let ids = |list: &[(ChunkId, f32)]| list.iter().map(|(c, _)| *c as u64).collect::<Vec<_>>();
+    let (text, graph) = (ids(text), ids(graph));
+    let lists = [(text.as_slice(), 1.0 - s), (graph.as_slice(), s)];
+    weighted_rank_fusion(&lists, k).into_iter().map(|(c, s)| (c as ChunkId, s)).collect()
+}
+
+/// The graph's share `s` in the fusion, from what the corpus's graph can be trusted with:
+/// `s = L (2 - r) / 3`, where `L` is the share of passages in the graph's largest connected
+/// component (a walk can only add passages it can reach) and `r` the share of edges made by
+/// the rule extractor (co-occurrence grade, counted half as much as relation-grade edges
+/// from an LLM, an import or a curator). A fully connected graph of relation-grade edges
+/// gets 2/3, above the text list, since its ranking already starts from the dense scores; a
+/// rule-made one gets 1/3. Without graph evidence (`Fallback`) the share is 0.
+pub fn graph_share(kb: &Kb, stage: Stage) -> f32 {
+    if stage == Stage::Fallback {
+        return 0.0;
+    }
+    let connected = kb.passage_graph().largest_component_share;
+    let rule = kb.rule_edge_share();
+    connected * (2.0 - rule) / 3.0
+}

@@ -1,0 +1,235 @@
+//! Stage 3, the global stage (the HippoRAG 2 recipe): Personalized PageRank over the graph
+//! of entities and passages ([`PassageGraph`]), passages ranked by their own PPR mass.
+//!
+//! The reset vector holds two kinds of mass:
+//! - phrase seeds: entities of the linked facts and the query's aligned mentions, each
+//!   weighted by its best evidence (the fact or alignment score) times its specificity,
+//!   1 / (number of passages mentioning it), so that a hub entity does not flood the walk;
+//! - dense seeds: every candidate passage gets its min-max-normalised dense score times
+//!   `retrieve.passage_seed_weight` (0.05 in HippoRAG 2), so the walk starts from what
+//!   dense retrieval already knows and the graph reorders and adds to it.
+//!
+//! Without a phrase seed in the graph the stage has nothing to add: the caller falls back to
+//! text retrieval.
+
+use std::collections::BTreeMap;
+
+use super::facts::FactSeed;
+use super::ppr;
+use super::seeds::EntitySeed;
+use crate::config::RetrieveSettings;
+use crate::kb::Kb;
+use crate::kb::model::{ChunkId, NodeId};
+use crate::kb::passage_graph::PassageGraph;
+
+/// Phrase seeds with their reset weight, in node order: for each node the best of (the mean
+/// score of the linked facts naming it, its alignment score as an entity seed), divided by
+/// the number of passages mentioning it. Nodes without passages are skipped (forgotten).
+pub fn phrase_weights(kb: &Kb, facts: &[FactSeed], entities: &[EntitySeed]) -> Vec<(NodeId, f64)> {
+    weigh_phrases(facts, entities, |node| kb.node_chunk_count(node))
+}
+
+/// [`phrase_weights`] with `passages` counting the passages that mention a node.
+fn weigh_phrases(
+    facts: &[FactSeed],
+    entities: &[EntitySeed],
+    passages: impl Fn(NodeId) -> usize,
+) -> Vec<(NodeId, f64)> {
+    let mut fact_scores: BTreeMap<NodeId, (f64, usize)> = BTreeMap::new();
+    for fact in facts {
+        for node in [fact.subject, fact.object] {
+            let entry = fact_scores.entry(node).or_default();
+            entry.0 += fact.score as f64;
+            entry.1 += 1;
+        }
+    }
+    let mut best: BTreeMap<NodeId, f64> =
+        fact_scores.into_iter().map(|(n, (sum, count))| (n, sum / count as f64)).collect();
+    for seed in entities {
+        let w = best.entry(seed.node).or_default();
+        *w = w.max(seed.score as f64);
+    }
+    best.into_iter()
+        .filter_map(|(node, score)| match passages(node) {
+            0 => None,
+            passages => Some((node, score / passages as f64)),
+        })
+        .collect()
+}
+
+/// The reset vector over `graph`'s rows, summing to 1, or `None` when no phrase seed is in
+/// the graph. `dense` lists candidate passages with their dense scores.
+pub fn reset_vector(
+    graph: &PassageGraph,
+    phrases: &[(NodeId, f64)],
+    dense: &[(ChunkId, f32)],
+    passage_weight: f64,
+) -> Option<Vec<f64>> {
+    let mut p = vec![0.0; graph.csr.len()];
+    let mut phrase_mass = 0.0;
+    for (node, w) in phrases {
+        if let Some(row) = graph.node_row(*node) {
+            p[row] += w;
+            phrase_mass += w;
+        }
+    }
+    if phrase_mass <= 0.0 {
+        return None;
+    }
+    let (lo, hi) = dense.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), (_, s)| (lo.min(*s), hi.max(*s)));
+    for (chunk, score) in dense {
+        let normalised = if hi > lo { (score - lo) / (hi - lo) } else { 1.0 };
+        if let Some(row) = graph.chunk_row(*chunk) {
+            p[row] += passage_weight * normalised as f64;
+        }
+    }
+    let total: f64 = p.iter().sum();
+    p.iter_mut().for_each(|x| *x /= total);
+    Some(p)
+}
+
+/// Passages ranked by PPR mass from the reset vector of `phrases` and `dense`, best first
+/// (ties on chunk id); empty when no phrase seed is in the graph.
+pub fn rank_passages(
+    kb: &Kb,
+    settings: &RetrieveSettings,
+    phrases: &[(NodeId, f64)],
+    dense: &[(ChunkId, f32)],
+) -> Vec<(ChunkId, f32)> {
+    rank_on(&kb.passage_graph(), settings, phrases, dense)
+}
+
+fn rank_on(
+    graph: &PassageGraph,
+    settings: &RetrieveSettings,
+    phrases: &[(NodeId, f64)],
+    dense: &[(ChunkId, f32)],
+) -> Vec<(ChunkId, f32)> {
+    let Some(p) = reset_vector(graph, phrases, dense, settings.passage_seed_weight) else {
+        return Vec::new();
+    };
+    let scores = ppr::scores(&graph.csr, &p, settings);
+    passages_by_mass(graph, &scores)
+}
+
+/// Passage rows of `scores` with positive mass, best first, ties on chunk id.
+fn passages_by_mass(graph: &PassageGraph, scores: &[f64]) -> Vec<(ChunkId, f32)> {
+    let mut ranked: Vec<(ChunkId, f32)> = scores
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s > 0.0)
+        .filter_map(|(row, s)| graph.chunk_at(row).map(|c| (c, *s as f32)))
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    ranked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+
+    fn fact(edge: u64, subject: NodeId, object: NodeId, score: f32) -> FactSeed {
+        FactSeed { edge, subject, object, fact: String::new(), score }
+    }
+
+    #[test]
+    fn phrase_seeds_are_weighted_by_specificity() {
+        // Node 1 is in 10 passages, node 2 in 2, node 3 in 1; node 4 was forgotten.
+        let passages = |n: NodeId| [0, 10, 2, 1, 0][n as usize];
+        let facts = [fact(7, 1, 2, 1.0), fact(8, 2, 3, 0.5), fact(9, 4, 3, 0.5)];
+        let entity = EntitySeed { node: 1, name: "one".into(), mention: "one".into(), score: 0.9 };
+        let weights = weigh_phrases(&facts, &[entity], passages);
+        // Node 2: mean fact score 0.75 over 2 passages; node 3: 0.5 over 1; node 1: max(1.0,
+        // 0.9) over 10.
+        assert_eq!(weights, vec![(1, 0.1), (2, 0.375), (3, 0.5)]);
+    }
+
+    /// Solves r = a p + (1 - a) M r exactly (Gaussian elimination on the dense system),
+    /// M column-stochastic by weighted degree, dangling columns pointing back to p.
+    fn exact_ppr(n: usize, edges: &[(u32, u32, f32)], p: &[f64], a: f64) -> Vec<f64> {
+        let mut adj = vec![vec![0.0; n]; n];
+        for &(x, y, w) in edges {
+            adj[x as usize][y as usize] += w as f64;
+            adj[y as usize][x as usize] += w as f64;
+        }
+        // System (I - (1 - a) M) r = a p, augmented with its right-hand side.
+        let mut m = vec![vec![0.0; n + 1]; n];
+        for j in 0..n {
+            let strength: f64 = adj[j].iter().sum();
+            for i in 0..n {
+                let mij = if strength > 0.0 { adj[j][i] / strength } else { p[i] };
+                m[i][j] = f64::from(i == j) - (1.0 - a) * mij;
+            }
+        }
+        for i in 0..n {
+            m[i][n] = a * p[i];
+        }
+        for col in 0..n {
+            let pivot = (col..n).max_by(|x, y| m[*x][col].abs().total_cmp(&m[*y][col].abs())).unwrap();
+            m.swap(col, pivot);
+            for row in 0..n {
+                if row != col {
+                    let f = m[row][col] / m[col][col];
+                    for k in col..=n {
+                        m[row][k] -= f * m[col][k];
+                    }
+                }
+            }
+        }
+        (0..n).map(|i| m[i][n] / m[i][i]).collect()
+    }
+
+    #[test]
+    fn passage_ppr_matches_the_exact_solution() {
+        // Entities 1..=4, passages 10..=13. Triples 1-2, 2-3; synonym 3~4 (0.9); passage 10
+        // mentions 1, 11 mentions 2 and 3, 12 mentions 4, 13 mentions nothing.
+        let graph = PassageGraph::assemble(
+            vec![4, 2, 3, 1],
+            vec![13, 11, 10, 12],
+            &[(1, 2), (2, 3)],
+            &[(1, 10), (2, 11), (3, 11), (4, 12)],
+            &[(3, 4, 0.9)],
+        );
+        assert_eq!(
+            (graph.nodes.clone(), graph.chunks.clone(), graph.synonym_edges),
+            (vec![1, 2, 3, 4], vec![10, 11, 12, 13], 1)
+        );
+        let phrases = [(1, 0.5), (4, 0.25)];
+        let dense = [(11, 0.8), (13, 0.6), (10, 0.2)];
+        let mut settings = Settings::defaults().retrieve;
+        settings.ppr_tolerance = 1e-14;
+        settings.ppr_max_iterations = 10_000;
+        let p = reset_vector(&graph, &phrases, &dense, 0.05).unwrap();
+        // Dense scores min-max to 1, 2/3, 0 (in f32), times 0.05, beside the phrase weights; sum to 1.
+        let raw = [0.5, 0.0, 0.0, 0.25, 0.0, 0.05, 0.0, 0.05 * 2.0 / 3.0];
+        let total: f64 = raw.iter().sum();
+        for (a, b) in p.iter().zip(raw.iter().map(|x| x / total)) {
+            assert!((a - b).abs() < 1e-6, "{p:?}");
+        }
+        let rows = |x: NodeId| graph.node_row(x).unwrap() as u32;
+        let chunk = |c: ChunkId| graph.chunk_row(c).unwrap() as u32;
+        let edges = [
+            (rows(1), rows(2), 1.0),
+            (rows(2), rows(3), 1.0),
+            (rows(1), chunk(10), 1.0),
+            (rows(2), chunk(11), 1.0),
+            (rows(3), chunk(11), 1.0),
+            (rows(4), chunk(12), 1.0),
+            (rows(3), rows(4), 0.9),
+        ];
+        let exact = exact_ppr(8, &edges, &p, settings.restart_prob);
+        let ranked = rank_on(&graph, &settings, &phrases, &dense);
+        assert_eq!(ranked.len(), 4, "every passage is reached or seeded");
+        for (c, score) in &ranked {
+            let want = exact[graph.chunk_row(*c).unwrap()];
+            assert!((*score as f64 - want).abs() < 1e-6, "passage {c}: {score} vs {want}");
+        }
+        assert!(ranked.windows(2).all(|w| w[0].1 >= w[1].1));
+        assert_eq!(ranked[0].0, 10, "the passage of the strongest phrase seed leads");
+        assert!(
+            rank_on(&graph, &settings, &[(99, 1.0)], &dense).is_empty(),
+            "no phrase seed in the graph: nothing to add"
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! `a2rag eval` on a small hand-written corpus: the same build on the same data gives the
+//! same recall for every system, run after run (retrieval is deterministic).
+
+mod common;
+
+use std::path::Path;
+
+use a2rag::eval::{EvalOptions, Report, run};
+use common::*;
+use serde_json::json;
+
+const PARAGRAPHS: [(&str, &str); 8] = [
+    ("Alice Moreau", "Alice Moreau married Bob Lenoir in 1990. Alice Moreau was born in Rome."),
+    ("Bob Lenoir", "Bob Lenoir was born in Paris and studied at the Sorbonne."),
+    ("Carol Diaz", "Carol Diaz works at Acme Tools as an engineer."),
+    ("Acme Tools", "Acme Tools is located in Paris and makes hand tools."),
+    ("Rome", "Rome is the capital of Italy and lies on the Tiber."),
+    ("Paris", "Paris is the capital of France and lies on the Seine."),
+    ("Sorbonne", "The Sorbonne is a university founded in 1257 by Robert de Sorbon."),
+    ("Tiber", "The Tiber is the third-longest river in Italy."),
+];
+
+/// A MuSiQue-shaped dataset: every question sees every paragraph, `gold` marks its support.
+fn dataset(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let corpus: Vec<_> = PARAGRAPHS.iter().map(|(t, x)| json!({"title": t, "text": x})).collect();
+    std::fs::write(dir.join("corpus.json"), serde_json::to_string(&corpus).unwrap()).unwrap();
+    let questions = [
+        ("q1", "Where was the spouse of Alice Moreau born?", "Paris", ["Alice Moreau", "Bob Lenoir"]),
+        ("q2", "In which country is the city where Acme Tools is located?", "France", ["Acme Tools", "Paris"]),
+        ("q3", "Which river flows through the birthplace of Alice Moreau?", "Tiber", ["Alice Moreau", "Rome"]),
+        ("q4", "Who founded the university where Bob Lenoir studied?", "Robert de Sorbon", ["Bob Lenoir", "Sorbonne"]),
+    ];
+    let records: Vec<_> = questions
+        .iter()
+        .map(|(id, q, a, gold)| {
+            let paragraphs: Vec<_> = PARAGRAPHS
+                .iter()
+                .map(|(t, x)| json!({"title": t, "paragraph_text": x, "is_supporting": gold.contains(t)}))
+                .collect();
+            json!({"id": id, "question": q, "answer": a, "answer_aliases": [], "paragraphs": paragraphs})
+        })
+        .collect();
+    std::fs::write(dir.join("questions.json"), serde_json::to_string(&records).unwrap()).unwrap();
+}
+
+fn recalls(report: &Report) -> Vec<(String, f64, f64)> {
+    report.systems.iter().map(|s| (s.system.clone(), s.recall_at_2, s.recall_at_5)).collect()
+}
+
+#[test]
+fn two_eval_runs_give_identical_recall_for_every_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("small");
+    dataset(&data);
+    // The default settings search these small indexes exactly; `exact_search_max = 0` links
+    // every vector into HNSW graphs, built on one thread, which must reproduce too.
+    for exact_search_max in [4096, 0] {
+        let eval = |name: &str| {
+            let mut settings = settings_in(&dir.path().join("unused"));
+            settings.index.exact_search_max = exact_search_max;
+            let options = EvalOptions {
+                dataset: data.clone(),
+                triples: None,
+                drop_nodes: vec![0.0, 0.4],
+                limit: None,
+                seed: 7,
+                out_dir: dir.path().join(name),
+                iterative_steps: 2,
+            };
+            run(settings, &options, &mut ()).unwrap()
+        };
+        let (first, second) = (eval("first"), eval("second"));
+        assert_eq!(first.systems.len(), 7, "a2rag and six baselines");
+        assert_eq!(recalls(&first), recalls(&second), "exact_search_max = {exact_search_max}");
+        let deletion = |r: &Report| r.node_deletion.iter().map(|d| d.recall_at_5.clone()).collect::<Vec<_>>();
+        assert_eq!(deletion(&first), deletion(&second));
+        assert!(first.systems.iter().any(|s| s.recall_at_5 > 0.0), "the runs retrieve something");
+    }
+}
