@@ -77,6 +77,13 @@ pub struct EmbedSettings {
     #[serde(flatten)]
     pub connection: ConnectionSettings,
     pub batch_size: usize,
+    /// minilm: word pieces per forward pass (texts are packed without padding).
+    pub batch_tokens: usize,
+    /// minilm: threads one forward pass is split over; 0 = one per core.
+    pub threads: usize,
+    /// minilm, openai, ollama: short texts (names, labels, queries) whose vectors are kept in
+    /// memory so a repeat costs no model call; 0 disables the cache.
+    pub cache_entries: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -368,6 +375,9 @@ impl Settings {
         }
         if self.embed.batch_size == 0 {
             return bad("embed.batch_size must be > 0");
+        }
+        if self.embed.batch_tokens == 0 {
+            return bad("embed.batch_tokens must be > 0");
         }
         if !(0.0..1.0).contains(&self.retrieve.restart_prob) || self.retrieve.restart_prob == 0.0 {
             return bad("retrieve.restart_prob must be in (0, 1)");

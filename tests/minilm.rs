@@ -55,8 +55,9 @@ fn norm(v: &[f32]) -> f32 {
 fn matches_sentence_transformers_reference() {
     let Some(dir) = model_dir() else { return };
     let reference = reference();
-    // A batch smaller than the input, so several padded batches are involved.
-    let e = MiniLmEmbedder::load(&dir, 4).unwrap();
+    // A pass budget smaller than the input (in word pieces), so several packed forward
+    // passes are involved, each split over three threads.
+    let e = MiniLmEmbedder::load(&dir, 64).unwrap().with_threads(3);
     assert_eq!(e.dim(), 384);
     assert_eq!(e.max_seq_len(), reference.max_seq_length);
     assert!(
@@ -79,8 +80,9 @@ fn batching_gives_the_same_vectors_as_one_by_one() {
     let Some(dir) = model_dir() else { return };
     let reference = reference();
     let texts: Vec<&str> = reference.items.iter().map(|i| i.text.as_str()).collect();
-    let batched = MiniLmEmbedder::load(&dir, 32).unwrap().embed(&texts).unwrap();
-    let single = MiniLmEmbedder::load(&dir, 1).unwrap();
+    // Everything in one pass over two threads, against one text per pass on one thread.
+    let batched = MiniLmEmbedder::load(&dir, 4096).unwrap().with_threads(2).embed(&texts).unwrap();
+    let single = MiniLmEmbedder::load(&dir, 1).unwrap().with_threads(1);
     for (text, b) in texts.iter().zip(&batched) {
         let s = single.embed_one(text).unwrap();
         let max_diff = b.iter().zip(&s).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
@@ -153,7 +155,7 @@ fn hotpotqa_sentence_throughput() {
         serde_json::from_str(&std::fs::read_to_string(&corpus).unwrap()).unwrap();
     let sentences: Vec<&str> = docs.values().flatten().map(|s| s.trim()).filter(|s| !s.is_empty()).collect();
     let batch = 32;
-    let e = MiniLmEmbedder::load(&dir, batch).unwrap();
+    let e = MiniLmEmbedder::load(&dir, Settings::defaults().embed.batch_tokens).unwrap();
     let rate = embed::embedding_throughput(&e, &sentences, batch).unwrap();
     let threads = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(

@@ -14,12 +14,13 @@
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use candle_transformers::models::bert::Config as BertConfig;
 use serde::Deserialize;
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
 
+use super::bert::Encoder;
 use super::{Embedder, Embedding, hub, l2_normalize};
 use crate::config::EmbedSettings;
 use crate::error::{Error, Result};
@@ -38,12 +39,12 @@ struct SentenceBertConfig {
 
 pub struct MiniLmEmbedder {
     id: String,
-    model: BertModel,
+    encoder: Encoder,
     tokenizer: Tokenizer,
-    device: Device,
     dim: usize,
     max_len: usize,
-    batch_size: usize,
+    batch_tokens: usize,
+    threads: usize,
 }
 
 impl MiniLmEmbedder {
@@ -53,13 +54,14 @@ impl MiniLmEmbedder {
     /// every way to get one.
     /// The download, when one is needed, runs through `remote`.
     pub fn from_settings(settings: &EmbedSettings, remote: &Remote) -> Result<Self> {
+        let threads = settings.threads;
         if !settings.model_dir.as_os_str().is_empty() {
-            return MiniLmEmbedder::load(&settings.model_dir, settings.batch_size);
+            return Ok(MiniLmEmbedder::load(&settings.model_dir, settings.batch_tokens)?.with_threads(threads));
         }
         let local = Path::new(DEFAULT_MODEL_DIR);
         let model_id = settings.model_id.trim();
         if has_model(local) || model_id.is_empty() {
-            return MiniLmEmbedder::load(local, settings.batch_size);
+            return Ok(MiniLmEmbedder::load(local, settings.batch_tokens)?.with_threads(threads));
         }
         let fetched = hub::fetch(remote, model_id, &settings.hub_cache, false).map_err(|error| {
             let error = match error {
@@ -73,18 +75,21 @@ impl MiniLmEmbedder {
                  directory"
             ))
         })?;
-        MiniLmEmbedder::load_named(&fetched.dir, hub::model_name(model_id), settings.batch_size)
+        Ok(MiniLmEmbedder::load_named(&fetched.dir, hub::model_name(model_id), settings.batch_tokens)?
+            .with_threads(threads))
     }
 
-    /// Loads the model in `dir`. `batch_size` bounds how many texts share one forward pass
-    /// (memory and padding waste grow with it). The id names the directory.
-    pub fn load(dir: &Path, batch_size: usize) -> Result<Self> {
-        MiniLmEmbedder::load_named(dir, &model_name(dir), batch_size)
+    /// Loads the model in `dir`. `batch_tokens` bounds the word pieces of one forward pass
+    /// (its memory, about 16 KB per word piece, grows with it; texts are packed end to end,
+    /// so no padding is computed). The id names the directory. A forward pass uses every
+    /// core ([`MiniLmEmbedder::with_threads`]).
+    pub fn load(dir: &Path, batch_tokens: usize) -> Result<Self> {
+        MiniLmEmbedder::load_named(dir, &model_name(dir), batch_tokens)
     }
 
     /// [`MiniLmEmbedder::load`] with the id `minilm:{name}`, for a directory whose own name
     /// is not the model's (a hub snapshot is named by its commit).
-    pub fn load_named(dir: &Path, name: &str, batch_size: usize) -> Result<Self> {
+    pub fn load_named(dir: &Path, name: &str, batch_tokens: usize) -> Result<Self> {
         if !dir.is_dir() {
             return Err(Error::Config(format!(
                 "minilm model directory {} does not exist; {FETCH_HINT}",
@@ -125,78 +130,62 @@ impl MiniLmEmbedder {
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: max_len, ..Default::default() }))
             .map_err(|e| Error::Config(format!("minilm: truncation: {e}")))?;
-        let padding = tokenizer.get_padding().cloned().unwrap_or_default();
-        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..padding }));
+        // The encoder packs texts end to end, so no padding at all.
+        tokenizer.with_padding(None);
 
-        let device = Device::Cpu;
         let weights = std::fs::read(&weights_path).map_err(|e| Error::io(&weights_path, e))?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| Error::Config(format!("minilm: cannot read {}: {e}", weights_path.display())))?;
-        let model = BertModel::load(vb, &config).map_err(|e| {
-            Error::Config(format!(
-                "minilm: {} does not hold a BERT model matching config.json: {e}",
-                weights_path.display()
-            ))
-        })?;
+        let encoder =
+            Encoder::load(vb, &config).map_err(|e| Error::Config(format!("{e} ({})", weights_path.display())))?;
 
         Ok(MiniLmEmbedder {
             id: format!("minilm:{name}"),
-            model,
+            encoder,
             tokenizer,
-            device,
             dim,
             max_len,
-            batch_size: batch_size.max(1),
+            batch_tokens: batch_tokens.max(1),
+            threads: 0,
         })
+    }
+
+    /// Threads one forward pass is split over; 0 means one per core.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// Threads a forward pass is split over.
+    pub fn threads(&self) -> usize {
+        match self.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
+    /// Word pieces per text, special tokens included, after truncation: what a forward pass
+    /// over `texts` computes on.
+    pub fn token_counts(&self, texts: &[&str]) -> Result<Vec<usize>> {
+        Ok(self.tokenize(texts)?.iter().map(Vec::len).collect())
+    }
+
+    /// FLOPs the encoder spends on sequences of these lengths ([`Encoder::flops`]).
+    pub fn forward_flops(&self, lengths: impl IntoIterator<Item = usize>) -> f64 {
+        self.encoder.flops(lengths)
+    }
+
+    fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>> {
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| Error::Embed(format!("minilm: tokenization failed: {e}")))?;
+        Ok(encodings.into_iter().map(|e| e.get_ids().to_vec()).collect())
     }
 
     /// Word pieces (special tokens included) beyond which input is cut off.
     pub fn max_seq_len(&self) -> usize {
         self.max_len
-    }
-
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Embedding>> {
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| Error::Embed(format!("minilm: tokenization failed: {e}")))?;
-        let rows = encodings.len();
-        let cols = encodings.first().map_or(0, |e| e.get_ids().len());
-        let mut ids = Vec::with_capacity(rows * cols);
-        let mut types = Vec::with_capacity(rows * cols);
-        let mut mask = Vec::with_capacity(rows * cols);
-        for enc in &encodings {
-            if enc.get_ids().len() != cols {
-                return Err(Error::Embed("minilm: tokenizer did not pad the batch evenly".into()));
-            }
-            ids.extend_from_slice(enc.get_ids());
-            types.extend_from_slice(enc.get_type_ids());
-            mask.extend(enc.get_attention_mask().iter().map(|m| *m as f32));
-        }
-        self.forward(ids, types, mask, rows, cols).map_err(|e| Error::Embed(format!("minilm: {e}")))
-    }
-
-    fn forward(
-        &self,
-        ids: Vec<u32>,
-        types: Vec<u32>,
-        mask: Vec<f32>,
-        rows: usize,
-        cols: usize,
-    ) -> candle_core::Result<Vec<Embedding>> {
-        let ids = Tensor::from_vec(ids, (rows, cols), &self.device)?;
-        let types = Tensor::from_vec(types, (rows, cols), &self.device)?;
-        let mask = Tensor::from_vec(mask, (rows, cols), &self.device)?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask))?; // (rows, cols, dim)
-        // Mean over real tokens only; the clamp mirrors sentence-transformers' guard against an
-        // all-padding row (cannot happen with [CLS]/[SEP], but a zero divide would give NaN).
-        let weights = mask.unsqueeze(2)?; // (rows, cols, 1)
-        let summed = hidden.broadcast_mul(&weights)?.sum(1)?; // (rows, dim)
-        let counts = weights.sum(1)?.clamp(1e-9f32, f32::MAX)?; // (rows, 1)
-        let pooled = summed.broadcast_div(&counts)?;
-        let mut out: Vec<Embedding> = pooled.to_vec2()?;
-        out.iter_mut().for_each(|v| l2_normalize(v));
-        Ok(out)
     }
 }
 
@@ -210,34 +199,34 @@ impl Embedder for MiniLmEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>> {
-        // Longest first, as sentence-transformers does: texts of similar length share a batch,
-        // so little compute goes into padding. Results are put back in input order.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
-        let mut out: Vec<Option<Embedding>> = vec![None; texts.len()];
-        for group in length_groups(&order, |i| texts[i].len(), self.batch_size) {
-            let batch: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
-            for (&i, v) in group.iter().zip(self.embed_batch(&batch)?) {
-                out[i] = Some(v);
+        let sequences = self.tokenize(texts)?;
+        let mut out = Vec::with_capacity(texts.len());
+        for pass in token_batches(&sequences, self.batch_tokens) {
+            for mut v in self.encoder.pooled(&sequences[pass], self.threads())? {
+                l2_normalize(&mut v);
+                out.push(v);
             }
         }
-        out.into_iter().map(|v| v.ok_or_else(|| Error::Embed("minilm: a text got no vector".into()))).collect()
+        Ok(out)
     }
 }
 
-/// Splits `order` (indices sorted by decreasing length) into batches of at most `batch_size`
-/// that also break where a text is under half as long as the batch's first: a batch is padded
-/// to its longest text, so a document's short entity names must not ride along with its
-/// 200-token chunk.
-fn length_groups(order: &[usize], len: impl Fn(usize) -> usize, batch_size: usize) -> Vec<Vec<usize>> {
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for &i in order {
-        match groups.last_mut() {
-            Some(group) if group.len() < batch_size.max(1) && len(i) * 2 >= len(group[0]) => group.push(i),
-            _ => groups.push(vec![i]),
+/// Consecutive ranges of `sequences` holding at most `budget` word pieces each (a longer text
+/// gets a pass of its own): the forward pass's memory grows with its tokens, not its texts.
+fn token_batches(sequences: &[Vec<u32>], budget: usize) -> Vec<std::ops::Range<usize>> {
+    let mut passes = Vec::new();
+    let (mut start, mut tokens) = (0, 0);
+    for (i, ids) in sequences.iter().enumerate() {
+        if i > start && tokens + ids.len() > budget {
+            passes.push(start..i);
+            (start, tokens) = (i, 0);
         }
+        tokens += ids.len();
     }
-    groups
+    if start < sequences.len() {
+        passes.push(start..sequences.len());
+    }
+    passes
 }
 
 /// Whether `dir` holds the files [`MiniLmEmbedder::load`] needs.
@@ -262,12 +251,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn batches_break_on_size_and_on_a_drop_in_length() {
-        let lens = [400, 390, 210, 199, 60, 12, 11, 10, 9];
-        let order: Vec<usize> = (0..lens.len()).collect();
-        let groups = length_groups(&order, |i| lens[i], 3);
-        assert_eq!(groups, vec![vec![0, 1, 2], vec![3], vec![4], vec![5, 6, 7], vec![8]]);
-        assert!(length_groups(&[], |_| 0, 3).is_empty());
+    fn passes_respect_the_token_budget() {
+        let seqs: Vec<Vec<u32>> = [3, 3, 3, 10, 1, 1].iter().map(|&n| vec![0; n]).collect();
+        assert_eq!(token_batches(&seqs, 6), vec![0..2, 2..3, 3..4, 4..6]);
+        assert_eq!(token_batches(&seqs, 100), vec![0..6]);
+        assert!(token_batches(&[], 6).is_empty());
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! a directory or the Hugging Face hub, [`hub`]) and remote models through rig-core
 //! ([`RemoteEmbedder`]: OpenAI-compatible servers, Ollama).
 
+pub mod bert;
+pub mod cache;
 mod hash;
 pub mod hub;
 pub mod minilm;
@@ -11,6 +13,7 @@ pub mod remote;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use cache::CachedEmbedder;
 pub use hash::HashEmbedder;
 pub use minilm::MiniLmEmbedder;
 pub use remote::RemoteEmbedder;
@@ -34,12 +37,18 @@ pub trait Embedder: Send + Sync {
     }
 }
 
-/// The embedder `settings` describe; remote ones make their requests through `remote`.
+/// The embedder `settings` describe; remote ones make their requests through `remote`. Model
+/// embedders sit behind a [`CachedEmbedder`] (unless `embed.cache_entries` is 0); the hash
+/// embedder is cheaper than a cache lookup.
 pub fn from_settings(settings: &EmbedSettings, remote: &Remote) -> Result<Arc<dyn Embedder>> {
-    Ok(match settings.provider {
-        EmbedProvider::Hash => Arc::new(HashEmbedder::new(settings.dim)),
+    let model: Arc<dyn Embedder> = match settings.provider {
+        EmbedProvider::Hash => return Ok(Arc::new(HashEmbedder::new(settings.dim))),
         EmbedProvider::MiniLm => Arc::new(MiniLmEmbedder::from_settings(settings, remote)?),
         EmbedProvider::OpenAi | EmbedProvider::Ollama => Arc::new(RemoteEmbedder::from_settings(settings, remote)?),
+    };
+    Ok(match settings.cache_entries {
+        0 => model,
+        entries => Arc::new(CachedEmbedder::new(model, entries)),
     })
 }
 

@@ -9,7 +9,9 @@ pub mod summary;
 pub mod triples;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -38,6 +40,7 @@ pub struct Pipeline {
     pub extracted_origin: EdgeOrigin,
     /// Largest input file read (`ingest.max_file_bytes`).
     pub max_file_bytes: u64,
+    embed_time: EmbedClock,
 }
 
 impl Pipeline {
@@ -82,10 +85,19 @@ impl Pipeline {
                 ExtractorKind::Llm => EdgeOrigin::Llm,
             },
             max_file_bytes: settings.ingest.max_file_bytes,
+            embed_time: EmbedClock::default(),
         })
     }
 
+    /// One document, vectors included: [`Pipeline::draft`] then [`Pipeline::embed_drafts`].
     pub fn prepare(&self, doc: SourceDoc) -> Result<PreparedDoc> {
+        let draft = self.draft(doc)?;
+        self.embed_drafts(vec![draft])?.pop().ok_or_else(missing_vector)
+    }
+
+    /// Everything but the vectors: chunks, extraction, triples, summary, and the list of
+    /// short texts the commit will need vectors for.
+    pub fn draft(&self, doc: SourceDoc) -> Result<Draft> {
         let content_hash = content_hash(&doc.title, &doc.text);
         let spans = chunk::chunk_spans(&doc.text, self.chunk_tokens, self.chunk_overlap);
         let imported = self.triples.as_ref().and_then(|t| t.for_document(&doc.title, &doc.text));
@@ -125,10 +137,9 @@ impl Pipeline {
         all_entities.retain(|e| seen.insert(e.clone()));
         let summary = self.summarizer.summarize(&doc.title, &doc.text, &all_entities)?;
 
-        // One embedding call for everything the commit needs: chunks (indexed with their
-        // title), the summary, and the short texts: every mention that may become a node and
-        // every relation label, and every triple read as a fact (for query-to-fact linking).
-        // A neural embedder batches them; the commit thread then embeds nothing.
+        // The short texts the commit needs vectors for: every mention that may become a node,
+        // every relation label, and every triple read as a fact (for query-to-fact linking),
+        // so the committing thread embeds nothing.
         let mut short_texts: Vec<String> = chunks
             .iter()
             .flat_map(|c| c.entities.iter().cloned())
@@ -143,25 +154,98 @@ impl Pipeline {
             .collect();
         short_texts.sort_unstable();
         short_texts.dedup();
-        let indexed: Vec<String> = chunks.iter().map(|c| format!("{}\n{}", doc.title, c.text)).collect();
-        let texts: Vec<&str> = indexed.iter().chain([&summary]).chain(&short_texts).map(String::as_str).collect();
-        let mut vectors = self.embedder.embed(&texts)?.into_iter();
-        for chunk in &mut chunks {
-            chunk.vector = vectors.next().ok_or_else(missing_vector)?;
-        }
-        let summary_vector = vectors.next().ok_or_else(missing_vector)?;
-        let text_vectors = short_texts.into_iter().zip(vectors).collect();
-        Ok(PreparedDoc {
-            id: doc.id,
-            title: doc.title,
-            source: doc.source,
-            content_hash,
-            summary,
-            summary_vector,
-            chunks,
-            triples,
-            text_vectors,
+        Ok(Draft {
+            doc: PreparedDoc {
+                id: doc.id,
+                title: doc.title,
+                source: doc.source,
+                content_hash,
+                summary,
+                summary_vector: Vec::new(),
+                chunks,
+                triples,
+                text_vectors: Default::default(),
+            },
+            short_texts,
         })
+    }
+
+    /// Fills in the vectors of several drafts with two embedder calls in all, not two per
+    /// document: one for the passages (chunks, indexed with their title, and summaries) and
+    /// one for the short texts. Large calls make large matrix products, and a name shared by
+    /// several documents is embedded once (and, behind a cache, once per process).
+    pub fn embed_drafts(&self, drafts: Vec<Draft>) -> Result<Vec<PreparedDoc>> {
+        let start = Instant::now();
+        let passages: Vec<String> = drafts
+            .iter()
+            .flat_map(|d| {
+                let title = &d.doc.title;
+                d.doc.chunks.iter().map(move |c| format!("{title}\n{}", c.text)).chain([d.doc.summary.clone()])
+            })
+            .collect();
+        let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
+        let mut passage_vectors = self.embedder.embed(&refs)?.into_iter();
+        let passage_time = start.elapsed();
+
+        let start = Instant::now();
+        let short: Vec<&str> = drafts.iter().flat_map(|d| d.short_texts.iter().map(String::as_str)).collect();
+        let mut short_vectors = self.embedder.embed(&short)?.into_iter();
+        self.embed_time.record(passage_time, refs.len(), start.elapsed(), short.len());
+
+        let mut prepared = Vec::with_capacity(drafts.len());
+        for Draft { mut doc, short_texts } in drafts {
+            for chunk in &mut doc.chunks {
+                chunk.vector = passage_vectors.next().ok_or_else(missing_vector)?;
+            }
+            doc.summary_vector = passage_vectors.next().ok_or_else(missing_vector)?;
+            for text in short_texts {
+                let vector = short_vectors.next().ok_or_else(missing_vector)?;
+                doc.text_vectors.insert(text, vector);
+            }
+            prepared.push(doc);
+        }
+        Ok(prepared)
+    }
+
+    /// Time spent in the embedder by [`Pipeline::embed_drafts`] so far.
+    pub fn embed_time(&self) -> EmbedTime {
+        self.embed_time.snapshot()
+    }
+}
+
+/// A document as [`Pipeline::draft`] leaves it: a [`PreparedDoc`] without vectors, and the
+/// short texts (mentions, relation labels) it needs vectors for.
+pub struct Draft {
+    doc: PreparedDoc,
+    short_texts: Vec<String>,
+}
+
+/// Embedding time of an ingest by kind of text, for `a2rag bench ingest`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EmbedTime {
+    /// Chunks and summaries.
+    pub passages: Duration,
+    pub passage_texts: usize,
+    /// Mentions and relation labels.
+    pub short: Duration,
+    pub short_texts: usize,
+}
+
+/// [`EmbedTime`] shared by the threads that embed.
+#[derive(Default)]
+struct EmbedClock(Mutex<EmbedTime>);
+
+impl EmbedClock {
+    fn record(&self, passages: Duration, passage_texts: usize, short: Duration, short_texts: usize) {
+        let mut t = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        t.passages += passages;
+        t.passage_texts += passage_texts;
+        t.short += short;
+        t.short_texts += short_texts;
+    }
+
+    fn snapshot(&self) -> EmbedTime {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -308,10 +392,13 @@ pub fn ingest_paths_within<K: KbAccess + ?Sized>(
 
 /// Ingests documents already in memory (inline documents of the daemon, tests).
 ///
-/// Preparation (chunking, extraction, summaries, embeddings) needs only the pipeline, so it
-/// runs ahead on one worker thread per core while this thread commits the prepared
-/// documents strictly in input order: node ids, alias merges and the graph come out the
-/// same as in a sequential run. `progress.cancelled()` is asked before each commit.
+/// Three stages run at once: drafting (chunking, extraction, summaries) on one worker
+/// thread per core; embedding on one thread that takes the drafts in input order and embeds
+/// whatever is ready, up to [`EMBED_WINDOW`] documents, in one go (a neural embedder then
+/// runs few large forward passes on all cores instead of many small ones competing with
+/// each other); and commits on this thread, strictly in input order, so node ids, alias
+/// merges and the graph come out the same as in a sequential run. `progress.cancelled()` is
+/// asked before each commit.
 pub fn ingest_docs<K: KbAccess + ?Sized>(
     kb: &mut K,
     pipeline: &Pipeline,
@@ -336,34 +423,36 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
     });
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(work.len()).max(1);
     std::thread::scope(|scope| -> Result<()> {
-        // Worker w prepares documents w, w + workers, ...; reading the channels round-robin
+        // Worker w drafts documents w, w + workers, ...; reading the channels round-robin
         // restores input order. Bounded channels keep memory flat on huge inputs.
-        let mut queues = Vec::with_capacity(workers);
+        let mut drafts = Vec::with_capacity(workers);
         let mut shares: Vec<Vec<SourceDoc>> = (0..workers).map(|_| Vec::new()).collect();
         let total = work.len();
         for (i, doc) in work.into_iter().enumerate() {
             shares[i % workers].push(doc);
         }
         for share in shares {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<(String, Result<PreparedDoc>)>(PREPARED_AHEAD);
+            let (tx, rx) = sync_channel::<Drafted>(PREPARED_AHEAD);
             scope.spawn(move || {
                 for doc in share {
                     let id = doc.id.clone();
                     // A closed channel means the committer stopped (cancelled, or storage
                     // failure).
-                    if tx.send((id, pipeline.prepare(doc))).is_err() {
+                    if tx.send((id, pipeline.draft(doc))).is_err() {
                         break;
                     }
                 }
             });
-            queues.push(rx);
+            drafts.push(rx);
         }
-        for i in 0..total {
+        let (tx, prepared) = sync_channel::<Prepared>(EMBED_WINDOW);
+        scope.spawn(move || embed_in_order(pipeline, &drafts, total, &tx));
+        for _ in 0..total {
             if progress.cancelled() {
                 report.cancelled = true;
                 break;
             }
-            let Ok((id, prepared)) = queues[i % workers].recv() else {
+            let Ok((id, prepared)) = prepared.recv() else {
                 return Err(Error::Invalid("an ingest worker stopped early".into()));
             };
             match prepared.and_then(|p| kb.write(|kb| kb.commit_document(p))) {
@@ -374,8 +463,9 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
             }
             progress.advance(&id);
         }
-        // Dropping the queues stops the workers at their next send.
-        drop(queues);
+        // Dropping the receiver stops the embedding thread at its next send, and with it the
+        // draft workers.
+        drop(prepared);
         Ok(())
     })?;
     kb.write(|kb| kb.link_staged_vectors())?;
@@ -383,5 +473,151 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
     Ok(())
 }
 
-/// Prepared documents each worker may hold before the committer takes them.
+type Drafted = (String, Result<Draft>);
+type Prepared = (String, Result<PreparedDoc>);
+
+/// The embedding stage of [`ingest_docs`]: reads the `total` drafts round-robin from the
+/// workers' queues (input order), embeds each window of ready drafts together and passes the
+/// documents on in the same order. Stops when the committer hangs up.
+fn embed_in_order(pipeline: &Pipeline, drafts: &[Receiver<Drafted>], total: usize, out: &SyncSender<Prepared>) {
+    let mut next = 0;
+    while next < total {
+        // Wait for the next document, then take those already drafted after it.
+        let Ok(first) = drafts[next % drafts.len()].recv() else {
+            return;
+        };
+        next += 1;
+        let mut window = vec![first];
+        while window.len() < EMBED_WINDOW && next < total {
+            match drafts[next % drafts.len()].try_recv() {
+                Ok(drafted) => {
+                    window.push(drafted);
+                    next += 1;
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return,
+            }
+        }
+        for prepared in embed_window(pipeline, window) {
+            if out.send(prepared).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Embeds the drafts of one window together; a document whose drafting failed keeps its
+/// error, and an embedding failure is reported on every document of the window.
+fn embed_window(pipeline: &Pipeline, window: Vec<Drafted>) -> Vec<Prepared> {
+    let mut ids = Vec::with_capacity(window.len());
+    let mut ready = Vec::new();
+    let mut failed = Vec::new();
+    for (i, (id, draft)) in window.into_iter().enumerate() {
+        match draft {
+            Ok(draft) => ready.push(draft),
+            Err(e) => failed.push((i, e)),
+        }
+        ids.push(id);
+    }
+    let mut results: Vec<Result<PreparedDoc>> = match pipeline.embed_drafts(ready) {
+        Ok(docs) => docs.into_iter().map(Ok).collect(),
+        Err(e) => {
+            let message = e.to_string();
+            (0..ids.len() - failed.len()).map(|_| Err(Error::Embed(message.clone()))).collect()
+        }
+    };
+    for (i, e) in failed {
+        results.insert(i, Err(e));
+    }
+    ids.into_iter().zip(results).collect()
+}
+
+/// Drafted documents each worker may hold before the embedding stage takes them.
 const PREPARED_AHEAD: usize = 16;
+
+/// Documents embedded together at most: enough texts for large forward passes, few enough
+/// that the committer is never long without work.
+pub const EMBED_WINDOW: usize = 32;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::{Embedding, HashEmbedder};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Counts the embedder calls.
+    struct Counting {
+        inner: HashEmbedder,
+        calls: AtomicUsize,
+    }
+
+    impl Embedder for Counting {
+        fn id(&self) -> String {
+            self.inner.id()
+        }
+        fn dim(&self) -> usize {
+            self.inner.dim()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.inner.embed(texts)
+        }
+    }
+
+    fn doc(i: usize) -> SourceDoc {
+        SourceDoc {
+            id: format!("d{i}"),
+            title: format!("Title {i}"),
+            text: format!(
+                "Alice Smith was born in Paris. She founded Acme Corp in {}. Bob Jones joined Acme Corp.",
+                1900 + i
+            ),
+            source: "test".into(),
+        }
+    }
+
+    #[test]
+    fn drafts_embed_together_in_two_calls_with_the_vectors_of_one_by_one() {
+        let model = Arc::new(Counting { inner: HashEmbedder::new(64), calls: AtomicUsize::new(0) });
+        let pipeline = Pipeline::from_settings(&Settings::defaults(), model.clone(), None).unwrap();
+        let drafts: Vec<Draft> = (0..5).map(|i| pipeline.draft(doc(i)).unwrap()).collect();
+        assert_eq!(model.calls.load(Ordering::SeqCst), 0, "drafting embeds nothing");
+        let together = pipeline.embed_drafts(drafts).unwrap();
+        assert_eq!(model.calls.load(Ordering::SeqCst), 2);
+        for (i, got) in together.iter().enumerate() {
+            let alone = pipeline.prepare(doc(i)).unwrap();
+            assert_eq!(got.id, alone.id);
+            // The same vectors up to float rounding (the hash embedder's sums depend on its batch).
+            let same = |a: &[f32], b: &[f32]| crate::embed::cosine(a, b) > 1.0 - 1e-6;
+            assert!(same(&got.summary_vector, &alone.summary_vector));
+            assert!(!got.chunks.is_empty());
+            for (a, b) in got.chunks.iter().zip(&alone.chunks) {
+                assert!(same(&a.vector, &b.vector));
+            }
+            assert!(!got.text_vectors.is_empty());
+            assert_eq!(got.text_vectors.len(), alone.text_vectors.len());
+            for (text, v) in &got.text_vectors {
+                assert!(same(v, &alone.text_vectors[text]), "{text}");
+            }
+        }
+        let time = pipeline.embed_time();
+        assert_eq!(time.passage_texts, 2 * 5 + 2 * 5, "a chunk and a summary per document, twice");
+        assert!(time.short_texts > 0);
+    }
+
+    #[test]
+    fn a_window_keeps_input_order_around_a_failed_draft() {
+        let pipeline = Pipeline::from_settings(&Settings::defaults(), Arc::new(HashEmbedder::new(64)), None).unwrap();
+        let window: Vec<Drafted> = vec![
+            ("d0".into(), pipeline.draft(doc(0))),
+            ("bad".into(), Err(Error::Invalid("unreadable".into()))),
+            ("d2".into(), pipeline.draft(doc(2))),
+        ];
+        let out = embed_window(&pipeline, window);
+        let ids: Vec<&str> = out.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["d0", "bad", "d2"]);
+        assert_eq!(out[0].1.as_ref().map(|d| d.id.as_str()).ok(), Some("d0"));
+        assert!(out[1].1.is_err());
+        assert_eq!(out[2].1.as_ref().map(|d| d.id.as_str()).ok(), Some("d2"));
+    }
+}
