@@ -116,6 +116,11 @@ enum Command {
         /// Rounds of the iterative (IRCoT-style) baseline.
         #[arg(long, default_value_t = 3)]
         iterative_steps: usize,
+        /// Keep the KB an earlier run ingested into --out instead of ingesting again: for
+        /// comparing retrieval settings. Only use it with the same corpus, triples and ingest
+        /// settings (embedder, extractor, chunking) as that run.
+        #[arg(long)]
+        reuse_kb: bool,
     },
     /// Benchmarks; each prints a ratio against a baseline measured in the same run.
     #[command(subcommand)]
@@ -367,7 +372,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Eval { dataset, triples, drop_nodes, limit, seed, out, iterative_steps } => {
+        Command::Eval { dataset, triples, drop_nodes, limit, seed, out, iterative_steps, reuse_kb } => {
             let options = a2rag::eval::EvalOptions {
                 dataset: dataset.clone(),
                 triples: triples.clone(),
@@ -376,6 +381,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 seed: *seed,
                 out_dir: out.clone(),
                 iterative_steps: *iterative_steps,
+                reuse_kb: *reuse_kb,
             };
             let report = a2rag::eval::run(settings, &options, &mut ProgressBar::default())?;
             println!("{}", a2rag::eval::report_markdown(&report));

@@ -243,6 +243,7 @@ mod tests {
                 .collect(),
             paths: Vec::new(),
             stage: Stage::Local,
+            graph_share: 0.0,
             sufficient: true,
             seeds: Seeds::default(),
             stages: Vec::new(),

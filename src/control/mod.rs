@@ -360,6 +360,11 @@ impl Controller {
                 match retrieved {
                     Ok(r) => {
                         run.ledger.record("retrieve", None, started);
+                        // A rewrite adds to the evidence the question itself found.
+                        let r = match last {
+                            Some(earlier) => earlier.absorb(r, settings.retrieve.top_k),
+                            None => r,
+                        };
                         State::Answer { retrieval: Some(r) }
                     }
                     Err(e) => {

@@ -37,6 +37,8 @@ pub struct EvalOptions {
     pub out_dir: PathBuf,
     /// Retrieve-reason rounds of the iterative (IRCoT-style) baseline.
     pub iterative_steps: usize,
+    /// Keep a KB an earlier run left in `out_dir` rather than ingesting again.
+    pub reuse_kb: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -81,7 +83,8 @@ pub struct Report {
     pub synonym_edges: usize,
     pub rule_edge_share: f32,
     pub graph_share: f32,
-    pub ingest_seconds: f64,
+    /// `None` when the KB of an earlier run was reused.
+    pub ingest_seconds: Option<f64>,
     pub systems: Vec<SystemResult>,
     pub node_deletion: Vec<DropRow>,
     /// How LLM calls and tokens are counted in this run.
@@ -166,16 +169,44 @@ fn unbounded_ledger() -> Ledger {
 
 /// An empty KB in `dir` (wiped first) with the embedded pipeline, for benches and eval; a
 /// remote embedder calls through `remote`.
-pub fn scratch_kb(mut settings: Settings, dir: &Path, remote: &Remote) -> Result<(Kb, Pipeline)> {
+pub fn scratch_kb(settings: Settings, dir: &Path, remote: &Remote) -> Result<(Kb, Pipeline)> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
     }
+    open_kb(settings, dir, remote)
+}
+
+/// The KB in `dir` (created when absent) with the embedded pipeline.
+fn open_kb(mut settings: Settings, dir: &Path, remote: &Remote) -> Result<(Kb, Pipeline)> {
     settings.data_dir = dir.to_path_buf();
     let settings = Arc::new(settings);
     let embedder = crate::embed::from_settings(&settings.embed, remote)?;
     let kb = Kb::open(settings.clone(), embedder.clone())?;
     let pipeline = Pipeline::from_settings(&settings, embedder, None, remote)?;
     Ok((kb, pipeline))
+}
+
+/// Ingests the dataset's corpus into `kb`; the seconds it took.
+fn ingest_corpus(
+    kb: &mut Kb,
+    pipeline: &Pipeline,
+    dataset: &Dataset,
+    progress: &mut dyn ingest::Progress,
+) -> Result<f64> {
+    let started = Instant::now();
+    let ingest_report = ingest::ingest_paths(kb, pipeline, std::slice::from_ref(&dataset.corpus), progress)?;
+    // Documents that failed would change what is measured; malformed imported triples (the
+    // published OpenIE files have some) only leave the graph as the extractor made it.
+    if !ingest_report.errors.is_empty() {
+        return Err(Error::Invalid(format!("ingesting the corpus failed: {}", ingest_report.errors.join("; "))));
+    }
+    if ingest_report.triples_dropped > 0 {
+        tracing::warn!(
+            dropped = ingest_report.triples_dropped,
+            "imported triples left out (malformed or for no document)"
+        );
+    }
+    Ok(started.elapsed().as_secs_f64())
 }
 
 pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ingest::Progress) -> Result<Report> {
@@ -190,26 +221,21 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     std::fs::create_dir_all(&options.out_dir).map_err(|e| Error::io(&options.out_dir, e))?;
     // Retrieval depth must cover Recall@5 in documents even when chunks repeat a document.
     settings.retrieve.top_k = settings.retrieve.top_k.max(10);
-    let (mut kb, mut pipeline) =
-        scratch_kb(settings, &options.out_dir.join(format!("kb-{}", dataset.name)), &Remote::new())?;
+    let kb_dir = options.out_dir.join(format!("kb-{}", dataset.name));
+    let (mut kb, mut pipeline) = if options.reuse_kb && kb_dir.exists() {
+        open_kb(settings, &kb_dir, &Remote::new())?
+    } else {
+        scratch_kb(settings, &kb_dir, &Remote::new())?
+    };
     let settings = Arc::new(kb.settings().clone());
     if let Some(t) = &options.triples {
         pipeline.triples = Some(TripleImport::load(t)?);
     }
-    let started = Instant::now();
-    let ingest_report = ingest::ingest_paths(&mut kb, &pipeline, std::slice::from_ref(&dataset.corpus), progress)?;
-    // Documents that failed would change what is measured; malformed imported triples (the
-    // published OpenIE files have some) only leave the graph as the extractor made it.
-    if !ingest_report.errors.is_empty() {
-        return Err(Error::Invalid(format!("ingesting the corpus failed: {}", ingest_report.errors.join("; "))));
-    }
-    if ingest_report.triples_dropped > 0 {
-        tracing::warn!(
-            dropped = ingest_report.triples_dropped,
-            "imported triples left out (malformed or for no document)"
-        );
-    }
-    let ingest_seconds = started.elapsed().as_secs_f64();
+    let ingest_seconds = if kb.stats().documents > 0 && options.reuse_kb {
+        None
+    } else {
+        Some(ingest_corpus(&mut kb, &pipeline, &dataset, progress)?)
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -41,8 +41,11 @@ pub fn markdown(r: &Report) -> String {
         r.rule_edge_share * 100.0,
         r.graph_share
     );
-    let _ = writeln!(out, "| system | R@2 | R@5 | EM | F1 | LLM calls/q | tokens/q | retrieval p50 ms | p95 ms |");
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| system | R@2 | R@5 | EM | F1 | coverage | accepted precision | LLM calls/q | tokens/q | retrieval p50 ms | p95 ms |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
     let opt = |x: Option<f64>| x.map_or("–".to_string(), |v| format!("{:.3}", v));
     for s in &r.systems {
         let _ = writeln!(
@@ -95,7 +98,11 @@ pub fn markdown(r: &Report) -> String {
             let _ = writeln!(out, "| {:.0}% | {} | {} |", row.dropped * 100.0, row.nodes_left, vals.join(" | "));
         }
     }
-    let _ = writeln!(out, "\n{}  Ingest took {:.1} s.", r.cost_note, r.ingest_seconds);
+    let ingest = match r.ingest_seconds {
+        Some(seconds) => format!("Ingest took {seconds:.1} s."),
+        None => "The KB of an earlier run was reused (--reuse-kb).".to_string(),
+    };
+    let _ = writeln!(out, "\n{}  {ingest}", r.cost_note);
     out
 }
 

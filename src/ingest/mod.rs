@@ -579,7 +579,7 @@ mod tests {
     #[test]
     fn drafts_embed_together_in_two_calls_with_the_vectors_of_one_by_one() {
         let model = Arc::new(Counting { inner: HashEmbedder::new(64), calls: AtomicUsize::new(0) });
-        let pipeline = Pipeline::from_settings(&Settings::defaults(), model.clone(), None).unwrap();
+        let pipeline = Pipeline::from_settings(&Settings::defaults(), model.clone(), None, &Remote::new()).unwrap();
         let drafts: Vec<Draft> = (0..5).map(|i| pipeline.draft(doc(i)).unwrap()).collect();
         assert_eq!(model.calls.load(Ordering::SeqCst), 0, "drafting embeds nothing");
         let together = pipeline.embed_drafts(drafts).unwrap();
@@ -607,7 +607,9 @@ mod tests {
 
     #[test]
     fn a_window_keeps_input_order_around_a_failed_draft() {
-        let pipeline = Pipeline::from_settings(&Settings::defaults(), Arc::new(HashEmbedder::new(64)), None).unwrap();
+        let pipeline =
+            Pipeline::from_settings(&Settings::defaults(), Arc::new(HashEmbedder::new(64)), None, &Remote::new())
+                .unwrap();
         let window: Vec<Drafted> = vec![
             ("d0".into(), pipeline.draft(doc(0))),
             ("bad".into(), Err(Error::Invalid("unreadable".into()))),

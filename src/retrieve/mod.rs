@@ -18,7 +18,7 @@ pub mod ppr;
 pub mod seeds;
 pub mod sufficiency;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -28,7 +28,7 @@ use crate::embed::EmbeddedQuery;
 use crate::error::Result;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
 use crate::kb::{Kb, SearchMode};
-use seeds::Seeds;
+use seeds::{EntitySeed, Seeds};
 use sufficiency::{CoverageCheck, Judgement, StageEvidence, SufficiencyCheck};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -111,6 +111,31 @@ pub struct Retrieval {
     pub graph_share: f32,
     pub stages: Vec<StageReport>,
     pub micros: u64,
+}
+
+impl Retrieval {
+    /// This retrieval with a later attempt's evidence (a rewritten query's) added after it:
+    /// the chunks this attempt found keep their order, the later attempt's new chunks follow
+    /// (at most `top_k` of them). A rewrite then adds evidence for the reader without
+    /// pushing down what the user's own question found: a rewrite is a guess at what is
+    /// missing, the question is what was asked. Stage, seeds and sufficiency are the later
+    /// attempt's; paths and stage reports are kept from both.
+    pub fn absorb(mut self, later: Retrieval, top_k: usize) -> Retrieval {
+        let known: HashSet<ChunkId> = self.chunks.iter().map(|c| c.chunk).collect();
+        self.chunks.extend(later.chunks.into_iter().filter(|c| !known.contains(&c.chunk)).take(top_k));
+        self.paths.extend(later.paths);
+        self.stages.extend(later.stages);
+        Retrieval {
+            chunks: self.chunks,
+            paths: self.paths,
+            stage: later.stage,
+            sufficient: later.sufficient,
+            seeds: later.seeds,
+            graph_share: later.graph_share,
+            stages: self.stages,
+            micros: self.micros + later.micros,
+        }
+    }
 }
 
 pub struct Retriever<'kb> {
@@ -425,7 +450,13 @@ impl<'kb> RetrievalRun<'kb> {
                 (n, bridges.len())
             }
             Stage::Global => {
-                let phrases = global::phrase_weights(kb, &seeds.facts, &seeds.entities);
+                // HippoRAG 2 seeds its walk from linked facts alone; a2rag adds the query's
+                // aligned mentions, which its earlier stages walk from too.
+                let entities: &[EntitySeed] = match self.options.strategy {
+                    Strategy::PprAlways => &[],
+                    _ => &seeds.entities,
+                };
+                let phrases = global::phrase_weights(kb, &seeds.facts, entities);
                 let ranking = global::rank_passages(kb, settings, &phrases, &self.dense);
                 // Nothing seeded the graph: keep what the earlier stages found.
                 if !ranking.is_empty() {
