@@ -280,9 +280,12 @@ fn batches_reuse_one_pooled_connection() {
     let e = embedder(&s);
     let texts = ["one", "two", "three", "four", "five", "six", "seven"];
     assert_eq!(e.embed(&texts).expect("vectors").len(), texts.len());
-    // From inside a current-thread runtime too (eval's), which once panicked.
+    // From inside a current-thread runtime too (eval's), which once panicked. Other texts:
+    // the short-text cache would answer the same ones without a request.
+    let more = ["eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen"];
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    assert_eq!(runtime.block_on(async { e.embed(&texts) }).expect("vectors").len(), texts.len());
+    assert_eq!(runtime.block_on(async { e.embed(&more) }).expect("vectors").len(), more.len());
+    assert_eq!(e.embed(&texts).expect("vectors").len(), texts.len(), "served from the cache");
     assert_eq!(server.hits(), 8, "four requests of up to two texts, twice");
     // hyper hands a connection back to the pool just after its reply is read, so a request
     // sent at once may still open a second one; a client without a pool opens eight.

@@ -56,7 +56,7 @@ fn two_eval_runs_give_identical_recall_for_every_system() {
     // The default settings search these small indexes exactly; `exact_search_max = 0` links
     // every vector into HNSW graphs, built on one thread, which must reproduce too.
     for exact_search_max in [4096, 0] {
-        let eval = |name: &str| {
+        let eval = |name: &str, reuse_kb: bool| {
             let mut settings = settings_in(&dir.path().join("unused"));
             settings.index.exact_search_max = exact_search_max;
             let options = EvalOptions {
@@ -67,12 +67,18 @@ fn two_eval_runs_give_identical_recall_for_every_system() {
                 seed: 7,
                 out_dir: dir.path().join(name),
                 iterative_steps: 2,
+                reuse_kb,
             };
             run(settings, &options, &mut ()).unwrap()
         };
-        let (first, second) = (eval("first"), eval("second"));
-        assert_eq!(first.systems.len(), 7, "a2rag and six baselines");
+        let (first, second) = (eval("first", false), eval("second", false));
+        assert_eq!(first.systems.len(), 8, "a2rag and seven baselines");
         assert_eq!(recalls(&first), recalls(&second), "exact_search_max = {exact_search_max}");
+        // The KB the first run left behind, opened again rather than ingested, ranks the same.
+        let reused = eval("first", true);
+        assert_eq!(reused.ingest_seconds, None, "nothing was ingested");
+        assert!(first.ingest_seconds.is_some());
+        assert_eq!(recalls(&first), recalls(&reused), "exact_search_max = {exact_search_max}, KB reused");
         let deletion = |r: &Report| r.node_deletion.iter().map(|d| d.recall_at_5.clone()).collect::<Vec<_>>();
         assert_eq!(deletion(&first), deletion(&second));
         assert!(first.systems.iter().any(|s| s.recall_at_5 > 0.0), "the runs retrieve something");

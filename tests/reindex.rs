@@ -135,12 +135,23 @@ fn reindex_switches_embedder_and_matches_fresh_ingest() {
     assert_eq!(stats.entity_vectors, stats.nodes);
 
     let hits = kb
-        .search("river flowing through Vienna and Budapest", SearchMode::Vector, 3, (&kb.settings().retrieve).into())
+        .search(
+            &a2rag::embed::EmbeddedQuery::new(kb.embedder().as_ref(), "river flowing through Vienna and Budapest")
+                .unwrap(),
+            SearchMode::Vector,
+            3,
+            (&kb.settings().retrieve).into(),
+        )
         .unwrap();
     let top = kb.chunk(hits[0].0).unwrap();
     assert_eq!(kb.doc(top.doc).unwrap().id, "danube");
     let hits = kb
-        .search("green plants sunlight chlorophyll", SearchMode::Hybrid, 3, (&kb.settings().retrieve).into())
+        .search(
+            &a2rag::embed::EmbeddedQuery::new(kb.embedder().as_ref(), "green plants sunlight chlorophyll").unwrap(),
+            SearchMode::Hybrid,
+            3,
+            (&kb.settings().retrieve).into(),
+        )
         .unwrap();
     assert_eq!(kb.doc(kb.chunk(hits[0].0).unwrap().doc).unwrap().id, "photosynthesis");
 

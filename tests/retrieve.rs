@@ -141,6 +141,26 @@ fn without_seeds_or_facts_retrieval_falls_back_to_text() {
 }
 
 #[test]
+fn a_rewrite_adds_its_new_evidence_after_what_the_question_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = graph_kb(dir.path());
+    let retriever = Retriever::new(&kb);
+    let options = RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 2 };
+    let question = retriever.retrieve("Whom did Alice Moreau marry?", options).unwrap();
+    let rewrite = retriever.retrieve("Carol Diaz works at Acme Tools", options).unwrap();
+    let ids = |r: &a2rag::retrieve::Retrieval| r.chunks.iter().map(|c| c.chunk).collect::<Vec<_>>();
+    let (first, later) = (ids(&question), ids(&rewrite));
+    assert!(!first.is_empty() && later.iter().any(|c| !first.contains(c)), "{first:?} {later:?}");
+    let new: Vec<_> = later.iter().copied().filter(|c| !first.contains(c)).collect();
+    let reports = question.stages.len() + rewrite.stages.len();
+    let merged = question.absorb(rewrite, 2);
+    let merged_ids = ids(&merged);
+    assert_eq!(&merged_ids[..first.len()], first.as_slice(), "the question's own evidence keeps its ranks");
+    assert_eq!(&merged_ids[first.len()..], new.as_slice(), "then the rewrite's new chunks, once each");
+    assert_eq!(merged.stages.len(), reports, "both attempts' stage reports are kept");
+}
+
+#[test]
 fn facts_closest_to_the_query_link_first_and_seed_the_global_stage() {
     let dir = tempfile::tempdir().unwrap();
     let kb = graph_kb(dir.path());
@@ -160,9 +180,13 @@ fn facts_closest_to_the_query_link_first_and_seed_the_global_stage() {
     );
     assert_eq!(facts::link_facts(&kb, &query, 1).unwrap(), linked[..1], "a smaller k keeps the head of the order");
     let r = Retriever::new(&kb)
-        .retrieve_embedded(&query, RetrieveOptions { strategy: Strategy::PprAlways, min_stage: Stage::Local, top_k: 3 })
+        .retrieve_embedded(&query, RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Global, top_k: 3 })
         .unwrap();
     assert_eq!((r.stage, r.chunks[0].doc_id.as_str()), (Stage::Global, "d2"), "{:?}", r.chunks);
+    let ppr = Retriever::new(&kb)
+        .retrieve_embedded(&query, RetrieveOptions { strategy: Strategy::PprAlways, min_stage: Stage::Local, top_k: 3 })
+        .unwrap();
+    assert_eq!(ppr.stage, Stage::Global, "the HippoRAG 2 baseline walks from the linked facts alone");
 }
 
 #[test]
@@ -242,8 +266,12 @@ fn a_question_is_embedded_once_per_query() {
     let request = QueryRequest { question: question.into(), policy: None, budget: None };
     let response = runtime.block_on(Controller::embedded().run(&kb, &settings, &request));
     assert!(response.retrieval.is_some_and(|r| r.stage != Stage::Fallback), "the question reached the graph");
-    assert_eq!(response.queries, [question], "one retrieval");
-    assert_eq!(counting.seen.load(Ordering::SeqCst), 1, "gate, seeds, facts and dense search share one embedding");
+    assert_eq!(response.queries[0], question, "the question itself is retrieved for first");
+    assert_eq!(
+        counting.seen.load(Ordering::SeqCst),
+        1,
+        "gate, seeds, facts and dense search share one embedding (rewrites are other texts)"
+    );
     counting.seen.store(0, Ordering::SeqCst);
     Retriever::new(&kb)
         .retrieve(question, RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 })
