@@ -14,24 +14,14 @@ use a2rag::embed::{self, Embedder, cosine};
 use a2rag::error::Error;
 use a2rag::kb::SearchMode;
 use a2rag::net::Remote;
-use common::http::{MockServer, Reply, Seen, error_reply};
+use common::http::{MockServer, Reply, Seen, error_reply, hashed_words};
 use serde_json::{Value, json};
 
 const DIM: usize = 32;
 
-/// The mock model: words hashed into `DIM` buckets, scaled so that the raw vector is not
-/// unit length. Texts sharing words get similar vectors, which is all search needs.
+/// The mock model's vector, scaled so that it is not unit length.
 fn raw_vector(text: &str) -> Vec<f64> {
-    let mut v = vec![0.0; DIM];
-    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        let hash = word
-            .to_lowercase()
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-        v[(hash % DIM as u64) as usize] += 2.5;
-    }
-    v[DIM - 1] += 0.1; // never the zero vector
-    v
+    hashed_words(text, DIM, 2.5)
 }
 
 fn unit(v: &[f64]) -> Vec<f32> {

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::http::{MockServer, Reply, Seen};
+use common::http::{MockServer, Reply, Seen, hashed_words};
 use serde_json::{Value, json};
 
 const DIM: usize = 16;
@@ -17,16 +17,7 @@ const ANSWER: &str = "Warsaw";
 
 /// Words hashed into `DIM` buckets: texts sharing words get similar vectors.
 fn vector(text: &str) -> Vec<f64> {
-    let mut v = vec![0.0; DIM];
-    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        let hash = word
-            .to_lowercase()
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-        v[(hash % DIM as u64) as usize] += 1.0;
-    }
-    v[DIM - 1] += 0.1;
-    v
+    hashed_words(text, DIM, 1.0)
 }
 
 /// `/v1/embeddings` answers with hashed vectors; `/v1/chat/completions` answers the answer

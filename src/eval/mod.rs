@@ -231,7 +231,7 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     if let Some(t) = &options.triples {
         pipeline.triples = Some(TripleImport::load(t)?);
     }
-    let ingest_seconds = if kb.stats().documents > 0 && options.reuse_kb {
+    let ingest_seconds = if options.reuse_kb && kb.stats().documents > 0 {
         None
     } else {
         Some(ingest_corpus(&mut kb, &pipeline, &dataset, progress)?)

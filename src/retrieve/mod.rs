@@ -228,9 +228,12 @@ impl<'kb> Retriever<'kb> {
                     _ => &[],
                 };
                 let stages: Vec<Stage> = stages.iter().copied().filter(|s| *s >= options.min_stage).collect();
-                let dense = match strategy {
-                    Strategy::LocalOnly => Vec::new(),
-                    _ => self.kb.chunk_index().search(&query.vector, self.settings.passage_seed_candidates)?,
+                // The dense seeds serve the global stage, and `ppr-always` when nothing links;
+                // a query that never gets there does not pay for the wide search.
+                let dense = if stages.contains(&Stage::Global) || strategy == Strategy::PprAlways {
+                    self.kb.chunk_index().search(&query.vector, self.settings.passage_seed_candidates)?
+                } else {
+                    Vec::new()
                 };
                 let dense: Vec<(ChunkId, f32)> = dense.into_iter().map(|(c, s)| (c as ChunkId, s)).collect();
                 (seeds, stages, dense)

@@ -228,3 +228,19 @@ async fn read_request(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> Option<Se
     buffer.drain(..body_start + length);
     Some(Seen { request_line, headers, body })
 }
+
+/// A mock embedding model's vector: the words of `text` hashed (FNV-1a, lower case) into `dim`
+/// buckets, `per_word` each, plus 0.1 in the last bucket so it is never the zero vector. Texts
+/// sharing words get similar vectors, which is all search needs.
+pub fn hashed_words(text: &str, dim: usize, per_word: f64) -> Vec<f64> {
+    let mut v = vec![0.0; dim];
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let hash = word
+            .to_lowercase()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        v[(hash % dim as u64) as usize] += per_word;
+    }
+    v[dim - 1] += 0.1;
+    v
+}
