@@ -128,13 +128,7 @@ impl Pipeline {
         // title), the summary, and the short texts: every mention that may become a node and
         // every relation label. A neural embedder batches them; the commit thread then
         // embeds nothing.
-        let mut short_texts: Vec<String> = chunks
-            .iter()
-            .flat_map(|c| c.entities.iter().cloned())
-            .chain(triples.iter().flat_map(|t| [t.triple.subject.clone(), t.triple.object.clone(), relation_label(&t.triple.relation)]))
-            .collect();
-        short_texts.sort_unstable();
-        short_texts.dedup();
+        let short_texts = distinct_short_texts(&chunks, &triples);
         let indexed: Vec<String> = chunks.iter().map(|c| format!("{}\n{}", doc.title, c.text)).collect();
         let texts: Vec<&str> = indexed.iter().chain([&summary]).chain(&short_texts).map(String::as_str).collect();
         let mut vectors = self.embedder.embed(&texts)?.into_iter();
@@ -155,6 +149,29 @@ impl Pipeline {
             text_vectors,
         })
     }
+}
+
+/// Every mention and relation label the commit may embed, once each, in first-seen order.
+/// A large document repeats the same few thousand names hundreds of thousands of times, so
+/// this dedupes as it goes (linear) instead of collecting every repeat and sorting them.
+fn distinct_short_texts(chunks: &[PreparedChunk], triples: &[PreparedTriple]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut texts = Vec::new();
+    let mut add = |text: std::borrow::Cow<'_, str>| {
+        if !seen.contains(text.as_ref()) {
+            seen.insert(text.to_string());
+            texts.push(text.into_owned());
+        }
+    };
+    for chunk in chunks {
+        chunk.entities.iter().for_each(|e| add(e.as_str().into()));
+    }
+    for t in triples {
+        add(t.triple.subject.as_str().into());
+        add(t.triple.object.as_str().into());
+        add(relation_label(&t.triple.relation).into());
+    }
+    texts
 }
 
 fn missing_vector() -> Error {
@@ -366,3 +383,29 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
 
 /// Prepared documents each worker may hold before the committer takes them.
 const PREPARED_AHEAD: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kb::model::RawTriple;
+
+    #[test]
+    fn short_texts_are_distinct_and_in_first_seen_order() {
+        let chunk = |entities: &[&str]| PreparedChunk {
+            span: (0, 0),
+            text: String::new(),
+            vector: Vec::new(),
+            entities: entities.iter().map(|e| e.to_string()).collect(),
+        };
+        let chunks = [chunk(&["Oslo", "Anna Berg", "Oslo"]), chunk(&["Anna Berg", "Bergen"])];
+        let triple = |s: &str, r: &str, o: &str| PreparedTriple {
+            triple: RawTriple { subject: s.into(), relation: r.into(), object: o.into() },
+            chunk: 0,
+            origin: EdgeOrigin::Extracted,
+        };
+        let triples = [triple("Anna Berg", "Moved To", "Bergen"), triple("Oslo", "moved to", "Trondheim")];
+        let label = relation_label("Moved To");
+        assert_eq!(label, relation_label("moved to"));
+        assert_eq!(distinct_short_texts(&chunks, &triples), vec!["Oslo".to_string(), "Anna Berg".into(), "Bergen".into(), label, "Trondheim".into()]);
+    }
+}
