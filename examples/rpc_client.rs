@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use a2rag::rpc::Listen;
-use a2rag::rpc::bench::{BenchOptions, Client, bench_rpc, print_table};
+use a2rag::bench::rpc::{BenchOptions, Client, bench_rpc, print_table};
 
 #[tokio::main]
 async fn main() -> Result<()> {

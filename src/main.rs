@@ -292,7 +292,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Search { query, mode, k } => {
             let mut engine = open_existing(settings)?;
             let kb = engine.kb.get_mut();
-            for (rank, (id, score)) in kb.search(query, (*mode).into(), *k)?.into_iter().enumerate() {
+            for (rank, (id, score)) in kb.search(query, (*mode).into(), *k, (&kb.settings().retrieve).into())?.into_iter().enumerate() {
                 if let Some(chunk) = kb.chunk(id) {
                     println!("{:>2}. [{score:.4}] {} — {}", rank + 1, kb.chunk_title(chunk), preview(&chunk.text, 160));
                 }
@@ -313,7 +313,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::FetchModel { model_id } => {
             let model_id = model_id.clone().unwrap_or_else(|| settings.embed.model_id.clone());
             let cache = &settings.embed.hub_cache;
-            let fetched = a2rag::embed::hub::fetch(&model_id, cache, true)?;
+            let fetched = a2rag::embed::hub::fetch(&a2rag::net::Remote::new(), &model_id, cache, true)?;
             let how = if fetched.from_cache {
                 "already in the cache".to_string()
             } else {
@@ -331,7 +331,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Reindex => {
-            let embedder = a2rag::embed::from_settings(&settings.embed)?;
+            let embedder = a2rag::embed::from_settings(&settings.embed, &a2rag::net::Remote::new())?;
             let r = a2rag::kb::reindex::reindex(&settings, embedder)?;
             println!(
                 "re-embedded {} chunks, {} summaries, {} entities with {} (was {}) in {:.1} s",
@@ -416,7 +416,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Review { who } => {
             let engine = open_existing(settings)?;
             let who = who.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "unknown".into());
-            a2rag::curate::review(&engine, std::io::stdin().lock(), std::io::stdout().lock(), &who)?;
+            a2rag::curate::review(&engine.kb, std::io::stdin().lock(), std::io::stdout().lock(), &who)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -11,7 +11,8 @@ use a2rag::control::roles::{CallGate, LlmRoles, LlmSufficiencyJudge};
 use a2rag::control::{Controller, QueryRequest, QueryResponse};
 use a2rag::kb::Kb;
 use a2rag::llm::prompts::Prompts;
-use a2rag::llm::{Completion, CompletionRequest, LanguageModel, LlmError, Usage};
+use a2rag::llm::{Completion, CompletionRequest, LanguageModel, Usage};
+use a2rag::net::RemoteError;
 use a2rag::retrieve::sufficiency::{CoverageCheck, StageEvidence};
 use a2rag::retrieve::{Stage, seeds::Seeds};
 use async_trait::async_trait;
@@ -39,12 +40,12 @@ impl LanguageModel for Scripted {
     fn name(&self) -> String {
         "scripted".into()
     }
-    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError> {
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, RemoteError> {
         self.prompts.lock().unwrap().push(request.prompt.clone());
         let p = &request.prompt;
         let text = if is_sufficiency(p) {
             if self.judge_fails {
-                return Err(LlmError::Provider("scripted outage".into()));
+                return Err(RemoteError::Provider("scripted outage".into()));
             }
             let mut v = self.sufficiency.lock().unwrap();
             let yes = if v.is_empty() { true } else { v.remove(0) };

@@ -87,7 +87,7 @@ fn review_loop_approves_rejects_edits_and_audits() {
     // "is the capital of" keeping subject and object.
     let input = "x\na\nr\ne\n\nlargest city of\n\n";
     let mut output = Vec::new();
-    let summary = curate::review(&engine, input.as_bytes(), &mut output, "tester").unwrap();
+    let summary = curate::review(&engine.kb, input.as_bytes(), &mut output, "tester").unwrap();
     let output = String::from_utf8(output).unwrap();
     assert_eq!((summary.approved, summary.rejected, summary.edited, summary.skipped), (1, 1, 1, 0), "{output}");
     assert!(output.contains("3 pending proposal(s)"));
@@ -133,9 +133,9 @@ fn review_skips_and_quits_and_stops_at_end_of_input() {
     let engine = engine(dir.path(), true);
     let response = ask(&engine, "Where was Marie Curie born?");
     curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
-    let summary = curate::review(&engine, "s\nq\n".as_bytes(), Vec::new(), "tester").unwrap();
+    let summary = curate::review(&engine.kb, "s\nq\n".as_bytes(), Vec::new(), "tester").unwrap();
     assert_eq!((summary.skipped, summary.approved), (1, 0));
-    let summary = curate::review(&engine, "s\n".as_bytes(), Vec::new(), "tester").unwrap();
+    let summary = curate::review(&engine.kb, "s\n".as_bytes(), Vec::new(), "tester").unwrap();
     assert_eq!(summary.skipped, 1);
     assert_eq!(curate::list(&engine.kb.blocking_read(), Some(Status::Pending)).unwrap().len(), 3);
 }

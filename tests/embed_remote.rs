@@ -2,17 +2,18 @@
 //! batching, normalisation, reply checks, retries, and a real sled KB built and searched
 //! with vectors from the server.
 //!
-//! The embedder is synchronous (it runs its own runtime per call), so the server runs on a
-//! runtime of its own ([`MockServer::background`]) and the tests are plain `#[test]`s.
+//! The embedder is synchronous (its requests run on `net::Remote`'s I/O runtime while the
+//! caller waits), so the server runs on a runtime of its own ([`MockServer::background`]) and the tests are plain `#[test]`s.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use a2rag::config::{EmbedSettings, Settings};
+use a2rag::config::{EmbedProvider, EmbedSettings, Settings};
 use a2rag::embed::{self, Embedder, cosine};
 use a2rag::error::Error;
 use a2rag::kb::SearchMode;
+use a2rag::net::Remote;
 use common::http::{MockServer, Reply, Seen, error_reply};
 use serde_json::{Value, json};
 
@@ -70,28 +71,28 @@ fn ollama_reply(seen: &Seen) -> Reply {
     Reply::Json(200, json!({"model": seen.json()["model"], "embeddings": vectors}).to_string())
 }
 
-fn settings(provider: &str, base_url: &str) -> EmbedSettings {
+fn settings(provider: EmbedProvider, base_url: &str) -> EmbedSettings {
     let mut s = Settings::defaults().embed;
-    s.provider = provider.to_string();
-    s.model = "mock-embed".to_string();
-    s.base_url = base_url.to_string();
+    s.provider = provider;
+    s.connection.model = "mock-embed".to_string();
+    s.connection.base_url = base_url.to_string();
     s.dim = DIM;
-    s.api_key_env = "A2RAG_TEST_KEY_THAT_IS_NEVER_SET".to_string();
-    s.timeout_ms = 5_000;
-    s.max_retries = 2;
-    s.retry_backoff_ms = 10;
+    s.connection.api_key_env = "A2RAG_TEST_KEY_THAT_IS_NEVER_SET".to_string();
+    s.connection.timeout_ms = 5_000;
+    s.connection.max_retries = 2;
+    s.connection.retry_backoff_ms = 10;
     s.batch_size = 32;
     s
 }
 
 fn embedder(settings: &EmbedSettings) -> std::sync::Arc<dyn Embedder> {
-    embed::from_settings(settings).expect("valid embed settings")
+    embed::from_settings(settings, &Remote::new()).expect("valid embed settings")
 }
 
 #[test]
 fn openai_request_carries_path_model_and_inputs_and_no_key_when_none_is_set() {
     let server = MockServer::background(|_, seen| openai_reply(seen));
-    let e = embedder(&settings("openai", &server.base_url));
+    let e = embedder(&settings(EmbedProvider::OpenAi, &server.base_url));
     assert_eq!(e.id(), "openai:mock-embed");
     assert_eq!(e.dim(), DIM);
 
@@ -118,8 +119,8 @@ fn api_key_comes_from_the_named_environment_variable() {
         return;
     };
     let server = MockServer::background(|_, seen| openai_reply(seen));
-    let mut s = settings("openai", &server.base_url);
-    s.api_key_env = "CARGO_PKG_NAME".to_string();
+    let mut s = settings(EmbedProvider::OpenAi, &server.base_url);
+    s.connection.api_key_env = "CARGO_PKG_NAME".to_string();
     embedder(&s).embed_one("hello").expect("vector");
     assert_eq!(server.seen()[0].header("authorization"), Some(format!("Bearer {expected}").as_str()));
 }
@@ -127,7 +128,7 @@ fn api_key_comes_from_the_named_environment_variable() {
 #[test]
 fn batches_split_requests_keep_order_and_vectors_are_unit_length() {
     let server = MockServer::background(|_, seen| openai_reply(seen));
-    let mut s = settings("openai", &server.base_url);
+    let mut s = settings(EmbedProvider::OpenAi, &server.base_url);
     s.batch_size = 2;
     let texts = ["one fish", "two fish", "red fish", "blue fish", "the end"];
     let out = embedder(&s).embed(&texts).expect("vectors");
@@ -147,7 +148,7 @@ fn batches_split_requests_keep_order_and_vectors_are_unit_length() {
 #[test]
 fn dimension_mismatch_is_a_config_error_naming_the_right_dim() {
     let server = MockServer::background(|_, seen| openai_reply(seen));
-    let mut s = settings("openai", &server.base_url);
+    let mut s = settings(EmbedProvider::OpenAi, &server.base_url);
     s.dim = 768;
     match embedder(&s).embed(&["some text"]) {
         Err(Error::Config(message)) => {
@@ -161,7 +162,7 @@ fn dimension_mismatch_is_a_config_error_naming_the_right_dim() {
 #[test]
 fn malformed_body_is_an_error_not_a_panic_and_not_retried() {
     let server = MockServer::background(|_, _| Reply::Garbage);
-    let result = embedder(&settings("openai", &server.base_url)).embed(&["text"]);
+    let result = embedder(&settings(EmbedProvider::OpenAi, &server.base_url)).embed(&["text"]);
     assert!(matches!(result, Err(Error::Embed(_))), "got {result:?}");
     assert_eq!(server.hits(), 1);
 }
@@ -173,7 +174,7 @@ fn reply_with_too_few_vectors_is_an_error() {
                           "model": "mock-embed"});
         Reply::Json(200, body.to_string())
     });
-    let result = embedder(&settings("openai", &server.base_url)).embed(&["first", "second"]);
+    let result = embedder(&settings(EmbedProvider::OpenAi, &server.base_url)).embed(&["first", "second"]);
     assert!(matches!(result, Err(Error::Embed(_))), "got {result:?}");
 }
 
@@ -182,7 +183,7 @@ fn server_error_is_retried_until_success() {
     let server = MockServer::background(|index, seen| {
         if index == 0 { error_reply(500, "boom") } else { openai_reply(seen) }
     });
-    let out = embedder(&settings("openai", &server.base_url)).embed(&["retry me"]).expect("second attempt");
+    let out = embedder(&settings(EmbedProvider::OpenAi, &server.base_url)).embed(&["retry me"]).expect("second attempt");
     assert_eq!(out.len(), 1);
     assert_eq!(server.hits(), 2);
 }
@@ -190,8 +191,8 @@ fn server_error_is_retried_until_success() {
 #[test]
 fn persistent_server_error_gives_up_after_the_retries() {
     let server = MockServer::background(|_, _| error_reply(503, "down"));
-    let mut s = settings("openai", &server.base_url);
-    s.max_retries = 3;
+    let mut s = settings(EmbedProvider::OpenAi, &server.base_url);
+    s.connection.max_retries = 3;
     let error = embedder(&s).embed(&["text"]).expect_err("always 503");
     assert!(error.to_string().contains("503"), "{error}");
     assert_eq!(server.hits(), 4, "max_retries + 1 attempts");
@@ -200,9 +201,9 @@ fn persistent_server_error_gives_up_after_the_retries() {
 #[test]
 fn silent_server_times_out_within_the_bound() {
     let server = MockServer::background(|_, _| Reply::Hang);
-    let mut s = settings("openai", &server.base_url);
-    s.timeout_ms = 300;
-    s.max_retries = 0;
+    let mut s = settings(EmbedProvider::OpenAi, &server.base_url);
+    s.connection.timeout_ms = 300;
+    s.connection.max_retries = 0;
     let started = Instant::now();
     let error = embedder(&s).embed(&["text"]).expect_err("never answers");
     assert!(error.to_string().contains("timed out"), "{error}");
@@ -212,7 +213,7 @@ fn silent_server_times_out_within_the_bound() {
 #[test]
 fn ollama_uses_the_native_embed_endpoint() {
     let server = MockServer::background(|_, seen| ollama_reply(seen));
-    let e = embedder(&settings("ollama", &server.root));
+    let e = embedder(&settings(EmbedProvider::Ollama, &server.root));
     assert_eq!(e.id(), "ollama:mock-embed");
     let out = e.embed(&["alpha", "beta gamma"]).expect("vectors");
     let seen = server.seen();
@@ -222,7 +223,7 @@ fn ollama_uses_the_native_embed_endpoint() {
     assert!(cosine(&out[1], &unit(&raw_vector("beta gamma"))) > 0.9999);
 
     // The daemon URL may be given with the `/v1` of its OpenAI-compatible API.
-    let e = embedder(&settings("ollama", &server.base_url));
+    let e = embedder(&settings(EmbedProvider::Ollama, &server.base_url));
     e.embed_one("alpha").expect("vector");
     assert_eq!(server.seen()[1].path(), "/api/embed");
 }
@@ -242,7 +243,7 @@ fn ingest_and_search_a_real_kb_with_server_vectors() {
         std::fs::write(corpus.join(name), text).unwrap();
     }
     let mut s = common::settings_in(&dir.path().join("kb"));
-    s.embed = settings("openai", &server.base_url);
+    s.embed = settings(EmbedProvider::OpenAi, &server.base_url);
     s.embed.batch_size = 4;
     let (mut kb, pipeline) = common::open(&s);
     let report = common::ingest(&mut kb, &pipeline, &[corpus]);
@@ -256,7 +257,7 @@ fn ingest_and_search_a_real_kb_with_server_vectors() {
         ("glacier valley ice age", "glacier"),
         ("lighthouse keeper lamp", "lighthouse"),
     ] {
-        let hits = kb.search(query, SearchMode::Vector, 3).expect("search");
+        let hits = kb.search(query, SearchMode::Vector, 3, (&kb.settings().retrieve).into()).expect("search");
         let top = hits.first().and_then(|(id, _)| kb.chunk(*id)).expect("a hit");
         assert!(top.text.to_lowercase().contains(expected), "{query:?} found {:?}", top.text);
     }
@@ -265,4 +266,21 @@ fn ingest_and_search_a_real_kb_with_server_vectors() {
     drop(kb);
     let (kb, _) = common::open(&s);
     assert_eq!(kb.stats().chunks, 3);
+}
+
+#[test]
+fn batches_reuse_one_pooled_connection() {
+    let server = MockServer::background(|_, seen| openai_reply(seen));
+    let mut s = settings(EmbedProvider::OpenAi, &server.base_url);
+    s.batch_size = 2;
+    let e = embedder(&s);
+    let texts = ["one", "two", "three", "four", "five", "six", "seven"];
+    assert_eq!(e.embed(&texts).expect("vectors").len(), texts.len());
+    // From inside a current-thread runtime too (eval's), which once panicked.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    assert_eq!(runtime.block_on(async { e.embed(&texts) }).expect("vectors").len(), texts.len());
+    assert_eq!(server.hits(), 8, "four requests of up to two texts, twice");
+    // hyper hands a connection back to the pool just after its reply is read, so a request
+    // sent at once may still open a second one; a client without a pool opens eight.
+    assert!(server.connections() <= 2, "{} connections for 8 requests", server.connections());
 }

@@ -20,6 +20,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use a2rag::embed::{Embedder, MiniLmEmbedder, cosine, hub};
+use a2rag::net::Remote;
 use common::http::{MockServer, Reply, Seen};
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -109,7 +110,7 @@ fn fetches_a_repo_into_the_cache_then_needs_no_server() {
     let server = hub_server("org/tiny-model", Arc::clone(&repo));
     let cache = tempfile::tempdir().unwrap();
 
-    let fetched = hub::fetch_from("org/tiny-model", cache.path(), &server.root, false).expect("download");
+    let fetched = hub::fetch_from(&Remote::new(), "org/tiny-model", cache.path(), &server.root, false).expect("download");
     assert!(!fetched.from_cache);
     // sentence_bert_config.json is optional: the 404 for it is no error.
     assert_eq!(fetched.files, ["config.json", "tokenizer.json", "model.safetensors"]);
@@ -127,7 +128,7 @@ fn fetches_a_repo_into_the_cache_then_needs_no_server() {
     assert!(seen.iter().any(|r| r.path() == "/org/tiny-model/resolve/main/sentence_bert_config.json"));
     drop(server);
 
-    let again = hub::fetch_from("org/tiny-model", cache.path(), &dead_endpoint(), false).expect("cache hit");
+    let again = hub::fetch_from(&Remote::new(), "org/tiny-model", cache.path(), &dead_endpoint(), false).expect("cache hit");
     assert!(again.from_cache);
     assert_eq!(again.dir, fetched.dir);
     assert_eq!(hub::cached("org/tiny-model", cache.path()), Some(again));
@@ -138,7 +139,7 @@ fn a_missing_required_file_is_named() {
     let repo = files(&[("config.json", b"{}".to_vec())]);
     let server = hub_server("org/partial", repo);
     let cache = tempfile::tempdir().unwrap();
-    let error = hub::fetch_from("org/partial", cache.path(), &server.root, false).expect_err("no tokenizer");
+    let error = hub::fetch_from(&Remote::new(), "org/partial", cache.path(), &server.root, false).expect_err("no tokenizer");
     let message = error.to_string();
     assert!(message.contains("tokenizer.json") && message.contains("404"), "{message}");
     assert_eq!(hub::cached("org/partial", cache.path()), None);
@@ -148,7 +149,7 @@ fn a_missing_required_file_is_named() {
 fn an_unreachable_hub_is_an_error_naming_it() {
     let cache = tempfile::tempdir().unwrap();
     let endpoint = dead_endpoint();
-    let error = hub::fetch_from("org/model", cache.path(), &endpoint, false).expect_err("nothing listens");
+    let error = hub::fetch_from(&Remote::new(), "org/model", cache.path(), &endpoint, false).expect_err("nothing listens");
     let message = error.to_string();
     assert!(message.contains(&endpoint) && message.contains("org/model"), "{message}");
 }
@@ -217,7 +218,7 @@ fn real_minilm_through_the_mock_hub_loads_and_embeds_like_the_local_copy() {
         names.iter().map(|name| (*name, std::fs::read(local.join(name)).unwrap())).collect();
     let server = hub_server(model_id, files(&entries));
     let cache = tempfile::tempdir().unwrap();
-    let fetched = hub::fetch_from(model_id, cache.path(), &server.root, false).expect("download");
+    let fetched = hub::fetch_from(&Remote::new(), model_id, cache.path(), &server.root, false).expect("download");
     assert_eq!(fetched.files, names);
     // The 90 MB weights come in several ranged requests.
     assert!(server.seen().iter().filter(|r| r.path() == "/cdn/model.safetensors").count() > 2);

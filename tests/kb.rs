@@ -99,7 +99,7 @@ fn changed_document_replaces_its_chunks_and_edges_and_delete_removes_everything(
     assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
     assert!(kb.delete_document("x").unwrap());
     assert!(kb.node_by_alias("John Roe").is_none());
-    assert!(kb.search("Berlin", a2rag::kb::SearchMode::Bm25, 5).unwrap().is_empty());
+    assert!(kb.search("Berlin", a2rag::kb::SearchMode::Bm25, 5, (&kb.settings().retrieve).into()).unwrap().is_empty());
     assert_eq!(kb.stats().documents, 1);
     assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
 }

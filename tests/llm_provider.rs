@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use a2rag::config::LlmSettings;
-use a2rag::llm::{CompletionRequest, LanguageModel, LlmError, from_settings};
+use a2rag::config::{ConnectionSettings, LlmProvider, LlmSettings};
+use a2rag::llm::{CompletionRequest, LanguageModel, from_settings};
+use a2rag::net::{Remote, RemoteError};
 use common::http::{MockServer, Reply, error_reply};
 use serde_json::Value;
 
@@ -34,13 +35,15 @@ fn chat_reply(text: &str, prompt_tokens: u64, completion_tokens: u64) -> Reply {
 
 fn settings(base_url: &str) -> LlmSettings {
     LlmSettings {
-        provider: "openai".to_string(),
-        model: "mock-model".to_string(),
-        base_url: base_url.to_string(),
-        api_key_env: "A2RAG_TEST_KEY_THAT_IS_NEVER_SET".to_string(),
-        timeout_ms: 5_000,
-        max_retries: 2,
-        retry_backoff_ms: 10,
+        provider: LlmProvider::OpenAi,
+        connection: ConnectionSettings {
+            model: "mock-model".to_string(),
+            base_url: base_url.to_string(),
+            api_key_env: "A2RAG_TEST_KEY_THAT_IS_NEVER_SET".to_string(),
+            timeout_ms: 5_000,
+            max_retries: 2,
+            retry_backoff_ms: 10,
+        },
         max_completion_tokens: 64,
         temperature: 0.0,
         prompts_dir: PathBuf::new(),
@@ -48,7 +51,7 @@ fn settings(base_url: &str) -> LlmSettings {
 }
 
 fn model(settings: &LlmSettings) -> Arc<dyn LanguageModel> {
-    from_settings(settings).expect("valid settings").expect("a network provider")
+    from_settings(settings, &Remote::new()).expect("valid settings").expect("a network provider")
 }
 
 fn request() -> CompletionRequest {
@@ -115,7 +118,7 @@ async fn api_key_comes_from_the_named_environment_variable() {
     };
     let server = MockServer::start(vec![chat_reply("ok", 1, 1)]).await;
     let mut with_key = settings(&server.base_url);
-    with_key.api_key_env = "CARGO_PKG_NAME".to_string();
+    with_key.connection.api_key_env = "CARGO_PKG_NAME".to_string();
     model(&with_key).complete(&request()).await.expect("completion");
     let authorization = server.seen()[0].header("authorization").map(str::to_string);
     assert_eq!(authorization, Some(format!("Bearer {expected}")));
@@ -135,9 +138,9 @@ async fn server_error_is_retried_until_success() {
 async fn rate_limit_every_time_gives_rate_limited_after_all_retries() {
     let server = MockServer::start(vec![error_reply(429, "slow down")]).await;
     let mut config = settings(&server.base_url);
-    config.max_retries = 3;
+    config.connection.max_retries = 3;
     let error = model(&config).complete(&request()).await.expect_err("always 429");
-    assert!(matches!(error, LlmError::RateLimited(_)), "got {error:?}");
+    assert!(matches!(error, RemoteError::RateLimited(_)), "got {error:?}");
     assert_eq!(server.hits(), 4, "max_retries + 1 attempts");
 }
 
@@ -145,13 +148,13 @@ async fn rate_limit_every_time_gives_rate_limited_after_all_retries() {
 async fn silent_server_times_out_within_the_bound() {
     let server = MockServer::start(vec![Reply::Hang]).await;
     let mut config = settings(&server.base_url);
-    config.timeout_ms = 300;
-    config.max_retries = 1;
-    config.retry_backoff_ms = 10;
+    config.connection.timeout_ms = 300;
+    config.connection.max_retries = 1;
+    config.connection.retry_backoff_ms = 10;
     let started = Instant::now();
     let error = model(&config).complete(&request()).await.expect_err("never answers");
     let elapsed = started.elapsed();
-    assert_eq!(error, LlmError::Timeout(300));
+    assert_eq!(error, RemoteError::Timeout(300));
     assert_eq!(server.hits(), 2);
     // Two 300 ms attempts and a 10 ms pause, with room for a slow shared machine.
     assert!(elapsed >= Duration::from_millis(600), "returned too early: {elapsed:?}");
@@ -163,7 +166,7 @@ async fn malformed_body_is_an_error_not_a_panic() {
     let server = MockServer::start(vec![Reply::Garbage]).await;
     let error = model(&settings(&server.base_url)).complete(&request()).await.expect_err("garbage");
     assert!(
-        matches!(error, LlmError::Malformed(_) | LlmError::Provider(_)),
+        matches!(error, RemoteError::Malformed(_) | RemoteError::Provider(_)),
         "got {error:?}"
     );
 }
@@ -195,73 +198,75 @@ async fn missing_usage_falls_back_to_estimates() {
 async fn bad_credentials_are_a_config_error_and_not_retried() {
     let server = MockServer::start(vec![error_reply(401, "invalid api key")]).await;
     let error = model(&settings(&server.base_url)).complete(&request()).await.expect_err("401");
-    assert!(matches!(error, LlmError::Config(_)), "got {error:?}");
+    assert!(matches!(error, RemoteError::Config(_)), "got {error:?}");
     assert_eq!(server.hits(), 1);
 }
 
 #[test]
 fn embedded_provider_builds_no_model() {
     let mut config = settings("");
-    config.provider = "embedded".to_string();
-    assert!(from_settings(&config).expect("embedded is valid").is_none());
-}
-
-#[test]
-fn unknown_provider_is_a_config_error() {
-    let mut config = settings("");
-    config.provider = "telepathy".to_string();
-    match from_settings(&config) {
-        Err(LlmError::Config(message)) => assert!(message.contains("telepathy"), "{message}"),
-        Err(other) => panic!("wrong error: {other:?}"),
-        Ok(_) => panic!("unknown provider accepted"),
-    }
+    config.provider = LlmProvider::Embedded;
+    assert!(from_settings(&config, &Remote::new()).expect("embedded is valid").is_none());
 }
 
 #[test]
 fn anthropic_without_key_is_a_config_error() {
     let mut config = settings("");
-    config.provider = "anthropic".to_string();
-    config.model = "claude-test".to_string();
-    assert!(matches!(from_settings(&config), Err(LlmError::Config(_))));
+    config.provider = LlmProvider::Anthropic;
+    config.connection.model = "claude-test".to_string();
+    assert!(matches!(from_settings(&config, &Remote::new()), Err(RemoteError::Config(_))));
 }
 
 #[test]
 fn missing_model_name_is_a_config_error() {
     let mut config = settings("http://127.0.0.1:9/v1");
-    config.model = "  ".to_string();
-    assert!(matches!(from_settings(&config), Err(LlmError::Config(_))));
+    config.connection.model = "  ".to_string();
+    assert!(matches!(from_settings(&config, &Remote::new()), Err(RemoteError::Config(_))));
 }
 
 #[test]
 fn ollama_and_anthropic_build() {
     let mut ollama = settings("http://127.0.0.1:11434");
-    ollama.provider = "ollama".to_string();
-    let built = from_settings(&ollama).expect("ollama settings").expect("a model");
+    ollama.provider = LlmProvider::Ollama;
+    let built = from_settings(&ollama, &Remote::new()).expect("ollama settings").expect("a model");
     assert_eq!(built.name(), "ollama:mock-model");
 
     let mut anthropic = settings("");
-    anthropic.provider = "anthropic".to_string();
-    anthropic.api_key_env = "CARGO_PKG_NAME".to_string();
+    anthropic.provider = LlmProvider::Anthropic;
+    anthropic.connection.api_key_env = "CARGO_PKG_NAME".to_string();
     if std::env::var("CARGO_PKG_NAME").is_ok() {
-        let built = from_settings(&anthropic).expect("anthropic settings").expect("a model");
+        let built = from_settings(&anthropic, &Remote::new()).expect("anthropic settings").expect("a model");
         assert_eq!(built.name(), "anthropic:mock-model");
     }
 }
 
 #[test]
-fn synchronous_callers_can_call_repeatedly_through_block_on() {
-    // Ingest calls models from plain threads through `block_on`, which builds a fresh
-    // runtime per call when none is current; a connection kept from an earlier, dropped
-    // runtime must not break the next call.
+fn callers_on_any_thread_or_runtime_share_one_pooled_connection() {
+    // Ingest waits for models from plain threads, eval from inside a current-thread runtime,
+    // the daemon from a multi-thread one: all of them go through the one `Remote`, whose
+    // pooled client keeps a single keep-alive connection to the server.
     let reply = chat_reply("again", 2, 1);
     let server = MockServer::background(move |_, _| reply.clone());
-    let llm = model(&settings(&server.base_url));
-    for _ in 0..3 {
-        let completion = a2rag::llm::block_on(llm.complete(&request())).expect("completion");
+    let remote = Remote::new();
+    let llm = from_settings(&settings(&server.base_url), &remote).expect("valid").expect("a model");
+    let call = |llm: Arc<dyn LanguageModel>| async move { llm.complete(&request()).await };
+    for _ in 0..2 {
+        let completion = remote.block_on(call(llm.clone())).expect("bridge").expect("completion");
         assert_eq!(completion.text, "again");
     }
-    assert_eq!(server.hits(), 3);
-    drop(server);
+    let current = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    for _ in 0..2 {
+        assert_eq!(current.block_on(call(llm.clone())).expect("completion").text, "again");
+        let inside = current.block_on(async { remote.block_on(call(llm.clone())) });
+        assert_eq!(inside.expect("bridge").expect("completion").text, "again");
+    }
+    drop(current);
+    let multi = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    assert_eq!(multi.block_on(call(llm.clone())).expect("completion").text, "again");
+    assert_eq!(server.hits(), 7);
+    // hyper hands a connection back to the pool just after its reply is read, so a request
+    // sent at once may still open a second one; a client without a pool opens seven.
+    assert!(server.connections() <= 2, "{} connections for 7 requests", server.connections());
 }
 
 #[tokio::test]
@@ -269,7 +274,7 @@ async fn ollama_uses_the_daemons_openai_compatible_chat_endpoint() {
     let server = MockServer::start(vec![chat_reply("Paris.", 9, 2)]).await;
     let root = server.base_url.trim_end_matches("/v1").to_string();
     let mut config = settings(&root);
-    config.provider = "ollama".to_string();
+    config.provider = LlmProvider::Ollama;
     let completion = model(&config).complete(&request()).await.expect("completion");
     assert_eq!(completion.text, "Paris.");
     assert_eq!((completion.usage.prompt_tokens, completion.usage.completion_tokens), (9, 2));
@@ -291,9 +296,9 @@ async fn anthropic_uses_the_messages_api_and_its_usage() {
     let server = MockServer::start(vec![Reply::Json(200, reply.to_string())]).await;
     let root = server.base_url.trim_end_matches("/v1").to_string();
     let mut config = settings(&root);
-    config.provider = "anthropic".to_string();
-    config.model = "claude-test".to_string();
-    config.api_key_env = "CARGO_PKG_NAME".to_string();
+    config.provider = LlmProvider::Anthropic;
+    config.connection.model = "claude-test".to_string();
+    config.connection.api_key_env = "CARGO_PKG_NAME".to_string();
     let completion = model(&config).complete(&request()).await.expect("completion");
     assert_eq!(completion.text, "Paris.");
     assert_eq!((completion.usage.prompt_tokens, completion.usage.completion_tokens), (11, 2));

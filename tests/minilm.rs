@@ -7,8 +7,9 @@
 
 use std::path::PathBuf;
 
-use a2rag::config::Settings;
+use a2rag::config::{EmbedProvider, Settings};
 use a2rag::embed::{self, Embedder, MiniLmEmbedder, cosine};
+use a2rag::net::Remote;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -103,9 +104,9 @@ fn text_past_the_limit_is_ignored_and_empty_input_works() {
 fn from_settings_builds_a_stable_id() {
     let Some(dir) = model_dir() else { return };
     let mut s = Settings::defaults().embed;
-    s.provider = "minilm".into();
+    s.provider = EmbedProvider::MiniLm;
     s.model_dir = dir.clone();
-    let e = embed::from_settings(&s).unwrap();
+    let e = embed::from_settings(&s, &Remote::new()).unwrap();
     let name = dir.canonicalize().unwrap().file_name().unwrap().to_string_lossy().into_owned();
     assert_eq!(e.id(), format!("minilm:{name}"));
     assert_eq!(e.dim(), 384);
@@ -123,9 +124,9 @@ fn from_settings_builds_a_stable_id() {
 #[test]
 fn missing_model_dir_is_a_config_error_naming_the_fetch_script() {
     let mut s = Settings::defaults().embed;
-    s.provider = "minilm".into();
+    s.provider = EmbedProvider::MiniLm;
     s.model_dir = PathBuf::from("/nonexistent/all-MiniLM-L6-v2");
-    let err = embed::from_settings(&s).err().map(|e| e.to_string()).unwrap_or_default();
+    let err = embed::from_settings(&s, &Remote::new()).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("/nonexistent/all-MiniLM-L6-v2") && err.contains("fetch-minilm.sh"), "{err}");
 }
 

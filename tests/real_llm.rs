@@ -12,8 +12,9 @@
 
 use std::path::PathBuf;
 
-use a2rag::config::LlmSettings;
+use a2rag::config::{ConnectionSettings, LlmProvider, LlmSettings};
 use a2rag::llm::{CompletionRequest, from_settings};
+use a2rag::net::Remote;
 
 fn base_url() -> Option<String> {
     std::env::var("A2RAG_TEST_LLM_URL").ok().map(|url| url.trim().to_string()).filter(|url| !url.is_empty())
@@ -29,20 +30,22 @@ async fn real_model_answers_with_reported_usage() {
         return;
     };
     let settings = LlmSettings {
-        provider: "openai".to_string(),
-        model: std::env::var("A2RAG_TEST_LLM_MODEL").unwrap_or_else(|_| "smollm2".to_string()),
-        base_url,
-        api_key_env: std::env::var("A2RAG_TEST_LLM_KEY_ENV")
-            .unwrap_or_else(|_| "A2RAG_TEST_LLM_API_KEY".to_string()),
-        // A 135M model on two shared cores answers in seconds; leave room for a cold start.
-        timeout_ms: 120_000,
-        max_retries: 1,
-        retry_backoff_ms: 500,
+        provider: LlmProvider::OpenAi,
+        connection: ConnectionSettings {
+            model: std::env::var("A2RAG_TEST_LLM_MODEL").unwrap_or_else(|_| "smollm2".to_string()),
+            base_url,
+            api_key_env: std::env::var("A2RAG_TEST_LLM_KEY_ENV")
+                .unwrap_or_else(|_| "A2RAG_TEST_LLM_API_KEY".to_string()),
+            // A 135M model on two shared cores answers in seconds; leave room for a cold start.
+            timeout_ms: 120_000,
+            max_retries: 1,
+            retry_backoff_ms: 500,
+        },
         max_completion_tokens: 32,
         temperature: 0.0,
         prompts_dir: PathBuf::new(),
     };
-    let model = from_settings(&settings).expect("valid settings").expect("a network model");
+    let model = from_settings(&settings, &Remote::new()).expect("valid settings").expect("a network model");
     let request = CompletionRequest {
         system: Some("You are a helpful assistant. Answer in one short sentence.".to_string()),
         prompt: "What is the capital of France?".to_string(),
@@ -68,11 +71,11 @@ async fn controller_runs_end_to_end_on_the_real_model() {
     let dir = tempfile::tempdir().unwrap();
     let mut settings = a2rag::config::Settings::defaults();
     settings.data_dir = dir.path().join("kb");
-    settings.llm.provider = "openai".into();
-    settings.llm.model = "smollm2".into();
-    settings.llm.base_url = base_url;
-    settings.llm.api_key_env = "A2RAG_TEST_LLM_API_KEY".into();
-    settings.llm.timeout_ms = 120_000;
+    settings.llm.provider = LlmProvider::OpenAi;
+    settings.llm.connection.model = "smollm2".into();
+    settings.llm.connection.base_url = base_url;
+    settings.llm.connection.api_key_env = "A2RAG_TEST_LLM_API_KEY".into();
+    settings.llm.connection.timeout_ms = 120_000;
     settings.llm.max_completion_tokens = 48;
     settings.budget.max_iterations = 2;
     settings.retrieve.top_k = 3;

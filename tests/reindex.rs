@@ -38,7 +38,7 @@ const DOCS: &[(&str, &str, &str)] = &[
 fn settings(dir: &Path, dim: usize) -> Settings {
     let mut s = Settings::defaults();
     s.data_dir = dir.to_path_buf();
-    s.embed.provider = "hash".into();
+    s.embed.provider = a2rag::config::EmbedProvider::Hash;
     s.embed.dim = dim;
     // Small chunks so that documents span several chunks and the batching is exercised.
     s.ingest.chunk_tokens = 12;
@@ -74,7 +74,7 @@ fn open(settings: &Settings, embedder: &Arc<dyn Embedder>) -> a2rag::Result<Kb> 
 
 fn ingest(settings: &Settings, embedder: Arc<dyn Embedder>) {
     let mut kb = open(settings, &embedder).unwrap();
-    let pipeline = Pipeline::from_settings(settings, embedder, None).unwrap();
+    let pipeline = Pipeline::from_settings(settings, embedder, None, &a2rag::net::Remote::new()).unwrap();
     for (id, title, text) in DOCS {
         let doc = SourceDoc {
             id: id.to_string(),
@@ -134,10 +134,10 @@ fn reindex_switches_embedder_and_matches_fresh_ingest() {
     assert_eq!(stats.summary_vectors, DOCS.len());
     assert_eq!(stats.entity_vectors, stats.nodes);
 
-    let hits = kb.search("river flowing through Vienna and Budapest", SearchMode::Vector, 3).unwrap();
+    let hits = kb.search("river flowing through Vienna and Budapest", SearchMode::Vector, 3, (&kb.settings().retrieve).into()).unwrap();
     let top = kb.chunk(hits[0].0).unwrap();
     assert_eq!(kb.doc(top.doc).unwrap().id, "danube");
-    let hits = kb.search("green plants sunlight chlorophyll", SearchMode::Hybrid, 3).unwrap();
+    let hits = kb.search("green plants sunlight chlorophyll", SearchMode::Hybrid, 3, (&kb.settings().retrieve).into()).unwrap();
     assert_eq!(kb.doc(kb.chunk(hits[0].0).unwrap().doc).unwrap().id, "photosynthesis");
 
     // The reindexed vectors are exactly those a fresh ingest with the new embedder writes.

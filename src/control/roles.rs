@@ -15,7 +15,8 @@ use super::budget::{Exceeded, Ledger, token_bound};
 use crate::ingest::extract::entity_mentions;
 use crate::kb::model::ChunkId;
 use crate::llm::prompts::{PromptId, Prompts};
-use crate::llm::{CompletionRequest, LanguageModel, LlmError, parse};
+use crate::llm::{CompletionRequest, LanguageModel, parse};
+use crate::net::RemoteError;
 use crate::kb::Kb;
 use crate::retrieve::sufficiency::{Judgement, StageEvidence, SufficiencyCheck};
 use crate::retrieve::{PathHop, Retrieval};
@@ -29,7 +30,7 @@ pub enum RoleError {
     #[error("{0}")]
     Budget(Exceeded),
     #[error("{0}")]
-    Llm(#[from] LlmError),
+    Llm(#[from] RemoteError),
 }
 
 /// The one door to the model: budget first, then the call, then the ledger.

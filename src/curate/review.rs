@@ -6,8 +6,8 @@ use std::io::{BufRead, Write};
 use serde::Serialize;
 
 use super::{Proposal, Status};
-use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::kb::Kb;
 use crate::kb::model::RawTriple;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -20,11 +20,11 @@ pub struct ReviewSummary {
 
 /// Walks the pending proposals, asking for one key per proposal:
 /// `a` approve, `r` reject, `e` edit (then subject, relation, object; empty keeps the
-/// proposed value), `s` skip, `q` quit. End of input quits. Must not be called from inside an
-/// async runtime (it takes the KB lock blocking).
-pub fn review(engine: &Engine, mut input: impl BufRead, mut output: impl Write, who: &str) -> Result<ReviewSummary> {
+/// proposed value), `s` skip, `q` quit. End of input quits. `kb` is the engine's lock; must not
+/// be called from inside an async runtime (it takes the lock blocking).
+pub fn review(kb: &tokio::sync::RwLock<Kb>, mut input: impl BufRead, mut output: impl Write, who: &str) -> Result<ReviewSummary> {
     let out_err = |e| Error::io("<review output>", e);
-    let pending = super::list(&engine.kb.blocking_read(), Some(Status::Pending))?;
+    let pending = super::list(&kb.blocking_read(), Some(Status::Pending))?;
     let mut summary = ReviewSummary::default();
     writeln!(output, "{} pending proposal(s)", pending.len()).map_err(out_err)?;
     'proposals: for (n, p) in pending.iter().enumerate() {
@@ -34,11 +34,11 @@ pub fn review(engine: &Engine, mut input: impl BufRead, mut output: impl Write, 
             output.flush().map_err(out_err)?;
             let Some(answer) = read_line(&mut input)? else { break 'proposals };
             let outcome = match answer.as_str() {
-                "a" => super::approve(&mut engine.kb.blocking_write(), p.id, who).map(|_| summary.approved += 1),
-                "r" => super::reject(&mut engine.kb.blocking_write(), p.id, who).map(|_| summary.rejected += 1),
+                "a" => super::approve(&mut kb.blocking_write(), p.id, who).map(|_| summary.approved += 1),
+                "r" => super::reject(&mut kb.blocking_write(), p.id, who).map(|_| summary.rejected += 1),
                 "e" => {
                     let Some(corrected) = ask_triple(&mut input, &mut output, &p.triple)? else { break 'proposals };
-                    super::edit(&mut engine.kb.blocking_write(), p.id, who, corrected).map(|_| summary.edited += 1)
+                    super::edit(&mut kb.blocking_write(), p.id, who, corrected).map(|_| summary.edited += 1)
                 }
                 "s" => {
                     summary.skipped += 1;

@@ -12,6 +12,7 @@ use hf_hub::api::tokio::{ApiBuilder, ApiError};
 use hf_hub::{Cache, Repo};
 
 use crate::error::{Error, Result};
+use crate::net::Remote;
 
 /// What [`MiniLmEmbedder`](super::MiniLmEmbedder) needs from the repository.
 pub const REQUIRED_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
@@ -67,12 +68,13 @@ pub fn cached(model_id: &str, cache: &Path) -> Option<Fetched> {
 
 /// `model_id` from the cache, or else downloaded from [`endpoint`] into `cache`. `progress`
 /// draws download bars on stderr (for the CLI).
-pub fn fetch(model_id: &str, cache: &Path, progress: bool) -> Result<Fetched> {
-    fetch_from(model_id, cache, &endpoint(), progress)
+pub fn fetch(remote: &Remote, model_id: &str, cache: &Path, progress: bool) -> Result<Fetched> {
+    fetch_from(remote, model_id, cache, &endpoint(), progress)
 }
 
 /// [`fetch`] from the hub (or mirror) at `endpoint`.
-pub fn fetch_from(model_id: &str, cache: &Path, endpoint: &str, progress: bool) -> Result<Fetched> {
+/// The download runs on `remote`'s I/O runtime.
+pub fn fetch_from(remote: &Remote, model_id: &str, cache: &Path, endpoint: &str, progress: bool) -> Result<Fetched> {
     let model_id = model_id.trim();
     if model_id.is_empty() {
         return Err(Error::Config("no hub model id given (embed.model_id)".into()));
@@ -81,7 +83,8 @@ pub fn fetch_from(model_id: &str, cache: &Path, endpoint: &str, progress: bool) 
         return Ok(found);
     }
     let endpoint = endpoint.trim().trim_end_matches('/');
-    crate::llm::block_on(download(model_id, cache, endpoint, progress)).map_err(|error| {
+    let download = download(model_id.to_string(), cache.to_path_buf(), endpoint.to_string(), progress);
+    remote.block_on(download).map_err(|error| error.to_string()).and_then(|reply| reply).map_err(|error| {
         Error::Embed(format!(
             "downloading {model_id} from the Hugging Face hub at {endpoint} into {} failed: {error}",
             cache.display()
@@ -89,15 +92,15 @@ pub fn fetch_from(model_id: &str, cache: &Path, endpoint: &str, progress: bool) 
     })
 }
 
-async fn download(model_id: &str, cache: &Path, endpoint: &str, progress: bool) -> Result<Fetched, String> {
+async fn download(model_id: String, cache: PathBuf, endpoint: String, progress: bool) -> Result<Fetched, String> {
     let token = std::env::var("HF_TOKEN").ok().filter(|token| !token.trim().is_empty());
-    let api = ApiBuilder::from_cache(Cache::new(cache.to_path_buf()))
-        .with_endpoint(endpoint.to_string())
+    let api = ApiBuilder::from_cache(Cache::new(cache))
+        .with_endpoint(endpoint)
         .with_token(token)
         .with_progress(progress)
         .build()
         .map_err(|e| e.to_string())?;
-    let repo = api.model(model_id.to_string());
+    let repo = api.model(model_id);
     // hf-hub's client has no timeouts; one bounded request first tells an unreachable hub
     // from a slow download.
     match tokio::time::timeout(PROBE_TIMEOUT, api.metadata(&repo.url(REQUIRED_FILES[0]))).await {

@@ -23,6 +23,7 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 use super::{Embedder, Embedding, hub, l2_normalize};
 use crate::config::EmbedSettings;
 use crate::error::{Error, Result};
+use crate::net::Remote;
 
 /// Where `scripts/fetch-minilm.sh` puts the model, relative to the working directory.
 pub const DEFAULT_MODEL_DIR: &str = ".cache/models/all-MiniLM-L6-v2";
@@ -50,7 +51,8 @@ impl MiniLmEmbedder {
     /// when it holds a model; else `embed.model_id` from the hub cache `embed.hub_cache`,
     /// downloaded there first if missing. With no model anywhere and no hub, the error names
     /// every way to get one.
-    pub fn from_settings(settings: &EmbedSettings) -> Result<Self> {
+    /// The download, when one is needed, runs through `remote`.
+    pub fn from_settings(settings: &EmbedSettings, remote: &Remote) -> Result<Self> {
         if !settings.model_dir.as_os_str().is_empty() {
             return MiniLmEmbedder::load(&settings.model_dir, settings.batch_size);
         }
@@ -59,7 +61,7 @@ impl MiniLmEmbedder {
         if has_model(local) || model_id.is_empty() {
             return MiniLmEmbedder::load(local, settings.batch_size);
         }
-        let fetched = hub::fetch(model_id, &settings.hub_cache, false).map_err(|error| {
+        let fetched = hub::fetch(remote, model_id, &settings.hub_cache, false).map_err(|error| {
             let error = match error {
                 Error::Embed(message) => message,
                 other => other.to_string(),

@@ -4,7 +4,8 @@
 //!   llama.cpp's server, LM Studio).
 //! * `ollama`: the daemon's `POST {base_url}/api/embed`.
 //!
-//! Texts go out `embed.batch_size` per request, each request under the same
+//! Texts go out `embed.batch_size` per request, run by [`Remote`] (its pooled client and I/O
+//! runtime, since [`Embedder::embed`] is synchronous), each request under the same
 //! [`RetryPolicy`] the language models use (per-attempt timeout, transient failures retried
 //! with backoff). Every reply is checked: one vector per text, each `embed.dim` wide and
 //! finite; the vectors are then L2-normalised, since the KB's indexes score by inner product.
@@ -13,81 +14,71 @@ use rig_core::DynModel;
 use rig_core::operation::Embedding as EmbeddingOp;
 
 use super::{Embedder, Embedding, l2_normalize};
-use crate::config::EmbedSettings;
+use crate::config::{EmbedProvider, EmbedSettings};
 use crate::error::{Error, Result};
-use crate::llm::LlmError;
-use crate::llm::provider::{
-    Connection, ProviderKind, RetryPolicy, map_provider_error, ollama_config, openai_config,
-};
+use crate::net::rig::{Endpoint, map_provider_error, ollama_config, openai_config};
+use crate::net::{Remote, RemoteError, RetryPolicy};
 
 pub struct RemoteEmbedder {
-    kind: ProviderKind,
+    kind: EmbedProvider,
     model_name: String,
     dim: usize,
     batch_size: usize,
     policy: RetryPolicy,
     model: DynModel<EmbeddingOp>,
+    /// Runs the requests (on its I/O runtime, through its pooled client).
+    remote: Remote,
 }
 
 impl RemoteEmbedder {
-    /// The `openai` or `ollama` embedder `settings` describe. Makes no request: a wrong URL,
-    /// key, model or dimension shows on the first [`Embedder::embed`].
-    pub fn from_settings(settings: &EmbedSettings) -> Result<RemoteEmbedder> {
-        let kind = match ProviderKind::parse(&settings.provider)? {
-            Some(kind @ (ProviderKind::OpenAi | ProviderKind::Ollama)) => kind,
-            _ => {
-                return Err(Error::Config(format!(
-                    "embed.provider `{}` has no remote embedding model (remote: openai, ollama)",
-                    settings.provider
-                )));
-            }
-        };
-        let Connection { model_name, base_url, api_key, http } = Connection::new(
-            "embed",
-            kind,
-            &settings.model,
-            &settings.base_url,
-            &settings.api_key_env,
-            settings.timeout_ms,
-        )
-        .map_err(|error| match error {
-            LlmError::Config(message) => Error::Config(message),
-            other => Error::Embed(other.to_string()),
-        })?;
+    /// The `openai` or `ollama` embedder `settings` describe, its requests made through
+    /// `remote`. Makes no request: a wrong URL, key, model or dimension shows on the first
+    /// [`Embedder::embed`].
+    pub fn from_settings(settings: &EmbedSettings, remote: &Remote) -> Result<RemoteEmbedder> {
+        let kind = settings.provider;
+        let Endpoint { model_name, base_url, api_key, http } =
+            Endpoint::new(remote, "embed", kind.name(), &settings.connection)?;
         // No width is asked of the server (`None`): a local server given OpenAI's
         // `dimensions` field may refuse it, and embed.dim is checked against every reply.
         let model = match kind {
-            ProviderKind::Ollama => {
+            EmbedProvider::OpenAi => {
+                openai_config(&base_url, api_key).connect(http).embedding(model_name.as_str(), None).erase()
+            }
+            EmbedProvider::Ollama => {
                 ollama_config(&base_url, api_key).connect(http).embedding(model_name.as_str(), None).erase()
             }
-            _ => openai_config(&base_url, api_key).connect(http).embedding(model_name.as_str(), None).erase(),
+            EmbedProvider::Hash | EmbedProvider::MiniLm => {
+                return Err(Error::Config(format!(
+                    "embed.provider `{}` has no remote embedding model (remote: openai, ollama)",
+                    kind.name()
+                )));
+            }
         };
         Ok(RemoteEmbedder {
             kind,
             model_name,
             dim: settings.dim,
             batch_size: settings.batch_size.max(1),
-            policy: RetryPolicy::new(
-                settings.timeout_ms,
-                settings.max_retries,
-                settings.retry_backoff_ms,
-            ),
+            policy: RetryPolicy::from_settings(&settings.connection),
             model,
+            remote: remote.clone(),
         })
     }
 
     /// One request for `batch`, retried under the policy; the vectors as the server sent them.
-    async fn request(&self, batch: &[&str]) -> Result<Vec<Vec<f64>>, LlmError> {
-        let id = self.id();
+    /// Owns everything it needs, so the I/O runtime can run it.
+    fn request(&self, batch: &[&str]) -> impl Future<Output = Result<Vec<Vec<f64>>, RemoteError>> + Send + 'static {
+        let (id, policy, model) = (self.id(), self.policy, self.model.clone());
         let texts: Vec<String> = batch.iter().map(|text| text.to_string()).collect();
-        let response = self
-            .policy
-            .run(&id, || {
-                let call = self.model.call(texts.clone());
-                async move { call.await.map_err(|error| map_provider_error(error, "embed")) }
-            })
-            .await?;
-        Ok(response.embeddings.into_iter().map(|embedding| embedding.vec).collect())
+        async move {
+            let response = policy
+                .run(&id, || {
+                    let call = model.call(texts.clone());
+                    async move { call.await.map_err(|error| map_provider_error(error, "embed")) }
+                })
+                .await?;
+            Ok(response.embeddings.into_iter().map(|embedding| embedding.vec).collect())
+        }
     }
 
     /// Checks one batch's reply and turns it into unit vectors.
@@ -128,7 +119,7 @@ impl RemoteEmbedder {
 
 impl Embedder for RemoteEmbedder {
     fn id(&self) -> String {
-        format!("{}:{}", self.kind.as_str(), self.model_name)
+        format!("{}:{}", self.kind.name(), self.model_name)
     }
 
     fn dim(&self) -> usize {
@@ -138,7 +129,10 @@ impl Embedder for RemoteEmbedder {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>> {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(self.batch_size) {
-            let vectors = crate::llm::block_on(self.request(batch))
+            let vectors = self
+                .remote
+                .block_on(self.request(batch))
+                .and_then(|reply| reply)
                 .map_err(|error| Error::Embed(format!("{}: {error}", self.id())))?;
             out.extend(self.accept(batch.len(), vectors)?);
         }
@@ -150,32 +144,36 @@ impl Embedder for RemoteEmbedder {
 mod tests {
     use super::*;
 
-    fn settings(provider: &str, model: &str) -> EmbedSettings {
+    fn settings(provider: EmbedProvider, model: &str) -> EmbedSettings {
         let mut s = crate::config::Settings::defaults().embed;
-        s.provider = provider.into();
-        s.model = model.into();
+        s.provider = provider;
+        s.connection.model = model.into();
         s.dim = 3;
         s
     }
 
+    fn embedder(provider: EmbedProvider, model: &str) -> Result<RemoteEmbedder> {
+        RemoteEmbedder::from_settings(&settings(provider, model), &Remote::new())
+    }
+
     #[test]
     fn id_names_provider_and_model() {
-        let e = RemoteEmbedder::from_settings(&settings("openai", "text-embedding-3-small")).unwrap();
+        let e = embedder(EmbedProvider::OpenAi, "text-embedding-3-small").unwrap();
         assert_eq!(e.id(), "openai:text-embedding-3-small");
         assert_eq!(e.dim(), 3);
-        let e = RemoteEmbedder::from_settings(&settings("ollama", "nomic-embed-text")).unwrap();
+        let e = embedder(EmbedProvider::Ollama, "nomic-embed-text").unwrap();
         assert_eq!(e.id(), "ollama:nomic-embed-text");
     }
 
     #[test]
     fn model_name_is_required() {
-        let err = RemoteEmbedder::from_settings(&settings("openai", " ")).err().expect("refused");
+        let err = embedder(EmbedProvider::OpenAi, " ").err().expect("refused");
         assert!(err.to_string().contains("embed.model"), "{err}");
     }
 
     #[test]
     fn replies_are_checked_and_normalised() {
-        let e = RemoteEmbedder::from_settings(&settings("openai", "m")).unwrap();
+        let e = embedder(EmbedProvider::OpenAi, "m").unwrap();
         let out = e.accept(1, vec![vec![3.0, 0.0, 4.0]]).unwrap();
         assert_eq!(out, vec![vec![0.6, 0.0, 0.8]]);
         assert!(matches!(e.accept(2, vec![vec![1.0, 0.0, 0.0]]), Err(Error::Embed(_))));

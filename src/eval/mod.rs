@@ -6,7 +6,7 @@ pub mod metrics;
 mod report;
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,10 +19,11 @@ use crate::control::roles::{CallGate, MeteredReader, Reader};
 use crate::control::budget::Ledger;
 use crate::control::{Controller, QueryRequest};
 use crate::error::{Error, Result};
-use crate::ingest::{self, triples::TripleImport};
+use crate::ingest::{self, Pipeline, triples::TripleImport};
 use crate::kb::model::NodeId;
 use crate::kb::{Kb, SearchMode};
 use crate::llm::prompts::Prompts;
+use crate::net::Remote;
 use crate::rank::reciprocal_rank_fusion;
 use crate::retrieve::{Retrieval, RetrieveOptions, Retriever, Stage, Strategy};
 use dataset::{Dataset, EvalQuestion};
@@ -127,6 +128,20 @@ fn ranked_docs(retrieval: &Retrieval) -> Vec<String> {
     retrieval.chunks.iter().filter(|c| seen.insert(c.doc_id.clone())).map(|c| c.doc_id.clone()).collect()
 }
 
+/// An empty KB in `dir` (wiped first) with the embedded pipeline, for benches and eval; a
+/// remote embedder calls through `remote`.
+pub fn scratch_kb(mut settings: Settings, dir: &Path, remote: &Remote) -> Result<(Kb, Pipeline)> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
+    }
+    settings.data_dir = dir.to_path_buf();
+    let settings = Arc::new(settings);
+    let embedder = crate::embed::from_settings(&settings.embed, remote)?;
+    let kb = Kb::open(settings.clone(), embedder.clone())?;
+    let pipeline = Pipeline::from_settings(&settings, embedder, None, remote)?;
+    Ok((kb, pipeline))
+}
+
 pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ingest::Progress) -> Result<Report> {
     let dataset = Dataset::load(&options.dataset)?;
     let mut questions = dataset.questions.clone();
@@ -139,7 +154,7 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     std::fs::create_dir_all(&options.out_dir).map_err(|e| Error::io(&options.out_dir, e))?;
     // Retrieval depth must cover Recall@5 in documents even when chunks repeat a document.
     settings.retrieve.top_k = settings.retrieve.top_k.max(10);
-    let (mut kb, mut pipeline) = crate::bench::scratch_kb(settings, &options.out_dir.join(format!("kb-{}", dataset.name)))?;
+    let (mut kb, mut pipeline) = scratch_kb(settings, &options.out_dir.join(format!("kb-{}", dataset.name)), &Remote::new())?;
     let settings = Arc::new(kb.settings().clone());
     if let Some(t) = &options.triples {
         pipeline.triples = Some(TripleImport::load(t)?);

@@ -3,6 +3,7 @@
 
 pub mod chunk;
 pub mod extract;
+pub mod llm;
 pub mod source;
 pub mod summary;
 pub mod triples;
@@ -19,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::kb::model::{EdgeOrigin, relation_label};
 use crate::kb::PreparedChunk;
 use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
+use crate::net::Remote;
 use extract::{Extractor, RuleExtractor};
 use source::{Access, SourceDoc, SourceProblem};
 use summary::{ExtractiveSummarizer, Summarizer};
@@ -40,14 +42,16 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// The pipeline the settings describe, with the embedded defaults where no LLM is used.
+    /// LLM roles wait for `llm` through `remote`.
     pub fn from_settings(
         settings: &Settings,
         embedder: Arc<dyn Embedder>,
         llm: Option<Arc<dyn crate::llm::LanguageModel>>,
+        remote: &Remote,
     ) -> Result<Pipeline> {
         let extractor: Arc<dyn Extractor> = match (settings.ingest.extractor, &llm) {
             (ExtractorKind::Rules, _) => Arc::new(RuleExtractor),
-            (ExtractorKind::Llm, Some(model)) => Arc::new(crate::llm::roles::LlmExtractor::new(model.clone(), settings)?),
+            (ExtractorKind::Llm, Some(model)) => Arc::new(llm::LlmExtractor::new(model.clone(), remote, settings)?),
             (ExtractorKind::Llm, None) => {
                 return Err(Error::Config("ingest.extractor = \"llm\" needs an [llm] provider other than \"embedded\"".into()));
             }
@@ -57,7 +61,7 @@ impl Pipeline {
                 sentences: settings.ingest.summary_sentences,
                 entities: settings.ingest.summary_entities,
             }),
-            (SummarizerKind::Llm, Some(model)) => Arc::new(crate::llm::roles::LlmSummarizer::new(model.clone(), settings)?),
+            (SummarizerKind::Llm, Some(model)) => Arc::new(llm::LlmSummarizer::new(model.clone(), remote, settings)?),
             (SummarizerKind::Llm, None) => {
                 return Err(Error::Config("ingest.summarizer = \"llm\" needs an [llm] provider other than \"embedded\"".into()));
             }

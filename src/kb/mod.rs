@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use crate::config::Settings;
+use crate::config::{RetrieveSettings, Settings};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::rank::reciprocal_rank_fusion;
@@ -67,6 +67,20 @@ pub enum SearchMode {
     Bm25,
     Vector,
     Hybrid,
+}
+
+/// How [`Kb::search`] fuses its two text retrievers: candidates taken from each, and the
+/// reciprocal-rank-fusion constant (`retrieve.text_candidates`, `retrieve.rrf_k`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TextFusion {
+    pub candidates: usize,
+    pub rrf_k: f32,
+}
+
+impl From<&RetrieveSettings> for TextFusion {
+    fn from(settings: &RetrieveSettings) -> Self {
+        TextFusion { candidates: settings.text_candidates, rrf_k: settings.rrf_k }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -363,9 +377,10 @@ impl Kb {
         }
     }
 
-    /// Text retrieval over chunks: the quick sanity tool and the baselines' engine.
-    pub fn search(&self, query: &str, mode: SearchMode, k: usize) -> Result<Vec<(ChunkId, f32)>> {
-        let candidates = k.max(self.settings.retrieve.text_candidates);
+    /// Text retrieval over chunks: the quick sanity tool and the baselines' engine. `fusion`
+    /// comes from the caller's retrieval settings (a policy's, say), not the KB's.
+    pub fn search(&self, query: &str, mode: SearchMode, k: usize, fusion: TextFusion) -> Result<Vec<(ChunkId, f32)>> {
+        let candidates = k.max(fusion.candidates);
         let lexical = || self.bm25.search(query, candidates);
         let dense = || -> Result<Vec<(u64, f32)>> {
             let q = self.embedder.embed_one(query)?;
@@ -376,7 +391,7 @@ impl Kb {
             SearchMode::Vector => dense()?,
             SearchMode::Hybrid => {
                 let lists = [keys(&lexical()), keys(&dense()?)];
-                reciprocal_rank_fusion(&lists, self.settings.retrieve.rrf_k)
+                reciprocal_rank_fusion(&lists, fusion.rrf_k)
             }
         };
         ranked.truncate(k);

@@ -1,39 +1,17 @@
 //! Language models behind one trait. Each LLM-backed step (reader, validators, rewriter,
 //! extractor, summariser) has an embedded deterministic implementation and an LLM one that
-//! goes through [`LanguageModel`]; see [`roles`]. Providers: [`provider`] (rig-core).
+//! goes through [`LanguageModel`] (the ingest roles are in `ingest::llm`, the controller's in
+//! `control::roles`). Providers: [`provider`] (rig-core).
 
 pub mod parse;
 pub mod prompts;
 pub mod provider;
-pub mod roles;
-
-use std::future::Future;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-pub use provider::{RetryPolicy, Retrying, RigModel, from_settings};
-
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
-pub enum LlmError {
-    #[error("provider request failed: {0}")]
-    Provider(String),
-    #[error("provider timed out after {0} ms")]
-    Timeout(u64),
-    #[error("provider rate limited the request: {0}")]
-    RateLimited(String),
-    #[error("model output could not be parsed: {0}")]
-    Malformed(String),
-    #[error("configuration: {0}")]
-    Config(String),
-}
-
-impl LlmError {
-    /// Worth trying again after a pause.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, LlmError::Timeout(_) | LlmError::RateLimited(_) | LlmError::Provider(_))
-    }
-}
+use crate::net::RemoteError;
+pub use provider::{Retrying, RigModel, from_settings};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompletionRequest {
@@ -77,18 +55,5 @@ pub struct Completion {
 pub trait LanguageModel: Send + Sync {
     /// "openai:gpt-4o-mini", "ollama:llama3", ...
     fn name(&self) -> String;
-    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, LlmError>;
+    async fn complete(&self, request: &CompletionRequest) -> Result<Completion, RemoteError>;
 }
-
-/// Runs an async LLM call from synchronous code (ingest runs on blocking threads).
-pub fn block_on<F: Future>(future: F) -> F::Output {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => tokio::task::block_in_place(|| handle.block_on(future)),
-        Err(_) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a current-thread runtime can always be built")
-            .block_on(future),
-    }
-}
-

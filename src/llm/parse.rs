@@ -3,10 +3,10 @@
 
 use serde::de::DeserializeOwned;
 
-use super::LlmError;
+use crate::net::RemoteError;
 
 /// The first JSON object or array in `text` that deserialises as `T`.
-pub fn json_in<T: DeserializeOwned>(text: &str) -> Result<T, LlmError> {
+pub fn json_in<T: DeserializeOwned>(text: &str) -> Result<T, RemoteError> {
     if let Ok(v) = serde_json::from_str(text.trim()) {
         return Ok(v);
     }
@@ -18,11 +18,11 @@ pub fn json_in<T: DeserializeOwned>(text: &str) -> Result<T, LlmError> {
             }
         }
     }
-    Err(LlmError::Malformed(format!("no JSON found in: {}", truncate(text, 200))))
+    Err(RemoteError::Malformed(format!("no JSON found in: {}", truncate(text, 200))))
 }
 
 /// A yes/no verdict: a JSON `verdict` field, or the first yes/no-like word.
-pub fn verdict(text: &str) -> Result<bool, LlmError> {
+pub fn verdict(text: &str) -> Result<bool, RemoteError> {
     #[derive(serde::Deserialize)]
     struct V {
         verdict: serde_json::Value,
@@ -40,7 +40,7 @@ pub fn verdict(text: &str) -> Result<bool, LlmError> {
     }
     text.split(|c: char| !c.is_alphabetic())
         .find_map(yes_no_word)
-        .ok_or_else(|| LlmError::Malformed(format!("no yes/no verdict in: {}", truncate(text, 200))))
+        .ok_or_else(|| RemoteError::Malformed(format!("no yes/no verdict in: {}", truncate(text, 200))))
 }
 
 fn yes_no_word(word: &str) -> Option<bool> {

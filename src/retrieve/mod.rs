@@ -300,11 +300,11 @@ impl<'kb> RetrievalRun<'kb> {
         let query = self.query.as_str();
         let graph_ranked = mapback::ranked(&self.evidence.chunk_scores);
         let hits = match self.options.strategy {
-            Strategy::Text(mode) => kb.search(query, mode, self.options.top_k)?,
+            Strategy::Text(mode) => kb.search(query, mode, self.options.top_k, settings.into())?,
             Strategy::Adaptive => {
                 let ids = |hits: Vec<(ChunkId, f32)>| hits.into_iter().map(|(c, _)| c as u64).collect::<Vec<_>>();
                 let graph = ids(graph_ranked);
-                let text = ids(kb.search(query, SearchMode::Hybrid, settings.text_candidates)?);
+                let text = ids(kb.search(query, SearchMode::Hybrid, settings.text_candidates, settings.into())?);
                 // How much the graph's vote counts depends on how its edges were made.
                 let rule = kb.rule_edge_share();
                 let weight = settings.graph_weight * (1.0 - rule) + settings.rule_graph_weight * rule;

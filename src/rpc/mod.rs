@@ -13,7 +13,6 @@
 //! Access: unix sockets are owner-only (0600); every TCP connection must first send the
 //! token (`server.bearer_token`, or one generated into the data directory).
 
-pub mod bench;
 mod methods;
 pub mod protocol;
 

@@ -67,6 +67,9 @@ pub struct MockServer {
     /// `{root}/v1`, what OpenAI-compatible clients are pointed at.
     pub base_url: String,
     hits: Arc<AtomicUsize>,
+    /// Connections accepted, to tell a pooled client (one connection) from one that
+    /// reconnects per request.
+    connections: Arc<AtomicUsize>,
     seen: Arc<Mutex<Vec<Seen>>>,
     task: tokio::task::JoinHandle<()>,
     /// The runtime of a server started with [`MockServer::background`]; dropped last.
@@ -100,15 +103,18 @@ impl MockServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
         let hits = Arc::new(AtomicUsize::new(0));
+        let accepted = Arc::new(AtomicUsize::new(0));
         let seen = Arc::new(Mutex::new(Vec::new()));
         let handler: Arc<Handler> = Arc::new(handler);
         let task = {
             let hits = Arc::clone(&hits);
+            let accepted = Arc::clone(&accepted);
             let seen = Arc::clone(&seen);
             tokio::spawn(async move {
                 let mut connections = JoinSet::new();
                 loop {
                     let Ok((stream, _)) = listener.accept().await else { return };
+                    accepted.fetch_add(1, Ordering::SeqCst);
                     let hits = Arc::clone(&hits);
                     let seen = Arc::clone(&seen);
                     let handler = Arc::clone(&handler);
@@ -120,11 +126,11 @@ impl MockServer {
             })
         };
         let root = format!("http://{addr}");
-        MockServer { base_url: format!("{root}/v1"), root, hits, seen, task, runtime: None }
+        MockServer { base_url: format!("{root}/v1"), root, hits, connections: accepted, seen, task, runtime: None }
     }
 
     /// [`MockServer::respond_with`] on a runtime of its own, for tests that call the code
-    /// under test synchronously (it then builds runtimes of its own per call).
+    /// under test synchronously or from runtimes of their own.
     pub fn background(handler: impl Fn(usize, &Seen) -> Reply + Send + Sync + 'static) -> MockServer {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -138,6 +144,11 @@ impl MockServer {
 
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 
     pub fn seen(&self) -> Vec<Seen> {

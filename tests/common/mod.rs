@@ -31,9 +31,10 @@ pub fn settings_in(dir: &std::path::Path) -> Settings {
 
 pub fn open(settings: &Settings) -> (Kb, Pipeline) {
     let settings = Arc::new(settings.clone());
-    let embedder = a2rag::embed::from_settings(&settings.embed).unwrap();
+    let remote = a2rag::net::Remote::new();
+    let embedder = a2rag::embed::from_settings(&settings.embed, &remote).unwrap();
     let kb = Kb::open(settings.clone(), embedder.clone()).unwrap();
-    let pipeline = Pipeline::from_settings(&settings, embedder, None).unwrap();
+    let pipeline = Pipeline::from_settings(&settings, embedder, None, &remote).unwrap();
     (kb, pipeline)
 }
 

@@ -11,9 +11,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
-use super::Listen;
 use crate::error::{Error, Result};
 use crate::eval::metrics::percentile;
+use crate::rpc::Listen;
 
 #[derive(Debug, Clone)]
 pub struct BenchOptions {

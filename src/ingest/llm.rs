@@ -1,29 +1,34 @@
 //! LLM-backed implementations of the ingest roles (the controller's roles live in
-//! `control`). Each renders its prompt, calls the model once, and parses tolerantly.
+//! `control`). Each renders its prompt, calls the model once, and parses tolerantly. Ingest
+//! prepares documents on plain worker threads, so each call waits through
+//! [`Remote::block_on`].
 
 use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::prompts::{PromptId, Prompts};
-use super::{CompletionRequest, LanguageModel, block_on, parse};
+use super::extract::{Extraction, Extractor};
+use super::summary::Summarizer;
 use crate::config::Settings;
 use crate::error::Result;
-use crate::ingest::extract::{Extraction, Extractor};
-use crate::ingest::summary::Summarizer;
 use crate::kb::model::RawTriple;
+use crate::llm::prompts::{PromptId, Prompts};
+use crate::llm::{CompletionRequest, LanguageModel, parse};
+use crate::net::Remote;
 
 struct Caller {
     model: Arc<dyn LanguageModel>,
+    remote: Remote,
     prompts: Prompts,
     max_tokens: u32,
     temperature: f64,
 }
 
 impl Caller {
-    fn new(model: Arc<dyn LanguageModel>, settings: &Settings) -> Result<Caller> {
+    fn new(model: Arc<dyn LanguageModel>, remote: &Remote, settings: &Settings) -> Result<Caller> {
         Ok(Caller {
             model,
+            remote: remote.clone(),
             prompts: Prompts::load(&settings.llm.prompts_dir)?,
             max_tokens: settings.llm.max_completion_tokens,
             temperature: settings.llm.temperature,
@@ -37,15 +42,17 @@ impl Caller {
             max_tokens: self.max_tokens,
             temperature: self.temperature,
         };
-        Ok(block_on(self.model.complete(&request))?.text)
+        let model = self.model.clone();
+        let completion = self.remote.block_on(async move { model.complete(&request).await })??;
+        Ok(completion.text)
     }
 }
 
 pub struct LlmExtractor(Caller);
 
 impl LlmExtractor {
-    pub fn new(model: Arc<dyn LanguageModel>, settings: &Settings) -> Result<Self> {
-        Ok(LlmExtractor(Caller::new(model, settings)?))
+    pub fn new(model: Arc<dyn LanguageModel>, remote: &Remote, settings: &Settings) -> Result<Self> {
+        Ok(LlmExtractor(Caller::new(model, remote, settings)?))
     }
 }
 
@@ -81,8 +88,8 @@ impl Extractor for LlmExtractor {
 pub struct LlmSummarizer(Caller);
 
 impl LlmSummarizer {
-    pub fn new(model: Arc<dyn LanguageModel>, settings: &Settings) -> Result<Self> {
-        Ok(LlmSummarizer(Caller::new(model, settings)?))
+    pub fn new(model: Arc<dyn LanguageModel>, remote: &Remote, settings: &Settings) -> Result<Self> {
+        Ok(LlmSummarizer(Caller::new(model, remote, settings)?))
     }
 }
 

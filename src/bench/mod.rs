@@ -1,6 +1,8 @@
 //! `a2rag bench ...`: throughput and latency measurements. Each prints its numbers next to
 //! a baseline measured in the same run, never a bare absolute.
 
+pub mod rpc;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,24 +13,12 @@ use crate::config::{PprMethod, Settings};
 use crate::error::Result;
 use crate::eval::dataset::Dataset;
 use crate::eval::metrics::percentile;
-use crate::ingest::{self, Pipeline, source};
-use crate::kb::Kb;
+use crate::eval::scratch_kb;
+use crate::ingest::{self, source};
 use crate::kb::graph::Csr;
+use crate::net::Remote;
 use crate::retrieve::ppr::{self, PprParams};
 use crate::retrieve::{RetrieveOptions, Retriever, Stage, Strategy};
-
-/// An empty KB in `dir` (wiped first) with the embedded pipeline, for benches and eval.
-pub fn scratch_kb(mut settings: Settings, dir: &Path) -> Result<(Kb, Pipeline)> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
-    }
-    settings.data_dir = dir.to_path_buf();
-    let settings = Arc::new(settings);
-    let embedder = crate::embed::from_settings(&settings.embed)?;
-    let kb = Kb::open(settings.clone(), embedder.clone())?;
-    let pipeline = Pipeline::from_settings(&settings, embedder, None)?;
-    Ok((kb, pipeline))
-}
 
 /// Ingest throughput in passages/s on a corpus, against the parse-and-chunk-only baseline
 /// (the floor no ingest can beat) measured on the same corpus.
@@ -39,7 +29,7 @@ pub fn ingest(settings: Settings, corpus: &Path, scratch: &Path) -> Result<Strin
     let n = docs.len();
     let chunks: usize = docs.iter().map(|d| ingest::chunk::chunk_spans(&d.text, settings.ingest.chunk_tokens, settings.ingest.chunk_overlap).len()).sum();
     let baseline = n as f64 / t.elapsed().as_secs_f64();
-    let (mut kb, pipeline) = scratch_kb(settings, scratch)?;
+    let (mut kb, pipeline) = scratch_kb(settings, scratch, &Remote::new())?;
     let t = Instant::now();
     let mut report = ingest::IngestReport::default();
     ingest::ingest_docs(&mut kb, &pipeline, docs, &mut (), &mut report)?;
@@ -109,7 +99,7 @@ pub fn ppr(nodes: usize, edges: usize, queries: usize, settings: &crate::config:
 /// against the hybrid text retriever measured on the same KB.
 pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, scratch: &Path) -> Result<String> {
     let dataset = Dataset::load(dataset_dir)?;
-    let (mut kb, mut pipeline) = scratch_kb(settings, scratch)?;
+    let (mut kb, mut pipeline) = scratch_kb(settings, scratch, &Remote::new())?;
     if let Some(t) = triples {
         pipeline.triples = Some(ingest::triples::TripleImport::load(t)?);
     }
@@ -155,7 +145,7 @@ pub fn embed(settings: &Settings, corpus: &Path, batch: usize) -> Result<String>
         .flat_map(|d| crate::text::sentence_spans(&d.text).into_iter().map(|r| d.text[r].to_string()).collect::<Vec<_>>())
         .collect();
     let refs: Vec<&str> = sentences.iter().map(String::as_str).collect();
-    let configured = crate::embed::from_settings(&settings.embed)?;
+    let configured = crate::embed::from_settings(&settings.embed, &Remote::new())?;
     let hash = crate::embed::HashEmbedder::new(settings.embed.dim);
     let rate = crate::embed::embedding_throughput(configured.as_ref(), &refs, batch)?;
     let baseline = crate::embed::embedding_throughput(&hash, &refs, batch)?;
@@ -176,12 +166,12 @@ pub async fn rpc(engine: Arc<crate::engine::Engine>, dataset_dir: &Path, clients
     let options = crate::rpc::ServeOptions { stdio: false, listen: vec![address.clone()], ..Default::default() };
     let daemon = crate::rpc::Daemon::bind(engine, options).await?;
     let server = tokio::spawn(daemon.run());
-    let bench = crate::rpc::bench::BenchOptions { address, token: None, clients: clients.to_vec(), queries, policy: None };
-    let rows = crate::rpc::bench::bench_rpc(&bench, &questions).await;
+    let bench = rpc::BenchOptions { address, token: None, clients: clients.to_vec(), queries, policy: None };
+    let rows = rpc::bench_rpc(&bench, &questions).await;
     server.abort();
     let rows = rows?;
     let mut out = Vec::new();
-    crate::rpc::bench::print_table(&rows, &mut out).map_err(|e| crate::Error::io("stdout", e))?;
+    rpc::print_table(&rows, &mut out).map_err(|e| crate::Error::io("stdout", e))?;
     let mut text = String::from_utf8_lossy(&out).into_owned();
     if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
         text.push_str(&format!("{} clients sustain {:.1}x the queries/s of {}", last.clients, last.queries_per_second / first.queries_per_second.max(1e-9), first.clients));
