@@ -187,7 +187,7 @@ pub fn large_doc(settings: Settings, megabytes: &[usize], scratch: &Path) -> Res
     let mut first_cpu_per_mb = None;
     for &mb in megabytes {
         let text = synthetic_document(mb * 1_000_000, 17);
-        let (mut kb, pipeline) = scratch_kb(settings.clone(), scratch)?;
+        let (mut kb, pipeline) = scratch_kb(settings.clone(), scratch, &Remote::new())?;
         let doc = source::SourceDoc { id: format!("synthetic-{mb}mb"), title: format!("Synthetic {mb} MB"), text, source: "bench".into() };
         let t = Instant::now();
         let cpu = process_cpu_seconds();
@@ -220,7 +220,7 @@ pub fn large_doc(settings: Settings, megabytes: &[usize], scratch: &Path) -> Res
     }
     Ok(format!(
         "large-document ingest (one document each, rule extractor, embedder {}; xN = time per MB against the {} MB row; cpu = CPU seconds of all threads, the figure to compare on a shared machine):\n{}",
-        settings.embed.provider,
+        settings.embed.provider.name(),
         megabytes.first().copied().unwrap_or_default(),
         lines.join("\n")
     ))
