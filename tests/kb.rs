@@ -229,3 +229,63 @@ fn newer_schema_and_other_embedder_are_refused_with_clear_messages() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("schema version 999"));
 }
+
+/// One synthetic document of about `bytes`, as the `large-doc` bench makes them.
+fn synthetic(id: &str, bytes: usize, seed: u64) -> a2rag::ingest::source::SourceDoc {
+    a2rag::ingest::source::SourceDoc {
+        id: id.into(),
+        title: format!("Synthetic {id}"),
+        text: a2rag::bench::synthetic_document(bytes, seed),
+        source: "test".into(),
+    }
+}
+
+fn ingest_doc(kb: &mut a2rag::kb::Kb, pipeline: &a2rag::ingest::Pipeline, doc: a2rag::ingest::source::SourceDoc) {
+    let mut report = a2rag::ingest::IngestReport::default();
+    a2rag::ingest::ingest_docs(kb, pipeline, vec![doc], &mut (), &mut report).unwrap();
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+}
+
+#[test]
+fn replacing_and_deleting_a_large_document_keeps_every_index_in_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut kb, pipeline) = open(&settings_in(&dir.path().join("kb")));
+    // A second document shares the cast of people, so many nodes keep part of their
+    // provenance when the large one is replaced.
+    ingest_doc(&mut kb, &pipeline, synthetic("other", 20_000, 1));
+    ingest_doc(&mut kb, &pipeline, synthetic("big", 150_000, 2));
+    ingest_doc(&mut kb, &pipeline, synthetic("big", 90_000, 3));
+    // The integrity check includes the reverse provenance (chunk -> nodes) in both directions.
+    assert!(
+        kb.integrity_violations().is_empty(),
+        "{:?}",
+        &kb.integrity_violations()[..3.min(kb.integrity_violations().len())]
+    );
+    let replaced = kb.stats();
+
+    let fresh_dir = tempfile::tempdir().unwrap();
+    let (mut fresh, pipeline) = open(&settings_in(&fresh_dir.path().join("kb")));
+    ingest_doc(&mut fresh, &pipeline, synthetic("other", 20_000, 1));
+    ingest_doc(&mut fresh, &pipeline, synthetic("big", 90_000, 3));
+    let expected = fresh.stats();
+    assert_eq!(
+        (replaced.chunks, replaced.edges, replaced.bm25_terms),
+        (expected.chunks, expected.edges, expected.bm25_terms),
+        "the replaced KB indexes what a fresh ingest of the new version does"
+    );
+
+    for id in ["big", "other"] {
+        assert!(kb.delete_document(id).unwrap());
+        assert!(
+            kb.integrity_violations().is_empty(),
+            "{:?}",
+            &kb.integrity_violations()[..3.min(kb.integrity_violations().len())]
+        );
+    }
+    let empty = kb.stats();
+    assert_eq!(
+        (empty.chunks, empty.nodes, empty.edges, empty.bm25_terms),
+        (0, 0, 0, 0),
+        "nothing outlives its documents"
+    );
+}

@@ -137,23 +137,9 @@ impl Pipeline {
         all_entities.retain(|e| seen.insert(e.clone()));
         let summary = self.summarizer.summarize(&doc.title, &doc.text, &all_entities)?;
 
-        // The short texts the commit needs vectors for: every mention that may become a node,
-        // every relation label, and every triple read as a fact (for query-to-fact linking),
-        // so the committing thread embeds nothing.
-        let mut short_texts: Vec<String> = chunks
-            .iter()
-            .flat_map(|c| c.entities.iter().cloned())
-            .chain(triples.iter().flat_map(|t| {
-                [
-                    t.triple.subject.clone(),
-                    t.triple.object.clone(),
-                    relation_label(&t.triple.relation),
-                    fact_text(&t.triple),
-                ]
-            }))
-            .collect();
-        short_texts.sort_unstable();
-        short_texts.dedup();
+        // The short texts the commit needs vectors for (see `distinct_short_texts`), so the
+        // committing thread embeds nothing.
+        let short_texts = distinct_short_texts(&chunks, &triples);
         Ok(Draft {
             doc: PreparedDoc {
                 id: doc.id,
@@ -247,6 +233,31 @@ impl EmbedClock {
     fn snapshot(&self) -> EmbedTime {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Every mention, relation label and fact (a triple read as text, for query-to-fact linking)
+/// the commit may embed, once each, in first-seen order.
+/// A large document repeats the same few thousand names hundreds of thousands of times, so
+/// this dedupes as it goes (linear) instead of collecting every repeat and sorting them.
+fn distinct_short_texts(chunks: &[PreparedChunk], triples: &[PreparedTriple]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut texts = Vec::new();
+    let mut add = |text: std::borrow::Cow<'_, str>| {
+        if !seen.contains(text.as_ref()) {
+            seen.insert(text.to_string());
+            texts.push(text.into_owned());
+        }
+    };
+    for chunk in chunks {
+        chunk.entities.iter().for_each(|e| add(e.as_str().into()));
+    }
+    for t in triples {
+        add(t.triple.subject.as_str().into());
+        add(t.triple.object.as_str().into());
+        add(relation_label(&t.triple.relation).into());
+        add(fact_text(&t.triple).into());
+    }
+    texts
 }
 
 fn missing_vector() -> Error {
@@ -621,5 +632,37 @@ mod tests {
         assert_eq!(out[0].1.as_ref().map(|d| d.id.as_str()).ok(), Some("d0"));
         assert!(out[1].1.is_err());
         assert_eq!(out[2].1.as_ref().map(|d| d.id.as_str()).ok(), Some("d2"));
+    }
+
+    #[test]
+    fn short_texts_are_distinct_and_in_first_seen_order() {
+        let chunk = |entities: &[&str]| PreparedChunk {
+            span: (0, 0),
+            text: String::new(),
+            vector: Vec::new(),
+            entities: entities.iter().map(|e| e.to_string()).collect(),
+        };
+        let chunks = [chunk(&["Oslo", "Anna Berg", "Oslo"]), chunk(&["Anna Berg", "Bergen"])];
+        let triple = |s: &str, r: &str, o: &str| PreparedTriple {
+            triple: RawTriple { subject: s.into(), relation: r.into(), object: o.into() },
+            chunk: 0,
+            origin: EdgeOrigin::Extracted,
+        };
+        let triples = [triple("Anna Berg", "Moved To", "Bergen"), triple("Oslo", "moved to", "Trondheim")];
+        let label = relation_label("Moved To");
+        assert_eq!(label, relation_label("moved to"));
+        let facts: Vec<String> = triples.iter().map(|t| fact_text(&t.triple)).collect();
+        assert_eq!(
+            distinct_short_texts(&chunks, &triples),
+            vec![
+                "Oslo".to_string(),
+                "Anna Berg".into(),
+                "Bergen".into(),
+                label,
+                facts[0].clone(),
+                "Trondheim".into(),
+                facts[1].clone()
+            ]
+        );
     }
 }

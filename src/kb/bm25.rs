@@ -1,14 +1,19 @@
 //! Okapi BM25 over chunks, kept incrementally (documents come and go).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::config::Bm25Settings;
 use crate::text;
 
 #[derive(Default)]
 pub struct Bm25 {
-    postings: HashMap<String, HashMap<u64, u32>>,
+    postings: HashMap<Arc<str>, HashMap<u64, u32>>,
     lengths: HashMap<u64, u32>,
+    /// The distinct terms of each key, sharing the postings' strings: removing a chunk
+    /// touches its own postings only, not the whole vocabulary (removing a large document
+    /// would otherwise cost its chunks times the vocabulary).
+    terms: HashMap<u64, Vec<Arc<str>>>,
     total_len: u64,
     k1: f32,
     b: f32,
@@ -44,9 +49,16 @@ impl Bm25 {
             *tf.entry(term).or_default() += 1;
             len += 1;
         }
+        let mut terms = Vec::with_capacity(tf.len());
         for (term, n) in tf {
-            self.postings.entry(term).or_default().insert(key, n);
+            let term = match self.postings.get_key_value(term.as_str()) {
+                Some((shared, _)) => shared.clone(),
+                None => Arc::from(term),
+            };
+            self.postings.entry(term.clone()).or_default().insert(key, n);
+            terms.push(term);
         }
+        self.terms.insert(key, terms);
         self.lengths.insert(key, len);
         self.total_len += len as u64;
     }
@@ -56,10 +68,14 @@ impl Bm25 {
             return;
         };
         self.total_len -= len as u64;
-        self.postings.retain(|_, docs| {
-            docs.remove(&key);
-            !docs.is_empty()
-        });
+        for term in self.terms.remove(&key).unwrap_or_default() {
+            if let Some(docs) = self.postings.get_mut(&term) {
+                docs.remove(&key);
+                if docs.is_empty() {
+                    self.postings.remove(&term);
+                }
+            }
+        }
     }
 
     /// Top `k` keys by BM25 score for `query`, best first.
@@ -74,7 +90,7 @@ impl Bm25 {
         terms.sort();
         terms.dedup();
         for term in terms {
-            let Some(docs) = self.postings.get(&term) else {
+            let Some(docs) = self.postings.get(term.as_str()) else {
                 continue;
             };
             let df = docs.len() as f32;
@@ -110,5 +126,31 @@ mod tests {
         assert_eq!(bm.search("zebra", 3), vec![]);
         assert_eq!(bm.search("cat", 3)[0].0, 1);
         assert_eq!(bm.len(), 2);
+    }
+
+    #[test]
+    fn removal_drops_exactly_the_removed_keys_postings() {
+        let mut bm = Bm25::new(&Settings::defaults().bm25);
+        bm.insert(1, "alpine meadow glacier");
+        bm.insert(2, "glacier fjord");
+        bm.insert(3, "fjord harbour");
+        let vocabulary = bm.vocabulary();
+        bm.remove(2);
+        // "glacier" and "fjord" live on in keys 1 and 3; nothing was only in key 2.
+        assert_eq!(bm.vocabulary(), vocabulary);
+        assert_eq!(keys(&bm.search("glacier", 5)), vec![1]);
+        assert_eq!(keys(&bm.search("fjord", 5)), vec![3]);
+        bm.remove(1);
+        assert!(!bm.knows("alpine") && !bm.knows("glacier") && bm.knows("fjord"));
+        // Re-inserting a key replaces its old postings instead of adding to them.
+        bm.insert(3, "harbour lighthouse");
+        assert!(!bm.knows("fjord"));
+        assert_eq!(keys(&bm.search("harbour lighthouse", 5)), vec![3]);
+        bm.remove(3);
+        assert_eq!((bm.vocabulary(), bm.len()), (0, 0));
+    }
+
+    fn keys(hits: &[(u64, f32)]) -> Vec<u64> {
+        hits.iter().map(|(k, _)| *k).collect()
     }
 }

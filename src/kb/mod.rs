@@ -14,7 +14,7 @@ pub mod store;
 pub mod vector;
 mod write;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -45,8 +45,10 @@ pub struct Kb {
     nodes: HashMap<NodeId, Node>,
     /// Normalised alias -> node, for every alias of every node.
     node_keys: HashMap<String, NodeId>,
-    /// Blocking key -> nodes with an alias carrying it (alias candidate generation).
-    alias_blocks: HashMap<String, Vec<NodeId>>,
+    /// Blocking key -> nodes with an alias carrying it (alias candidate generation). A set:
+    /// a common key ("w:univ") can hold a large share of all nodes, and indexing or
+    /// re-indexing a node must not scan it.
+    alias_blocks: HashMap<String, HashSet<NodeId>>,
     edges: HashMap<EdgeId, Edge>,
     /// Edges extracted by the rule extractor (the rest are imported, LLM-made or curated).
     rule_edges: usize,
@@ -157,7 +159,7 @@ impl Kb {
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded documents and chunks");
         let nodes: Vec<Node> = self.store.nodes().collect::<Result<_>>()?;
         for node in nodes {
-            self.index_node_in_memory(node);
+            self.index_node_in_memory(node, &[]);
         }
         let edges: Vec<Edge> = self.store.edges().collect::<Result<_>>()?;
         let vectors = self.embed_new_relations(&edges, HashMap::new())?;
@@ -192,18 +194,17 @@ impl Kb {
         self.relations.link_staged()
     }
 
-    fn index_node_in_memory(&mut self, node: Node) {
+    /// Indexes `node`, whose provenance was `indexed_chunks` (sorted) before this write:
+    /// the reverse provenance only gains the chunks that are new.
+    fn index_node_in_memory(&mut self, node: Node, indexed_chunks: &[ChunkId]) {
         for alias in &node.aliases {
             self.node_keys.insert(crate::text::normalize_entity(alias), node.id);
             for block in align::blocking_keys(alias) {
-                let ids = self.alias_blocks.entry(block).or_default();
-                if !ids.contains(&node.id) {
-                    ids.push(node.id);
-                }
+                self.alias_blocks.entry(block).or_default().insert(node.id);
             }
         }
-        for c in &node.chunks {
-            self.chunk_nodes.entry(*c).or_default().push(node.id);
+        for c in sorted_difference(&node.chunks, indexed_chunks) {
+            self.chunk_nodes.entry(c).or_default().push(node.id);
         }
         self.graph.add_node(node.id);
         self.nodes.insert(node.id, node);
@@ -316,7 +317,7 @@ impl Kb {
         for alias in &node.aliases {
             for block in align::blocking_keys(alias) {
                 if let Some(ids) = self.alias_blocks.get_mut(&block) {
-                    ids.retain(|id| *id != node.id);
+                    ids.remove(&node.id);
                     if ids.is_empty() {
                         self.alias_blocks.remove(&block);
                     }
@@ -429,6 +430,16 @@ impl Kb {
     }
 }
 
+/// The elements of `a` missing from `b`, both sorted ascending (node provenance lists), in
+/// one merge pass.
+fn sorted_difference<'a>(a: &'a [ChunkId], b: &'a [ChunkId]) -> impl Iterator<Item = ChunkId> + 'a {
+    let mut rest = b.iter().peekable();
+    a.iter().copied().filter(move |x| {
+        while rest.next_if(|y| **y < *x).is_some() {}
+        rest.peek().is_none_or(|y| **y != *x)
+    })
+}
+
 fn keys(list: &[(u64, f32)]) -> Vec<u64> {
     list.iter().map(|(k, _)| *k).collect()
 }
@@ -508,8 +519,38 @@ impl Kb {
                 if !self.chunks.contains_key(c) {
                     problems.push(format!("node {} cites missing chunk {c}", node.id));
                 }
+                if self.nodes_in_chunk(*c).iter().filter(|n| **n == node.id).count() != 1 {
+                    problems.push(format!("reverse provenance of chunk {c} does not list node {} once", node.id));
+                }
+            }
+        }
+        for (c, ids) in &self.chunk_nodes {
+            for id in ids {
+                if self.nodes.get(id).is_none_or(|n| n.chunks.binary_search(c).is_err()) {
+                    problems.push(format!("reverse provenance of chunk {c} lists node {id}, which does not cite it"));
+                }
             }
         }
         problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sorted_difference;
+
+    #[test]
+    fn sorted_difference_keeps_what_only_the_first_list_has() {
+        let cases: [(&[u32], &[u32], &[u32]); 6] = [
+            (&[1, 3, 5, 7], &[3, 4, 7], &[1, 5]),
+            (&[1, 2, 3], &[], &[1, 2, 3]),
+            (&[], &[1, 2], &[]),
+            (&[2, 4], &[1, 2, 3, 4, 5], &[]),
+            (&[5, 6, 9], &[1, 2], &[5, 6, 9]),
+            (&[1, 9], &[5], &[1, 9]),
+        ];
+        for (a, b, expected) in cases {
+            assert_eq!(sorted_difference(a, b).collect::<Vec<_>>(), expected, "{a:?} - {b:?}");
+        }
     }
 }

@@ -97,9 +97,11 @@ impl PassageGraph {
 pub fn synonym_pairs(kb: &Kb, threshold: f32) -> Vec<(NodeId, NodeId, f32)> {
     let mut pairs: BTreeSet<(NodeId, NodeId)> = BTreeSet::new();
     for members in kb.alias_blocks.values().filter(|m| (2..=MAX_SYNONYM_BLOCK).contains(&m.len())) {
+        let mut members: Vec<NodeId> = members.iter().copied().collect();
+        members.sort_unstable();
         for (i, a) in members.iter().enumerate() {
             for b in &members[i + 1..] {
-                pairs.insert((*a.min(b), *a.max(b)));
+                pairs.insert((*a, *b));
             }
         }
     }

@@ -1,7 +1,7 @@
 //! Staged writes. A [`Staging`] reads the committed KB, records every change in an overlay
 //! and a sled batch; the batch commits atomically, then [`Changes`] are applied to memory.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::Kb;
 use super::align::{Mention, same_entity};
@@ -107,10 +107,6 @@ impl<'kb> Staging<'kb> {
         }
     }
 
-    fn node(&self, id: NodeId) -> Option<Node> {
-        self.node_ref(id).cloned()
-    }
-
     /// The staged copy of a node, copied from the committed KB on first touch only: a node
     /// mentioned in every chunk of a large document is not cloned once per mention.
     fn node_mut(&mut self, id: NodeId) -> Option<&mut Node> {
@@ -143,19 +139,25 @@ impl<'kb> Staging<'kb> {
             self.batch.remove_edge(*edge);
             self.changes.edges_removed.push(*edge);
         }
+        // Each node loses all of the document's chunks in one pass: a node mentioned in
+        // thousands of the chunks of a large document is copied and filtered once, not once
+        // per chunk.
+        let removed: HashSet<ChunkId> = doc.chunks.iter().copied().collect();
+        let mut touched: Vec<NodeId> = Vec::new();
         for chunk in &doc.chunks {
             self.batch.remove_chunk(*chunk);
             self.changes.chunks_removed.push(*chunk);
-            for node_id in self.kb.nodes_in_chunk(*chunk).to_vec() {
-                let Some(mut node) = self.node(node_id) else {
-                    continue;
-                };
-                node.chunks.retain(|c| c != chunk);
-                if node.chunks.is_empty() {
-                    self.changes.nodes.insert(node_id, None);
-                } else {
-                    self.put_node(node);
-                }
+            touched.extend_from_slice(self.kb.nodes_in_chunk(*chunk));
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for node_id in touched {
+            let Some(node) = self.node_mut(node_id) else {
+                continue;
+            };
+            node.chunks.retain(|c| !removed.contains(c));
+            if node.chunks.is_empty() {
+                self.changes.nodes.insert(node_id, None);
             }
         }
         self.batch.remove_doc(doc);
@@ -398,16 +400,20 @@ impl Kb {
             self.chunks.insert(chunk.id, chunk);
         }
         for (id, node) in changes.nodes {
-            if let Some(old) = self.nodes.remove(&id) {
-                self.unblock_node(&old);
+            let old = self.nodes.remove(&id);
+            if let Some(old) = &old {
+                self.unblock_node(old);
                 for alias in &old.aliases {
                     let key = normalize_entity(alias);
                     if self.node_keys.get(&key) == Some(&id) {
                         self.node_keys.remove(&key);
                     }
                 }
-                for c in &old.chunks {
-                    if let Some(list) = self.chunk_nodes.get_mut(c) {
+                // Only the chunks the node lost: a node that every document mentions has
+                // provenance in most chunks, and a commit must not cost all of them.
+                let kept = node.as_ref().map_or(&[][..], |n| n.chunks.as_slice());
+                for c in super::sorted_difference(&old.chunks, kept) {
+                    if let Some(list) = self.chunk_nodes.get_mut(&c) {
                         list.retain(|n| *n != id);
                     }
                 }
@@ -417,7 +423,7 @@ impl Kb {
                     if let Some(v) = changes.node_vectors.get(&id) {
                         self.node_index.upsert(id as u64, v)?;
                     }
-                    self.index_node_in_memory(node);
+                    self.index_node_in_memory(node, old.as_ref().map_or(&[][..], |o| o.chunks.as_slice()));
                 }
                 None => {
                     self.graph.remove_node(id);
