@@ -1,28 +1,142 @@
-//! The long-lived state a CLI command or the daemon works with: settings, the knowledge base
-//! behind a readers-writer lock (queries read a consistent snapshot; writes are exclusive),
-//! the ingest pipeline, the controller, and the named policies.
+//! The long-lived state a CLI command or a daemon works with, and the operations every front
+//! door (CLI, JSON-RPC, MCP) calls: query-and-propose, evidence-only retrieval, ingest,
+//! delete, curation decisions, stats, integrity check. A front door only decodes its input
+//! and encodes the result; what a request means is decided here, so a new front door is an
+//! adapter, not a copy.
+//!
+//! Knowledge bases are named (see [`crate::kb::catalog`]); each sits behind a readers-writer
+//! lock: queries read a consistent snapshot, writes are exclusive and run on a blocking
+//! thread so that they never stall the async workers answering queries.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tokio::sync::RwLock;
+use serde::{Deserialize, Serialize};
 
 use crate::config::Settings;
-use crate::control::{Controller, QueryRequest, QueryResponse};
+use crate::control::{Controller, QueryRequest, QueryResponse, Scope};
+use crate::curate::{self, AuditEntry, Proposal, ProposalId, Status};
+use crate::embed::EmbeddedQuery;
 use crate::error::{Error, Result};
-use crate::ingest::Pipeline;
-use crate::kb::Kb;
+use crate::ingest::source::{Access, SourceDoc};
+use crate::ingest::{self, IngestReport, Pipeline, Progress};
+use crate::kb::catalog::{Catalog, KbName, Open, SharedKb};
+use crate::kb::model::RawTriple;
+use crate::kb::{Kb, Stats};
 use crate::llm::LanguageModel;
 use crate::net::Remote;
+use crate::retrieve::{Retrieval, Retriever};
+
+/// Most chunks an evidence-only retrieval may ask for.
+pub const MAX_TOP_K: usize = 100;
 
 pub struct Engine {
     pub settings: Arc<Settings>,
-    pub kb: RwLock<Kb>,
+    /// The default knowledge base ([`KbName::default`]): the data directory itself.
+    pub kb: SharedKb,
     pub pipeline: Pipeline,
     pub controller: Controller,
     pub llm: Option<Arc<dyn LanguageModel>>,
+    catalog: Catalog,
     policies: HashMap<String, Arc<Settings>>,
+}
+
+/// A query's response and the ids of the triple proposals its accepted answer created.
+#[derive(Debug, Clone, Serialize)]
+pub struct Answered {
+    #[serde(flatten)]
+    pub response: QueryResponse,
+    pub proposals: Vec<ProposalId>,
+}
+
+/// Evidence-only retrieval: the gate and the agentic retriever, no reader, no LLM call.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrieveRequest {
+    pub question: String,
+    /// Named policy from `policies/` (its gate and retrieve settings apply).
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// Chunks to return (default `retrieve.top_k`), 1 to [`MAX_TOP_K`].
+    #[serde(default)]
+    pub top_k: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Retrieved {
+    pub question: String,
+    pub gate: Scope,
+    /// Ranked chunks with provenance, graph paths (each hop names the chunk it was read
+    /// from), the stage reached, the seeds and a report per stage. Absent when the gate
+    /// judged the question out of scope.
+    pub retrieval: Option<Retrieval>,
+}
+
+/// A document given inline rather than as a file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InlineDoc {
+    /// Defaults to the title, then to a hash of the content.
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub title: Option<String>,
+    pub text: String,
+}
+
+impl InlineDoc {
+    fn into_source(self, index: usize, source: &str) -> Result<SourceDoc> {
+        if self.text.trim().is_empty() {
+            return Err(Error::Invalid(format!("documents[{index}].text is empty")));
+        }
+        let title = self.title.or_else(|| self.id.clone()).unwrap_or_default();
+        let id = match self.id.or_else(|| (!title.is_empty()).then(|| title.clone())) {
+            Some(id) => id,
+            None => format!("{source}-{}", &ingest::content_hash(&title, &self.text)[..16]),
+        };
+        Ok(SourceDoc { id, title, text: self.text, source: source.into() })
+    }
+}
+
+/// What to ingest: files or directories read by this process (as far as `access` allows),
+/// and documents given inline.
+pub struct IngestInput {
+    pub paths: Vec<PathBuf>,
+    pub access: Access,
+    pub documents: Vec<InlineDoc>,
+    /// Recorded as the inline documents' source, and the prefix of their hashed ids.
+    pub source: String,
+}
+
+impl IngestInput {
+    /// Inline documents only (no file is read).
+    pub fn documents(documents: Vec<InlineDoc>, source: &str) -> IngestInput {
+        IngestInput { paths: Vec::new(), access: Access::within(&[], 0), documents, source: source.into() }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Ingested {
+    pub report: IngestReport,
+    pub stats: Stats,
+}
+
+/// The integrity check's findings: graph, provenance and documents, and curation decisions.
+#[derive(Debug, Serialize)]
+pub struct Integrity {
+    pub ok: bool,
+    pub violations: Vec<String>,
+    pub stats: Stats,
+}
+
+/// A reviewer's decision on a pending proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Approve,
+    Reject,
+    /// Approve this corrected triple in place of the proposed one.
+    Edit(RawTriple),
 }
 
 impl Engine {
@@ -34,7 +148,7 @@ impl Engine {
         let remote = Remote::new();
         let embedder = crate::embed::from_settings(&settings.embed, &remote)?;
         let llm = crate::llm::from_settings(&settings.llm, &remote)?;
-        let kb = Kb::open(settings.clone(), embedder.clone())?;
+        let catalog = Catalog::open(settings.clone(), embedder.clone())?;
         let pipeline = Pipeline::from_settings(&settings, embedder, llm.clone(), &remote)?;
         let controller = Controller::from_settings(&settings, llm.clone())?;
         let policies = load_policies(&settings.policy.policies_dir, config_file)?;
@@ -54,7 +168,8 @@ impl Engine {
                 settings.policy.policies_dir.display()
             )));
         }
-        Ok(Engine { settings, kb: RwLock::new(kb), pipeline, controller, llm, policies })
+        let kb = catalog.default_kb().clone();
+        Ok(Engine { settings, kb, pipeline, controller, llm, catalog, policies })
     }
 
     pub fn policy_names(&self) -> Vec<String> {
@@ -74,14 +189,183 @@ impl Engine {
         }
     }
 
-    pub async fn query(&self, request: &QueryRequest) -> Result<QueryResponse> {
+    /// The knowledge base called `name`; see [`Catalog::get`] for what `open` allows.
+    pub async fn kb(&self, name: &KbName, open: Open) -> Result<SharedKb> {
+        self.catalog.get(name, open).await
+    }
+
+    /// The knowledge bases in the data directory, the default first.
+    pub fn kbs(&self) -> Result<Vec<KbName>> {
+        self.catalog.names()
+    }
+
+    /// Runs the controller on `request`; an accepted answer proposes the new triples of the
+    /// chunks it cites, for a person to review.
+    pub async fn query(&self, name: &KbName, request: &QueryRequest) -> Result<Answered> {
         if request.question.trim().is_empty() {
             return Err(Error::Invalid("question is empty".into()));
         }
         let settings = self.settings_for(request.policy.as_deref())?;
-        let kb = self.kb.read().await;
-        Ok(self.controller.run(&kb, &settings, request).await)
+        let kb = self.kb(name, Open::Existing).await?;
+        let kb = kb.read().await;
+        let response = self.controller.run(&kb, &settings, request).await;
+        let proposals = if response.answer.is_some() {
+            match curate::propose_from_response(&kb, &response) {
+                Ok(p) => p.into_iter().map(|p| p.id).collect(),
+                // The answer stands on its own; failing to propose must not cost the caller it.
+                Err(e) => {
+                    tracing::warn!(error = %e, "proposing triples failed");
+                    Vec::new()
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        Ok(Answered { response, proposals })
     }
+
+    /// The evidence a query's first retrieval reads: the gate, then the agentic retriever
+    /// with the embedded sufficiency check. Never calls a model, whatever `llm.provider` and
+    /// `retrieve.sufficiency_judge` say.
+    pub async fn retrieve(&self, name: &KbName, request: &RetrieveRequest) -> Result<Retrieved> {
+        if request.question.trim().is_empty() {
+            return Err(Error::Invalid("question is empty".into()));
+        }
+        let settings = self.settings_for(request.policy.as_deref())?;
+        let mut options = crate::control::first_retrieval(&settings);
+        if let Some(k) = request.top_k {
+            if !(1..=MAX_TOP_K).contains(&k) {
+                return Err(Error::Invalid(format!("top_k must be 1 to {MAX_TOP_K}, not {k}")));
+            }
+            options.top_k = k;
+        }
+        let kb = self.kb(name, Open::Existing).await?;
+        let kb = kb.read().await;
+        let question = EmbeddedQuery::new(kb.embedder().as_ref(), &request.question)?;
+        let gate = Scope::judge(&kb, &settings, &question);
+        let retrieval = if gate.in_scope {
+            Some(Retriever::with_settings(&kb, &settings.retrieve).retrieve_embedded(&question, options)?)
+        } else {
+            None
+        };
+        Ok(Retrieved { question: request.question.clone(), gate, retrieval })
+    }
+
+    /// Ingests into `name`, creating that knowledge base when it does not exist yet. The
+    /// write lock is taken per document (see [`ingest::KbAccess`]), so queries run between
+    /// the documents of a long ingest; a cancel through `progress` stops between documents,
+    /// and what the report counts as committed is durable when this returns.
+    pub async fn ingest(
+        self: &Arc<Self>,
+        name: &KbName,
+        input: IngestInput,
+        mut progress: impl Progress + Send + 'static,
+    ) -> Result<Ingested> {
+        if input.paths.is_empty() && input.documents.is_empty() {
+            return Err(Error::Invalid("nothing to ingest: give paths or documents".into()));
+        }
+        for path in &input.paths {
+            input.access.check(path)?;
+        }
+        let docs = input
+            .documents
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| d.into_source(i, &input.source))
+            .collect::<Result<Vec<_>>>()?;
+        let (paths, access) = (input.paths, input.access);
+        let shared = self.kb(name, Open::OrCreate).await?;
+        let engine = self.clone();
+        blocking(move || {
+            let mut kb = &*shared;
+            let mut report = if paths.is_empty() {
+                IngestReport::default()
+            } else {
+                ingest::ingest_paths_within(&mut kb, &engine.pipeline, &paths, &access, &mut progress)?
+            };
+            if !docs.is_empty() && !report.cancelled {
+                ingest::ingest_docs(&mut kb, &engine.pipeline, docs, &mut progress, &mut report)?;
+            }
+            let kb = shared.blocking_read();
+            kb.flush()?;
+            Ok(Ingested { report, stats: kb.stats() })
+        })
+        .await
+    }
+
+    /// Removes a document and everything derived from it.
+    pub async fn delete(&self, name: &KbName, id: &str) -> Result<()> {
+        let id = id.to_string();
+        self.write(name, move |kb| {
+            if !kb.delete_document(&id)? {
+                return Err(Error::NotFound(format!("document `{id}`")));
+            }
+            kb.flush()
+        })
+        .await
+    }
+
+    pub async fn stats(&self, name: &KbName) -> Result<Stats> {
+        Ok(self.kb(name, Open::Existing).await?.read().await.stats())
+    }
+
+    /// Proposals in id order, optionally only those with `status`.
+    pub async fn proposals(&self, name: &KbName, status: Option<Status>) -> Result<Vec<Proposal>> {
+        curate::list(&*self.kb(name, Open::Existing).await?.read().await, status)
+    }
+
+    /// Records `who`'s decision on a pending proposal (an approval puts its edge in the
+    /// graph at once) and returns the updated proposal.
+    pub async fn decide(&self, name: &KbName, id: ProposalId, who: &str, decision: Decision) -> Result<Proposal> {
+        let who = who.to_string();
+        self.write(name, move |kb| match decision {
+            Decision::Approve => curate::approve(kb, id, &who),
+            Decision::Reject => curate::reject(kb, id, &who),
+            Decision::Edit(triple) => curate::edit(kb, id, &who, triple),
+        })
+        .await
+    }
+
+    /// The curation audit log, oldest first.
+    pub async fn audit(&self, name: &KbName) -> Result<Vec<AuditEntry>> {
+        curate::audit_log(&*self.kb(name, Open::Existing).await?.read().await)
+    }
+
+    /// The integrity check: graph, provenance and documents, then curation decisions.
+    pub async fn check(&self, name: &KbName) -> Result<Integrity> {
+        let shared = self.kb(name, Open::Existing).await?;
+        let kb = shared.read().await;
+        let mut violations = kb.integrity_violations();
+        violations.extend(curate::integrity_violations(&kb)?);
+        Ok(Integrity { ok: violations.is_empty(), violations, stats: kb.stats() })
+    }
+
+    /// Flushes every open knowledge base no writer holds (a write still running flushes
+    /// its own work when it ends).
+    pub fn flush_idle(&self) -> Result<()> {
+        for kb in self.catalog.open_kbs() {
+            match kb.try_read() {
+                Ok(kb) => kb.flush()?,
+                Err(_) => tracing::warn!("a write is still running; not flushing its knowledge base"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `f` with the write lock of the existing KB `name` on a blocking thread.
+    async fn write<T, F>(&self, name: &KbName, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Kb) -> Result<T> + Send + 'static,
+    {
+        let shared = self.kb(name, Open::Existing).await?;
+        blocking(move || f(&mut shared.blocking_write())).await
+    }
+}
+
+/// Runs synchronous sled and index work on a blocking thread.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| Error::Internal(format!("a write did not finish: {e}")))?
 }
 
 /// The policies shipped in `policies/`, for when no policies directory is found.

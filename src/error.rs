@@ -48,6 +48,10 @@ pub enum Error {
 
     #[error("invalid input: {0}")]
     Invalid(String),
+
+    /// A task of this process died (a panic on a worker thread): a bug, not bad input.
+    #[error("internal error: {0}; please report it")]
+    Internal(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

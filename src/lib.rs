@@ -11,6 +11,7 @@ pub mod eval;
 pub mod ingest;
 pub mod kb;
 pub mod llm;
+pub mod mcp;
 pub mod net;
 pub mod rank;
 pub mod retrieve;

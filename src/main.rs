@@ -8,9 +8,11 @@ use clap::{Parser, Subcommand};
 
 use a2rag::config::{LogFormat, Settings};
 use a2rag::control::QueryRequest;
-use a2rag::engine::Engine;
+use a2rag::engine::{Engine, IngestInput, RetrieveRequest};
+use a2rag::ingest::source::Access;
 use a2rag::ingest::{self, triples::TripleImport};
 use a2rag::kb::SearchMode;
+use a2rag::kb::catalog::{KbName, Open};
 
 #[derive(Parser)]
 #[command(name = "a2rag", version, about = "Adaptive agentic graph retrieval over your documents")]
@@ -27,6 +29,10 @@ struct Cli {
     /// More logging (-v info, -vv debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Knowledge base to work on (letters, digits, `-`, `_`); each is its own store under
+    /// DATA_DIR/kbs/, created by its first ingest. Default: the data directory's own.
+    #[arg(long, global = true, default_value = "default")]
+    kb: KbName,
     #[command(subcommand)]
     command: Command,
 }
@@ -56,6 +62,20 @@ enum Command {
         #[arg(short, default_value_t = 5)]
         k: usize,
     },
+    /// Evidence only: the gate and the agentic retriever, no reader, no LLM call. Prints the
+    /// ranked chunks with document, span and score, and the graph paths that led there.
+    Retrieve {
+        question: String,
+        /// Named policy from the policies directory.
+        #[arg(long)]
+        policy: Option<String>,
+        /// Chunks to return (default `retrieve.top_k`).
+        #[arg(long)]
+        top_k: Option<usize>,
+        /// Print the full result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Ask a question: gate, retrieve, answer, verify, rewrite.
     Ask {
         question: String,
@@ -75,6 +95,10 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         listen: Vec<a2rag::rpc::Listen>,
     },
+    /// Model Context Protocol server on stdin/stdout, for assistants (tools: retrieve, ask,
+    /// ingest_text, kb_stats, list_proposals, review_proposal). Logs go to stderr; it exits
+    /// when stdin ends.
+    Mcp,
     /// Check the knowledge base's integrity (provenance, edges, documents, curation
     /// decisions); exits non-zero and lists the violations when there are any.
     Check,
@@ -235,14 +259,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let open = |settings: Settings| Engine::open(settings, cli.config.as_deref()).context("opening the knowledge base");
     // Commands that read a KB must not leave an empty one behind in a mistyped directory.
+    let kb = &cli.kb;
     let open_existing = |settings: Settings| {
-        if !a2rag::kb::store::Store::exists(&settings.data_dir) {
+        let dir = kb.dir(&settings.data_dir);
+        if !a2rag::kb::store::Store::exists(&dir) {
             anyhow::bail!(
-                "no knowledge base in {}: run `a2rag ingest` first, or point --data-dir at one",
-                settings.data_dir.display()
+                "no knowledge base in {}: run `a2rag ingest` first, or point --data-dir (or --kb) at one",
+                dir.display()
             );
         }
-        open(settings)
+        open(settings).map(std::sync::Arc::new)
     };
     match &cli.command {
         Command::Ingest { paths, triples } => {
@@ -250,18 +276,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if let Some(file) = triples {
                 engine.pipeline.triples = Some(TripleImport::load(file)?);
             }
-            let mut bar = ProgressBar::default();
-            let report = {
-                let kb = engine.kb.get_mut();
-                ingest::ingest_paths(kb, &engine.pipeline, paths, &mut bar)?
+            let engine = std::sync::Arc::new(engine);
+            // The user's own files: any path this process may read.
+            let input = IngestInput {
+                paths: paths.clone(),
+                access: Access::anywhere(engine.settings.ingest.max_file_bytes),
+                documents: Vec::new(),
+                source: "cli".into(),
             };
+            let ingested = runtime.block_on(engine.ingest(kb, input, ProgressBar::default()))?;
+            let (report, stats) = (ingested.report, ingested.stats);
             for w in &report.warnings {
                 eprintln!("warning: {w}");
             }
             for e in report.errors.iter().chain(&report.dropped_triples) {
                 eprintln!("error: {e}");
             }
-            let stats = engine.kb.get_mut().stats();
             let dropped = if report.triples_dropped > 0 {
                 format!(", {} imported triples left out", report.triples_dropped)
             } else {
@@ -282,20 +312,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(if report.failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
         }
         Command::Delete { id } => {
-            let mut engine = open_existing(settings)?;
-            let kb = engine.kb.get_mut();
-            if kb.delete_document(id)? {
-                kb.flush()?;
-                println!("deleted {id}");
-                Ok(ExitCode::SUCCESS)
-            } else {
-                eprintln!("error: no document with id `{id}`");
-                Ok(ExitCode::FAILURE)
-            }
+            let engine = open_existing(settings)?;
+            runtime.block_on(engine.delete(kb, id))?;
+            println!("deleted {id}");
+            Ok(ExitCode::SUCCESS)
         }
         Command::Stats { json } => {
-            let mut engine = open_existing(settings)?;
-            let stats = engine.kb.get_mut().stats();
+            let engine = open_existing(settings)?;
+            let stats = runtime.block_on(engine.stats(kb))?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&stats)?);
             } else {
@@ -307,8 +331,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Search { query, mode, k } => {
-            let mut engine = open_existing(settings)?;
-            let kb = engine.kb.get_mut();
+            let engine = open_existing(settings)?;
+            let shared = runtime.block_on(engine.kb(kb, Open::Existing))?;
+            let kb = shared.blocking_read();
             let query = a2rag::embed::EmbeddedQuery::new(kb.embedder().as_ref(), query)?;
             for (rank, (id, score)) in
                 kb.search(&query, (*mode).into(), *k, (&kb.settings().retrieve).into())?.into_iter().enumerate()
@@ -322,12 +347,33 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Ask { question, policy, json } => {
             let engine = open_existing(settings)?;
             let request = QueryRequest { question: question.clone(), policy: policy.clone(), budget: None };
-            let response = runtime.block_on(engine.query(&request))?;
+            let answered = runtime.block_on(engine.query(kb, &request))?;
             if *json {
-                println!("{}", serde_json::to_string_pretty(&response)?);
+                println!("{}", serde_json::to_string_pretty(&answered)?);
             } else {
-                print_response(&response);
+                print_response(&answered.response);
+                if !answered.proposals.is_empty() {
+                    println!("\n{} triple(s) proposed for review (`a2rag review`)", answered.proposals.len());
+                }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Retrieve { question, policy, top_k, json } => {
+            let engine = open_existing(settings)?;
+            let request = RetrieveRequest { question: question.clone(), policy: policy.clone(), top_k: *top_k };
+            let retrieved = runtime.block_on(engine.retrieve(kb, &request))?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&retrieved)?);
+            } else {
+                print_retrieved(&retrieved);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mcp => {
+            let engine = std::sync::Arc::new(open(settings)?);
+            let served = runtime.block_on(a2rag::mcp::serve_stdio(engine, kb.clone()));
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            served?;
             Ok(ExitCode::SUCCESS)
         }
         Command::FetchModel { model_id } => {
@@ -429,14 +475,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Check => {
-            let mut engine = open_existing(settings)?;
-            let kb = engine.kb.get_mut();
-            let mut violations = kb.integrity_violations();
-            violations.extend(a2rag::curate::integrity_violations(kb)?);
+            let engine = open_existing(settings)?;
+            let a2rag::engine::Integrity { violations, stats, .. } = runtime.block_on(engine.check(kb))?;
             for v in &violations {
                 println!("violation: {v}");
             }
-            let stats = kb.stats();
             println!(
                 "{} violations in {} documents, {} chunks, {} nodes, {} edges",
                 violations.len(),
@@ -448,9 +491,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(if violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Audit => {
-            let mut engine = open_existing(settings)?;
+            let engine = open_existing(settings)?;
             let mut out = std::io::stdout().lock();
-            for entry in a2rag::curate::audit_log(engine.kb.get_mut())? {
+            for entry in runtime.block_on(engine.audit(kb))? {
                 use std::io::Write;
                 writeln!(out, "{}", serde_json::to_string(&entry)?)?;
             }
@@ -459,7 +502,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Review { who } => {
             let engine = open_existing(settings)?;
             let who = who.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "unknown".into());
-            a2rag::curate::review(&engine.kb, std::io::stdin().lock(), std::io::stdout().lock(), &who)?;
+            let shared = runtime.block_on(engine.kb(kb, Open::Existing))?;
+            a2rag::curate::review(&shared, std::io::stdin().lock(), std::io::stdout().lock(), &who)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -523,6 +567,42 @@ fn print_response(r: &a2rag::control::QueryResponse) {
         let v: Vec<String> =
             verdicts.iter().map(|v| format!("{:?}={}", v.check, if v.pass { "pass" } else { "fail" })).collect();
         println!("  verify #{}: {}", i + 1, v.join(", "));
+    }
+}
+
+fn print_retrieved(r: &a2rag::engine::Retrieved) {
+    let gate = &r.gate;
+    let Some(retrieval) = &r.retrieval else {
+        println!(
+            "Out of scope (similarity {:.3} < threshold {:.3}): nothing retrieved",
+            gate.similarity, gate.threshold
+        );
+        return;
+    };
+    println!(
+        "In scope (similarity {:.3})   stage: {}   sufficient: {}   {:.1} ms",
+        gate.similarity,
+        stage_name(Some(retrieval.stage)),
+        retrieval.sufficient,
+        retrieval.micros as f64 / 1000.0
+    );
+    for (i, c) in retrieval.chunks.iter().enumerate() {
+        println!(
+            "{:>2}. [{:.4}] {} ({}, chunk {}, bytes {}..{}): {}",
+            i + 1,
+            c.score,
+            c.title,
+            c.doc_id,
+            c.chunk,
+            c.span.0,
+            c.span.1,
+            preview(&c.text, 140)
+        );
+        for path in retrieval.paths.iter().filter(|p| p.iter().any(|h| h.chunk == c.chunk)).take(2) {
+            let hops: Vec<String> =
+                path.iter().map(|h| format!("{} -[{}]-> {}", h.subject, h.relation, h.object)).collect();
+            println!("      via {}", hops.join(" ; "));
+        }
     }
 }
 

@@ -320,8 +320,8 @@ impl Controller {
                         return abstain(AbstainReason::Provider { message }, None, None);
                     }
                 };
-                let similarity = gate_similarity(kb, embedded);
-                if similarity >= settings.gate.threshold {
+                let Scope { in_scope, similarity, .. } = Scope::judge(kb, settings, embedded);
+                if in_scope {
                     State::Retrieve { query: request.question.clone(), min_stage: Stage::Local, last: None }
                 } else if settings.gate.out_of_scope == OutOfScope::NoRetrieval {
                     State::Answer { retrieval: None }
@@ -335,8 +335,7 @@ impl Controller {
                 }
                 let started = Instant::now();
                 run.queries.push(query.clone());
-                let options =
-                    RetrieveOptions { strategy: Strategy::Adaptive, min_stage, top_k: settings.retrieve.top_k };
+                let options = RetrieveOptions { min_stage, ..first_retrieval(settings) };
                 let retriever = Retriever::with_settings(kb, &settings.retrieve);
                 // The gate's embedding of the question serves its first retrieval; a rewritten
                 // query is embedded once here.
@@ -459,7 +458,29 @@ fn role_failure(e: RoleError, retrieval: Option<Retrieval>, answer: Option<Reade
 /// share of its key terms the corpus vocabulary knows, whichever is higher. The lexical
 /// half matters for the hash embedder, whose cosines between short unrelated texts have a
 /// noise floor near 0.2 over a corpus of thousands of summaries.
-pub fn gate_similarity(kb: &Kb, question: &EmbeddedQuery) -> f32 {
+/// The gate's judgement of a question: in scope when its similarity to the KB (best document
+/// summary, or share of its terms the KB knows) reaches `gate.threshold`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Scope {
+    pub in_scope: bool,
+    pub similarity: f32,
+    pub threshold: f32,
+}
+
+impl Scope {
+    pub fn judge(kb: &Kb, settings: &Settings, question: &EmbeddedQuery) -> Scope {
+        let similarity = gate_similarity(kb, question);
+        Scope { in_scope: similarity >= settings.gate.threshold, similarity, threshold: settings.gate.threshold }
+    }
+}
+
+/// The options of a query's first retrieval, before any rewrite: evidence-only retrieval
+/// uses the same, so it returns what `query` reads first.
+pub fn first_retrieval(settings: &Settings) -> RetrieveOptions {
+    RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: settings.retrieve.top_k }
+}
+
+fn gate_similarity(kb: &Kb, question: &EmbeddedQuery) -> f32 {
     let cosine = kb
         .summary_index()
         .search(&question.vector, 1)

@@ -5,6 +5,7 @@
 
 pub mod align;
 pub mod bm25;
+pub mod catalog;
 pub mod graph;
 pub mod model;
 pub mod passage_graph;

@@ -1,6 +1,5 @@
-//! The methods. Reads (query, stats, lists, graph) share the KB read lock and run in
-//! parallel; writes (ingest, delete, decisions) take the write lock on a blocking thread, one
-//! at a time.
+//! The JSON-RPC methods: each decodes its params, calls one [`Engine`] operation and encodes
+//! the result. Every method that touches a knowledge base takes an optional `kb` name.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,18 +13,21 @@ use tokio::sync::mpsc;
 use super::Server;
 use super::protocol::{INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, RpcError, notification};
 use crate::control::QueryRequest;
-use crate::curate::{self, ProposalId, Status};
-use crate::engine::Engine;
+use crate::curate::{ProposalId, Status};
+use crate::engine::{Decision, Engine, IngestInput, Ingested, InlineDoc, RetrieveRequest};
 use crate::error::Error;
-use crate::ingest::source::{Access, SourceDoc};
-use crate::ingest::{self, IngestReport, Progress};
+use crate::ingest::Progress;
+use crate::ingest::source::Access;
+use crate::kb::catalog::{KbName, Open};
 use crate::kb::model::{NodeId, RawTriple};
 
 pub const METHODS: &[&str] = &[
     "query",
+    "retrieve",
     "ingest",
     "delete",
     "stats",
+    "kbs",
     "health",
     "check",
     "proposals.list",
@@ -76,56 +78,52 @@ pub fn immediate(server: &Server, method: &str, params: &Value) -> Option<Method
     }
 }
 
+/// Decodes the params of `method`, calls the one [`Engine`] operation it stands for, and
+/// encodes the result.
 pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
+    let engine = &cx.server.engine;
     match method {
         "check" => {
-            decode::<Empty>(params)?;
-            let kb = cx.server.engine.kb.read().await;
-            let mut violations = kb.integrity_violations();
-            violations.extend(curate::integrity_violations(&kb)?);
-            Ok(json!({"ok": violations.is_empty(), "violations": violations}))
+            let KbParam { kb } = decode(params)?;
+            to_json(&engine.check(&kb).await?)
         }
         "stats" => {
-            decode::<Empty>(params)?;
-            to_json(&cx.server.engine.kb.read().await.stats())
+            let KbParam { kb } = decode(params)?;
+            to_json(&engine.stats(&kb).await?)
         }
-        "query" => query(&cx, decode(params)?).await,
-        "ingest" => ingest_method(cx, decode(params)?).await,
+        "kbs" => {
+            decode::<Empty>(params)?;
+            Ok(json!({"kbs": engine.kbs()?}))
+        }
+        "query" => {
+            let (kb, request) = decode_on_kb::<QueryRequest>(params)?;
+            to_json(&engine.query(&kb, &request).await?)
+        }
+        "retrieve" => {
+            let (kb, request) = decode_on_kb::<RetrieveRequest>(params)?;
+            to_json(&engine.retrieve(&kb, &request).await?)
+        }
+        "ingest" => ingest(cx, decode(params)?).await,
         "delete" => {
-            let IdParam { id } = decode(params)?;
-            write(&cx.server.engine, move |kb| {
-                if !kb.delete_document(&id)? {
-                    return Err(Error::NotFound(format!("document `{id}`")));
-                }
-                kb.flush()?;
-                Ok(json!({"deleted": id}))
-            })
-            .await
+            let IdParam { id, kb } = decode(params)?;
+            engine.delete(&kb, &id).await?;
+            Ok(json!({"deleted": id}))
         }
         "proposals.list" => {
-            let ListParams { status } = decode(params)?;
-            to_json(&curate::list(&*cx.server.engine.kb.read().await, status)?)
+            let ListParams { status, kb } = decode(params)?;
+            to_json(&engine.proposals(&kb, status).await?)
         }
         "proposals.approve" | "proposals.reject" => {
-            let DecideParams { id, who } = decode(params)?;
-            let approve = method == "proposals.approve";
-            let who = who.unwrap_or_else(|| "rpc".into());
-            write(&cx.server.engine, move |kb| {
-                let p = if approve { curate::approve(kb, id, &who)? } else { curate::reject(kb, id, &who)? };
-                serde_json::to_value(p).map_err(|e| Error::Invalid(e.to_string()))
-            })
-            .await
+            let DecideParams { id, who, kb } = decode(params)?;
+            let decision = if method == "proposals.approve" { Decision::Approve } else { Decision::Reject };
+            to_json(&engine.decide(&kb, id, who.as_deref().unwrap_or("rpc"), decision).await?)
         }
         "proposals.edit" => {
-            let EditParams { id, who, subject, relation, object } = decode(params)?;
-            let who = who.unwrap_or_else(|| "rpc".into());
-            write(&cx.server.engine, move |kb| {
-                let p = curate::edit(kb, id, &who, RawTriple { subject, relation, object })?;
-                serde_json::to_value(p).map_err(|e| Error::Invalid(e.to_string()))
-            })
-            .await
+            let EditParams { id, who, subject, relation, object, kb } = decode(params)?;
+            let decision = Decision::Edit(RawTriple { subject, relation, object });
+            to_json(&engine.decide(&kb, id, who.as_deref().unwrap_or("rpc"), decision).await?)
         }
-        "graph.node" => graph_node(&cx.server.engine, decode(params)?).await,
+        "graph.node" => graph_node(engine, decode(params)?).await,
         _ => Err(RpcError::new(super::protocol::METHOD_NOT_FOUND, format!("method not found: {method}"))),
     }
 }
@@ -134,6 +132,17 @@ pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
 fn decode<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
     let params = if params.is_null() { json!({}) } else { params };
     serde_json::from_value(params).map_err(|e| RpcError::new(INVALID_PARAMS, format!("invalid params: {e}")))
+}
+
+/// Params of a request type shared with other front doors, plus the knowledge base they are
+/// for. (`kb` is taken out first: serde's `flatten` would let unknown fields through.)
+fn decode_on_kb<T: DeserializeOwned>(mut params: Value) -> Result<(KbName, T), RpcError> {
+    let kb = match params.as_object_mut().and_then(|map| map.remove("kb")) {
+        Some(Value::Null) | None => KbName::default(),
+        Some(name) => serde_json::from_value(name)
+            .map_err(|e| RpcError::new(INVALID_PARAMS, format!("invalid params: kb: {e}")))?,
+    };
+    Ok((kb, decode(params)?))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> MethodResult {
@@ -146,8 +155,17 @@ struct Empty {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct KbParam {
+    #[serde(default)]
+    kb: KbName,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct IdParam {
     id: String,
+    #[serde(default)]
+    kb: KbName,
 }
 
 #[derive(Deserialize)]
@@ -155,6 +173,8 @@ struct IdParam {
 struct ListParams {
     #[serde(default)]
     status: Option<Status>,
+    #[serde(default)]
+    kb: KbName,
 }
 
 #[derive(Deserialize)]
@@ -163,6 +183,8 @@ struct DecideParams {
     id: ProposalId,
     #[serde(default)]
     who: Option<String>,
+    #[serde(default)]
+    kb: KbName,
 }
 
 #[derive(Deserialize)]
@@ -174,6 +196,8 @@ struct EditParams {
     subject: String,
     relation: String,
     object: String,
+    #[serde(default)]
+    kb: KbName,
 }
 
 #[derive(Deserialize)]
@@ -183,16 +207,8 @@ struct IngestParams {
     paths: Vec<PathBuf>,
     #[serde(default)]
     documents: Vec<InlineDoc>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InlineDoc {
     #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    title: Option<String>,
-    text: String,
+    kb: KbName,
 }
 
 #[derive(Deserialize)]
@@ -205,45 +221,12 @@ struct NodeParams {
     /// Most neighbours and provenance chunks to return (hubs have thousands).
     #[serde(default = "default_limit")]
     limit: usize,
+    #[serde(default)]
+    kb: KbName,
 }
 
 fn default_limit() -> usize {
     100
-}
-
-/// Runs `f` with the write lock on a blocking thread: KB writes are synchronous sled and
-/// index work that must not stall the async workers answering queries.
-async fn write<F>(engine: &Arc<Engine>, f: F) -> MethodResult
-where
-    F: FnOnce(&mut crate::kb::Kb) -> crate::Result<Value> + Send + 'static,
-{
-    let engine = engine.clone();
-    tokio::task::spawn_blocking(move || f(&mut engine.kb.blocking_write()))
-        .await
-        .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("internal error: {e}")))?
-        .map_err(RpcError::from)
-}
-
-async fn query(cx: &Context, request: QueryRequest) -> MethodResult {
-    let engine = &cx.server.engine;
-    let response = engine.query(&request).await?;
-    let proposals = if response.answer.is_some() {
-        match curate::propose_from_response(&*engine.kb.read().await, &response) {
-            Ok(p) => p.into_iter().map(|p| p.id).collect(),
-            // The answer stands on its own; failing to propose must not cost the caller it.
-            Err(e) => {
-                tracing::warn!(error = %e, "proposing triples failed");
-                Vec::new()
-            }
-        }
-    } else {
-        Vec::new()
-    };
-    let mut value = to_json(&response)?;
-    if let Value::Object(map) = &mut value {
-        map.insert("proposals".into(), json!(proposals));
-    }
-    Ok(value)
 }
 
 /// Sends `ingest/progress` notifications to the requesting client. Notifications are dropped
@@ -272,50 +255,18 @@ impl Progress for Notifier {
     }
 }
 
-async fn ingest_method(cx: Context, params: IngestParams) -> MethodResult {
-    if params.paths.is_empty() && params.documents.is_empty() {
-        return Err(RpcError::new(INVALID_PARAMS, "invalid params: give `paths` or `documents`"));
-    }
-    let settings = &cx.server.engine.settings;
-    let access = Access::within(&settings.server.ingest_roots, settings.ingest.max_file_bytes);
-    for path in &params.paths {
-        access.check(path)?;
-    }
-    let mut docs = Vec::with_capacity(params.documents.len());
-    for (i, d) in params.documents.into_iter().enumerate() {
-        if d.text.trim().is_empty() {
-            return Err(RpcError::new(INVALID_PARAMS, format!("invalid params: documents[{i}].text is empty")));
-        }
-        let title = d.title.or_else(|| d.id.clone()).unwrap_or_default();
-        let id = match d.id.or_else(|| (!title.is_empty()).then(|| title.clone())) {
-            Some(id) => id,
-            None => format!("rpc-{}", &ingest::content_hash(&title, &d.text)[..16]),
-        };
-        docs.push(SourceDoc { id, title, text: d.text, source: "rpc".into() });
-    }
-    let mut progress =
+async fn ingest(cx: Context, params: IngestParams) -> MethodResult {
+    let engine = &cx.server.engine;
+    let settings = &engine.settings;
+    let input = IngestInput {
+        paths: params.paths,
+        access: Access::within(&settings.server.ingest_roots, settings.ingest.max_file_bytes),
+        documents: params.documents,
+        source: "rpc".into(),
+    };
+    let progress =
         Notifier { out: cx.out.clone(), request: cx.id.clone(), cancelled: cx.cancelled.clone(), done: 0, total: 0 };
-    let paths = params.paths;
-    let engine = cx.server.engine.clone();
-    // The write lock is taken per document (see `ingest::KbAccess`), so queries run between
-    // the documents of a long ingest.
-    let (report, stats) = tokio::task::spawn_blocking(move || -> crate::Result<(IngestReport, crate::kb::Stats)> {
-        let mut kb = &engine.kb;
-        let mut report = if paths.is_empty() {
-            IngestReport::default()
-        } else {
-            ingest::ingest_paths_within(&mut kb, &engine.pipeline, &paths, &access, &mut progress)?
-        };
-        if !docs.is_empty() && !report.cancelled {
-            ingest::ingest_docs(&mut kb, &engine.pipeline, docs, &mut progress, &mut report)?;
-        }
-        // Durable before the answer, cancelled or not: what the report says committed did.
-        let kb = engine.kb.blocking_read();
-        kb.flush()?;
-        Ok((report, kb.stats()))
-    })
-    .await
-    .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("internal error: {e}")))??;
+    let Ingested { report, stats } = engine.ingest(&params.kb, input, progress).await?;
     if report.cancelled {
         let committed = report.added + report.replaced + report.unchanged;
         return Err(RpcError::new(
@@ -328,7 +279,8 @@ async fn ingest_method(cx: Context, params: IngestParams) -> MethodResult {
 }
 
 async fn graph_node(engine: &Engine, params: NodeParams) -> MethodResult {
-    let kb = engine.kb.read().await;
+    let kb = engine.kb(&params.kb, Open::Existing).await?;
+    let kb = kb.read().await;
     let id = match (params.id, &params.name) {
         (Some(id), None) => id,
         (None, Some(name)) => kb.node_by_alias(name).ok_or_else(|| Error::NotFound(format!("node named `{name}`")))?,

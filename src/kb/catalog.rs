@@ -1,0 +1,231 @@
+//! Several knowledge bases side by side under one data directory. The default KB is the data
+//! directory itself (the layout of a single-KB install, so its data stays readable); a KB
+//! named `NAME` is its own sled database in `DATA_DIR/kbs/NAME`, so no request for one ever
+//! touches another's documents, proposals or audit log.
+//!
+//! A KB is opened on the first request that names it and stays open. Reads of a name that has
+//! no directory are refused; writes create it.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::RwLock;
+
+use super::Kb;
+use super::store::Store;
+use crate::config::Settings;
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+
+/// Directory under the data directory that holds the named KBs.
+const NAMED_DIR: &str = "kbs";
+const MAX_NAME_BYTES: usize = 64;
+
+/// A knowledge base's name: letters, digits, `-` and `_`, at most 64 bytes, so that it is
+/// also a safe directory name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct KbName(String);
+
+impl KbName {
+    pub const DEFAULT: &'static str = "default";
+
+    pub fn new(name: &str) -> Result<KbName> {
+        let valid = !name.is_empty()
+            && name.len() <= MAX_NAME_BYTES
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if valid {
+            Ok(KbName(name.to_string()))
+        } else {
+            Err(Error::Invalid(format!(
+                "knowledge base name `{name}` is not 1 to {MAX_NAME_BYTES} letters, digits, `-` or `_`"
+            )))
+        }
+    }
+
+    pub fn is_default(&self) -> bool {
+        self.0 == KbName::DEFAULT
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Where this KB lives under `data_dir`.
+    pub fn dir(&self, data_dir: &Path) -> PathBuf {
+        if self.is_default() { data_dir.to_path_buf() } else { data_dir.join(NAMED_DIR).join(&self.0) }
+    }
+
+    /// `name`, or the default KB when absent.
+    pub fn or_default(name: Option<&str>) -> Result<KbName> {
+        name.map_or_else(|| Ok(KbName::default()), KbName::new)
+    }
+}
+
+impl Default for KbName {
+    fn default() -> Self {
+        KbName(KbName::DEFAULT.to_string())
+    }
+}
+
+impl fmt::Display for KbName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for KbName {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<KbName> {
+        KbName::new(s)
+    }
+}
+
+impl TryFrom<String> for KbName {
+    type Error = Error;
+    fn try_from(s: String) -> Result<KbName> {
+        KbName::new(&s)
+    }
+}
+
+impl From<KbName> for String {
+    fn from(name: KbName) -> String {
+        name.0
+    }
+}
+
+/// An open KB: queries share the read lock, writes take it exclusively.
+pub type SharedKb = Arc<RwLock<Kb>>;
+
+/// Whether a request may create the KB it names: only ingest does, so a mistyped name in a
+/// read or a decision is an error instead of a new empty KB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Open {
+    Existing,
+    OrCreate,
+}
+
+/// One slot per name. Opening rebuilds the in-memory indexes (slow on a big KB), so it holds
+/// only its own slot's lock: requests for KBs already open never wait behind it.
+type Slot = Arc<tokio::sync::Mutex<Option<SharedKb>>>;
+
+pub struct Catalog {
+    settings: Arc<Settings>,
+    embedder: Arc<dyn Embedder>,
+    default: SharedKb,
+    slots: Mutex<HashMap<KbName, Slot>>,
+}
+
+impl Catalog {
+    /// Opens (creating if needed) the default KB in `settings.data_dir`; named KBs open on
+    /// first use.
+    pub fn open(settings: Arc<Settings>, embedder: Arc<dyn Embedder>) -> Result<Catalog> {
+        let default = Arc::new(RwLock::new(Kb::open(settings.clone(), embedder.clone())?));
+        Ok(Catalog { settings, embedder, default, slots: Mutex::new(HashMap::new()) })
+    }
+
+    pub fn default_kb(&self) -> &SharedKb {
+        &self.default
+    }
+
+    fn dir(&self, name: &KbName) -> PathBuf {
+        name.dir(&self.settings.data_dir)
+    }
+
+    /// The KB called `name`, opened on first use. With [`Open::Existing`] a KB that does not
+    /// exist is an error that lists the known names; with [`Open::OrCreate`] it is created.
+    pub async fn get(&self, name: &KbName, open_as: Open) -> Result<SharedKb> {
+        if name.is_default() {
+            return Ok(self.default.clone());
+        }
+        let slot = self.slots.lock().unwrap_or_else(|e| e.into_inner()).entry(name.clone()).or_default().clone();
+        let mut open = slot.lock().await;
+        if let Some(kb) = open.as_ref() {
+            return Ok(kb.clone());
+        }
+        let dir = self.dir(name);
+        if open_as == Open::Existing && !Store::exists(&dir) {
+            let known: Vec<String> = self.names()?.iter().map(KbName::to_string).collect();
+            return Err(Error::Invalid(format!(
+                "unknown knowledge base `{name}` (known: {}); ingest into it to create it",
+                known.join(", ")
+            )));
+        }
+        let mut settings = (*self.settings).clone();
+        settings.data_dir = dir;
+        let (settings, embedder) = (Arc::new(settings), self.embedder.clone());
+        let kb = tokio::task::spawn_blocking(move || Kb::open(settings, embedder))
+            .await
+            .map_err(|e| Error::Internal(format!("opening knowledge base `{name}` failed: {e}")))??;
+        let kb = Arc::new(RwLock::new(kb));
+        *open = Some(kb.clone());
+        Ok(kb)
+    }
+
+    /// Every KB in the data directory, the default first, then by name.
+    pub fn names(&self) -> Result<Vec<KbName>> {
+        let root = self.settings.data_dir.join(NAMED_DIR);
+        let mut names = Vec::new();
+        match std::fs::read_dir(&root) {
+            Ok(entries) => {
+                for entry in entries {
+                    let entry = entry.map_err(|e| Error::io(&root, e))?;
+                    let name = entry.file_name().to_str().and_then(|n| KbName::new(n).ok());
+                    if let Some(name) = name.filter(|n| !n.is_default() && Store::exists(&entry.path())) {
+                        names.push(name);
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&root, e)),
+        }
+        names.sort();
+        names.insert(0, KbName::default());
+        Ok(names)
+    }
+
+    /// Every KB open in this process (the default first), for flushing at shutdown.
+    pub fn open_kbs(&self) -> Vec<SharedKb> {
+        let slots: Vec<Slot> = self.slots.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        let mut kbs = vec![self.default.clone()];
+        kbs.extend(slots.iter().filter_map(|s| s.try_lock().ok().and_then(|kb| kb.as_ref().cloned())));
+        kbs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_safe_directory_names() {
+        assert!(KbName::new("papers_2024-v2").is_ok());
+        for bad in ["", "../x", "a/b", "a b", ".", "é", &"x".repeat(65)] {
+            assert!(KbName::new(bad).is_err(), "{bad:?}");
+        }
+        assert!(KbName::or_default(None).unwrap().is_default());
+        assert!(serde_json::from_str::<KbName>("\"../etc\"").is_err());
+    }
+
+    #[tokio::test]
+    async fn reads_never_create_and_writes_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = Settings::defaults();
+        settings.data_dir = dir.path().to_path_buf();
+        let settings = Arc::new(settings);
+        let embedder = crate::embed::from_settings(&settings.embed, &crate::net::Remote::new()).unwrap();
+        let catalog = Catalog::open(settings, embedder).unwrap();
+        let papers = KbName::new("papers").unwrap();
+        let err = catalog.get(&papers, Open::Existing).await.err().unwrap().to_string();
+        assert!(err.contains("unknown knowledge base `papers`") && err.contains("known: default"), "{err}");
+        assert!(!dir.path().join("kbs/papers").exists());
+        let created = catalog.get(&papers, Open::OrCreate).await.unwrap();
+        assert!(Arc::ptr_eq(&created, &catalog.get(&papers, Open::Existing).await.unwrap()));
+        assert!(dir.path().join("kbs/papers/db").is_dir());
+        assert_eq!(catalog.names().unwrap(), vec![KbName::default(), papers]);
+        assert!(!Arc::ptr_eq(&created, catalog.default_kb()));
+    }
+}
