@@ -11,7 +11,7 @@
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use a2rag::bench::rpc::{BenchOptions, Client, bench_rpc, print_table};
+use a2rag::bench::rpc::{BenchMethod, BenchOptions, Client, bench_rpc, print_table};
 use a2rag::rpc::Listen;
 
 #[tokio::main]
@@ -35,7 +35,8 @@ async fn main() -> Result<()> {
     }
     if let Some((file, queries)) = bench {
         let questions = load_questions(&file)?;
-        let options = BenchOptions { address, token, clients: vec![1, 16], queries, policy: None };
+        let options =
+            BenchOptions { address, token, clients: vec![1, 16], queries, policy: None, method: BenchMethod::Query };
         let rows = bench_rpc(&options, &questions).await?;
         print_table(&rows, std::io::stdout())?;
         return Ok(());

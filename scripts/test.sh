@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite. Prepares what the tests that need real parts use (cached under
-# .cache/): the local MiniLM model and a real local LLM behind an OpenAI-compatible server,
-# then checks formatting, runs every test, and lints (clippy, warnings denied). Where a
+# .cache/): the local MiniLM model, a real local LLM behind an OpenAI-compatible server and
+# the official Python MCP SDK (a real MCP client), then checks formatting, runs every test, and lints (clippy, warnings denied). Where a
 # preparation step cannot run (no registry access), the tests that need it skip loudly;
 # everything else still runs.
 set -uo pipefail
@@ -20,6 +20,15 @@ if [ -x scripts/local-llm.sh ] && [ -z "${A2RAG_TEST_LLM_URL:-}" ]; then
     fi
   fi
   [ -n "$started_llm" ] || echo "WARNING: local LLM unavailable; the real-LLM tests will skip"
+fi
+
+# The official Python MCP SDK, for tests/mcp.rs (a real MCP client driving `a2rag mcp`).
+if [ -x scripts/mcp-client.sh ] && [ -z "${A2RAG_TEST_MCP_PYTHON:-}" ]; then
+  if py=$(scripts/mcp-client.sh install >&2 && scripts/mcp-client.sh python); then
+    export A2RAG_TEST_MCP_PYTHON="$py"
+  else
+    echo "WARNING: Python MCP SDK unavailable; the MCP client test will skip"
+  fi
 fi
 
 status=0

@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod common;
+use common::http::{MockServer, Reply};
+
 const BIN: &str = env!("CARGO_BIN_EXE_a2rag");
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -314,7 +317,9 @@ fn every_method_and_every_error_code() {
     assert_eq!(batch[3]["error"]["code"], -32600);
 
     // The integrity check over RPC.
-    assert_eq!(c.call("check", json!({})), json!({"ok": true, "violations": []}));
+    let check = c.call("check", json!({}));
+    assert_eq!((&check["ok"], &check["violations"]), (&json!(true), &json!([])), "{check}");
+    assert_eq!(check["stats"]["documents"], 4);
 
     // Ids keep their exact value, however large.
     c.send_raw(r#"{"jsonrpc":"2.0","id":9007199254740993,"method":"health"}"#);
@@ -627,4 +632,201 @@ fn tcp_always_needs_a_token_and_paths_stay_inside_the_ingest_roots() {
     assert_eq!(code, -32602);
     assert!(message.contains("ingest_roots is empty"), "{message}");
     assert_eq!(c.call("ingest", json!({"documents": [{"text": "Poznan is a city."}]}))["report"]["added"], 1);
+}
+
+/// `value` without its timing fields, which differ between two runs of the same work, and
+/// with floats compared at f32 precision.
+fn without_timings(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            map.iter().filter(|(k, _)| k.as_str() != "micros").map(|(k, v)| (k.clone(), without_timings(v))).collect()
+        }
+        Value::Array(items) => items.iter().map(without_timings).collect(),
+        // Scores are f32: the CLI prints them shortest-form, the daemon widened to f64.
+        Value::Number(n) if n.is_f64() => json!(n.as_f64().map(|x| x as f32)),
+        other => other.clone(),
+    }
+}
+
+/// An OpenAI-compatible chat reply that every role reads as a refusal.
+fn llm_reply() -> Reply {
+    let body = json!({
+        "id": "chatcmpl-mock", "object": "chat.completion", "created": 1_700_000_000, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "{\"verdict\": \"no\", \"reason\": \"mock\"}"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    });
+    Reply::Json(200, body.to_string())
+}
+
+#[test]
+fn retrieve_calls_no_model_and_returns_the_evidence_query_reads() {
+    let dir = ingested_kb();
+    let question = "Where was Marie Curie born?";
+
+    // A model is configured for every role, the sufficiency judge included.
+    let llm = MockServer::background(|_, _| llm_reply());
+    let env = [
+        ("A2RAG__LLM__PROVIDER", "openai"),
+        ("A2RAG__LLM__MODEL", "m"),
+        ("A2RAG__LLM__BASE_URL", llm.base_url.as_str()),
+        ("A2RAG__LLM__MAX_RETRIES", "0"),
+        ("A2RAG__RETRIEVE__SUFFICIENCY_JUDGE", "llm"),
+    ];
+    let cli = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["retrieve", "--json", question])
+        .envs(env)
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{}", String::from_utf8_lossy(&cli.stderr));
+    let from_cli: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    let daemon = Daemon::start(dir.path(), &env, &[]);
+    let mut c = daemon.connect();
+    let retrieved = c.call("retrieve", json!({"question": question}));
+    assert_eq!(llm.hits(), 0, "retrieve called the model");
+    assert_eq!(retrieved["gate"]["in_scope"], true);
+    let top = &retrieved["retrieval"]["chunks"][0];
+    assert!(top["doc_id"].as_str().unwrap().ends_with("curie.txt"), "{retrieved}");
+    assert_eq!((top["span"][0].as_u64(), top["title"].as_str()), (Some(0), Some("curie")));
+    assert!(
+        retrieved["retrieval"]["stages"][0]["judgement"]["reason"].as_str().unwrap().starts_with("coverage:"),
+        "{retrieved}"
+    );
+    assert_eq!(without_timings(&from_cli), without_timings(&retrieved));
+    // The configuration is live: a query does call the model.
+    c.call("query", json!({"question": question}));
+    assert!(llm.hits() > 0, "query should have called the model");
+    // Out of scope: the gate says so and nothing is retrieved.
+    let outside = c.call("retrieve", json!({"question": "Zebra quantum banana?"}));
+    assert_eq!((outside["gate"]["in_scope"].clone(), outside["retrieval"].clone()), (json!(false), Value::Null));
+    c.call("shutdown", json!({}));
+    assert_eq!(daemon.wait(), 0);
+
+    // With the embedded roles, the query's retrieval is exactly what `retrieve` returns.
+    let daemon = Daemon::start(dir.path(), &[], &[]);
+    let mut c = daemon.connect();
+    let answered = c.call("query", json!({"question": question}));
+    assert_eq!((answered["answer"].as_str(), answered["iterations"].as_u64()), (Some("Warsaw"), Some(1)));
+    let retrieved = c.call("retrieve", json!({"question": question}));
+    // A query response moves the retrieval's chunks and paths out to `evidence` and `paths`.
+    let mut retrieval = retrieved["retrieval"].clone();
+    let chunks = retrieval.as_object_mut().unwrap().remove("chunks").unwrap();
+    let paths = retrieval.as_object_mut().unwrap().remove("paths").unwrap_or(json!([]));
+    assert_eq!(without_timings(&retrieval), without_timings(&answered["retrieval"]));
+    assert_eq!(without_timings(&chunks), without_timings(&answered["evidence"]));
+    assert_eq!(paths, answered["paths"]);
+    assert_eq!(
+        c.call("retrieve", json!({"question": question, "top_k": 2}))["retrieval"]["chunks"].as_array().unwrap().len(),
+        2
+    );
+    assert_eq!(c.error_code("retrieve", json!({"question": question, "top_k": 0})).0, -32602);
+    assert_eq!(c.error_code("retrieve", json!({"question": " "})).0, -32602);
+    c.call("shutdown", json!({}));
+    assert_eq!(daemon.wait(), 0);
+}
+
+#[test]
+fn two_knowledge_bases_in_one_daemon_never_see_each_other() {
+    let dir = ingested_kb();
+    let daemon = Daemon::start(dir.path(), &[], &[]);
+    let mut c = daemon.connect();
+    assert_eq!(c.call("kbs", json!({})), json!({"kbs": ["default"]}));
+
+    // Reads of an unknown name are refused and create nothing.
+    for (method, params) in [
+        ("stats", json!({"kb": "harbour"})),
+        ("query", json!({"kb": "harbour", "question": "Who rebuilt Oslo Harbour?"})),
+        ("retrieve", json!({"kb": "harbour", "question": "Who rebuilt Oslo Harbour?"})),
+        ("proposals.list", json!({"kb": "harbour"})),
+        ("delete", json!({"kb": "harbour", "id": "oslo"})),
+        ("proposals.approve", json!({"kb": "harbour", "id": 1})),
+        ("graph.node", json!({"kb": "harbour", "name": "Oslo"})),
+    ] {
+        let (code, message) = c.error_code(method, params);
+        assert_eq!(code, -32602, "{method}: {message}");
+        assert!(message.contains("unknown knowledge base `harbour`"), "{method}: {message}");
+    }
+    assert_eq!(c.error_code("stats", json!({"kb": "../x"})).0, -32602);
+    assert_eq!(c.call("kbs", json!({}))["kbs"], json!(["default"]));
+
+    // The first ingest creates it; a document id may exist in both.
+    let harbour = json!({"kb": "harbour", "documents": [
+        {"id": "oslo", "title": "Oslo Harbour", "text": "Oslo Harbour was rebuilt by Nordic Works in 1952. Nordic Works was founded by Ingrid Berg."},
+        {"id": "shared", "title": "Shared", "text": "Bergen lies on the coast of Norway."}]});
+    assert_eq!(c.call("ingest", harbour)["report"]["added"], 2);
+    c.call(
+        "ingest",
+        json!({"documents": [{"id": "shared", "title": "Shared", "text": "Lodz lies in the middle of Poland."}]}),
+    );
+    assert_eq!(c.call("kbs", json!({}))["kbs"], json!(["default", "harbour"]));
+    assert!(dir.path().join("data/kbs/harbour/db").is_dir());
+    assert_eq!(c.call("stats", json!({"kb": "harbour"}))["documents"], 2);
+    assert_eq!(c.call("stats", json!({}))["documents"], 4);
+
+    // Queries and retrievals see their own documents only.
+    let docs = |r: &Value, key: &str| -> Vec<String> {
+        let list = if key == "evidence" { &r["evidence"] } else { &r["retrieval"]["chunks"] };
+        list.as_array()
+            .map(|l| l.iter().map(|e| e["doc_id"].as_str().unwrap().to_string()).collect())
+            .unwrap_or_default()
+    };
+    let asked = c.call("query", json!({"kb": "harbour", "question": "Who founded Nordic Works?"}));
+    assert_eq!(asked["answer"], "Ingrid Berg", "{asked}");
+    assert!(docs(&asked, "evidence").iter().all(|d| d == "oslo" || d == "shared"));
+    let found = c.call("retrieve", json!({"kb": "harbour", "question": "Where was Marie Curie born?"}));
+    assert!(docs(&found, "retrieval").iter().all(|d| d == "oslo" || d == "shared"), "{found}");
+    let found = c.call("retrieve", json!({"question": "Who founded Nordic Works?"}));
+    assert!(!docs(&found, "retrieval").iter().any(|d| d == "oslo"), "{found}");
+    let shared = |kb: &str, c: &mut Client| {
+        c.call("graph.node", json!({"kb": kb, "name": if kb == "harbour" { "Bergen" } else { "Lodz" }}))["provenance"]
+            [0]["doc_id"]
+            .clone()
+    };
+    assert_eq!((shared("harbour", &mut c), shared("default", &mut c)), (json!("shared"), json!("shared")));
+    assert_eq!(c.error_code("graph.node", json!({"kb": "harbour", "name": "Lodz"})).0, -32002);
+
+    // Proposals and decisions stay in their KB: the default KB's answer proposes triples
+    // (its graph holds only the imported ones), harbour's (rule-extracted) proposes none.
+    let curie = c.call("query", json!({"question": "Where was Marie Curie born?"}));
+    assert!(!curie["proposals"].as_array().unwrap().is_empty());
+    let proposals = |kb: &str, c: &mut Client| c.call("proposals.list", json!({"kb": kb})).as_array().unwrap().clone();
+    let in_default = proposals("default", &mut c);
+    assert!(in_default.len() >= 2, "{in_default:?}");
+    assert!(in_default.iter().all(|p| p["doc_id"] != "oslo"), "{in_default:?}");
+    assert_eq!(proposals("harbour", &mut c), Vec::<Value>::new());
+    let (code, message) = c.error_code("proposals.approve", json!({"kb": "harbour", "id": in_default[0]["id"]}));
+    assert_eq!(code, -32002, "{message}");
+    c.call("proposals.approve", json!({"id": in_default[0]["id"], "who": "hana"}));
+    c.call("proposals.reject", json!({"id": in_default[1]["id"], "who": "dora"}));
+    assert_eq!(proposals("default", &mut c).iter().filter(|p| p["status"] == "approved").count(), 1);
+    assert_eq!(proposals("harbour", &mut c), Vec::<Value>::new());
+
+    // Deletes touch one KB.
+    assert_eq!(c.error_code("delete", json!({"id": "oslo"})).0, -32002);
+    c.call("delete", json!({"kb": "harbour", "id": "shared"}));
+    assert_eq!(c.call("stats", json!({"kb": "harbour"}))["documents"], 1);
+    assert_eq!(c.call("stats", json!({}))["documents"], 4);
+    c.call("shutdown", json!({}));
+    assert_eq!(daemon.wait(), 0);
+
+    // Each audit log holds its own KB's decisions only, and both survive a restart.
+    let mut settings = a2rag::config::Settings::load(None).unwrap();
+    settings.data_dir = dir.path().join("data");
+    let engine = a2rag::engine::Engine::open(settings, None).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let harbour = runtime
+        .block_on(engine.kb(&a2rag::kb::catalog::KbName::new("harbour").unwrap(), a2rag::kb::catalog::Open::Existing))
+        .unwrap();
+    let audit = |kb: &tokio::sync::RwLock<a2rag::kb::Kb>| {
+        a2rag::curate::audit_log(&kb.blocking_read())
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.who, a.doc_id))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(audit(&harbour), []);
+    let who: Vec<String> = audit(&engine.kb).into_iter().map(|(who, _)| who).collect();
+    assert_eq!(who, ["hana", "dora"]);
+    assert_eq!(harbour.blocking_read().stats().documents, 1);
 }

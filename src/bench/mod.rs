@@ -214,8 +214,9 @@ pub fn embed(settings: &Settings, corpus: &Path, batch: usize) -> Result<String>
     ))
 }
 
-/// Serves the engine on a unix socket in this process and measures sustained queries/s and
-/// latency at each client count; the single-client row is the baseline for the others.
+/// Serves the engine on a unix socket in this process and measures sustained requests/s and
+/// latency of `query` and of evidence-only `retrieve` at each client count; each method's
+/// single-client row is the baseline for its others, and `retrieve` is compared with `query`.
 pub async fn rpc(
     engine: Arc<crate::engine::Engine>,
     dataset_dir: &Path,
@@ -223,6 +224,7 @@ pub async fn rpc(
     queries: usize,
     scratch: &Path,
 ) -> Result<String> {
+    use rpc::BenchMethod;
     let dataset = Dataset::load(dataset_dir)?;
     let questions: Vec<String> = dataset.questions.iter().map(|q| q.question.clone()).collect();
     std::fs::create_dir_all(scratch).map_err(|e| crate::Error::io(scratch, e))?;
@@ -231,20 +233,46 @@ pub async fn rpc(
     let options = crate::rpc::ServeOptions { stdio: false, listen: vec![address.clone()], ..Default::default() };
     let daemon = crate::rpc::Daemon::bind(engine, options).await?;
     let server = tokio::spawn(daemon.run());
-    let bench = rpc::BenchOptions { address, token: None, clients: clients.to_vec(), queries, policy: None };
-    let rows = rpc::bench_rpc(&bench, &questions).await;
+    let mut rows = Vec::new();
+    for method in [BenchMethod::Query, BenchMethod::Retrieve] {
+        let bench = rpc::BenchOptions {
+            address: address.clone(),
+            token: None,
+            clients: clients.to_vec(),
+            queries,
+            policy: None,
+            method,
+        };
+        match rpc::bench_rpc(&bench, &questions).await {
+            Ok(r) => rows.extend(r),
+            Err(e) => {
+                server.abort();
+                return Err(e);
+            }
+        }
+    }
     server.abort();
-    let rows = rows?;
     let mut out = Vec::new();
     rpc::print_table(&rows, &mut out).map_err(|e| crate::Error::io("stdout", e))?;
     let mut text = String::from_utf8_lossy(&out).into_owned();
-    if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
-        text.push_str(&format!(
-            "{} clients sustain {:.1}x the queries/s of {}",
-            last.clients,
-            last.queries_per_second / first.queries_per_second.max(1e-9),
-            first.clients
-        ));
+    let rate = |method: BenchMethod, n: usize| {
+        rows.iter().find(|r| r.method == method && r.clients == n).map(|r| r.queries_per_second.max(1e-9))
+    };
+    for method in [BenchMethod::Query, BenchMethod::Retrieve] {
+        if let (Some(&first), Some(&last)) = (clients.first(), clients.last())
+            && let (Some(base), Some(top)) = (rate(method, first), rate(method, last))
+        {
+            text.push_str(&format!(
+                "{}: {last} clients sustain {:.1}x the requests/s of {first}\n",
+                method.name(),
+                top / base
+            ));
+        }
+    }
+    if let Some(&n) = clients.last()
+        && let (Some(q), Some(r)) = (rate(BenchMethod::Query, n), rate(BenchMethod::Retrieve, n))
+    {
+        text.push_str(&format!("retrieve at {n} clients: {:.1}x the requests/s of query", r / q));
     }
     Ok(text)
 }

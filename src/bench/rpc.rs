@@ -1,5 +1,5 @@
-//! Load generator for a running daemon: sustained `query` throughput and latency
-//! percentiles at several client counts, each client one connection with one request in
+//! Load generator for a running daemon: sustained `query` (or `retrieve`) throughput and
+//! latency percentiles at several client counts, each client one connection with one request in
 //! flight (the way an agent uses the daemon).
 
 use std::io::Write;
@@ -25,14 +25,42 @@ pub struct BenchOptions {
     /// Queries per run, shared by its clients (questions are reused cyclically).
     pub queries: usize,
     pub policy: Option<String>,
+    pub method: BenchMethod,
+}
+
+/// The method measured: the whole controller, or evidence only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BenchMethod {
+    Query,
+    Retrieve,
+}
+
+impl BenchMethod {
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchMethod::Query => "query",
+            BenchMethod::Retrieve => "retrieve",
+        }
+    }
+
+    /// Whether a result is useful: an answer for `query`, in-scope evidence for `retrieve`.
+    fn useful(self, result: &Value) -> bool {
+        match self {
+            BenchMethod::Query => !result["answer"].is_null(),
+            BenchMethod::Retrieve => !result["retrieval"].is_null(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchRow {
+    pub method: BenchMethod,
     pub clients: usize,
     pub queries: usize,
     pub errors: usize,
-    pub accepted: usize,
+    /// Answered (`query`) or in scope (`retrieve`).
+    pub useful: usize,
     pub seconds: f64,
     pub queries_per_second: f64,
     pub p50_ms: f64,
@@ -108,11 +136,11 @@ pub async fn bench_rpc(options: &BenchOptions, questions: &[String]) -> Result<V
         let mut tasks = Vec::with_capacity(clients);
         for _ in 0..clients {
             let mut client = Client::connect(&options.address, options.token.as_deref()).await?;
-            let (questions, next, total, policy) =
-                (questions.clone(), next.clone(), options.queries, options.policy.clone());
+            let (questions, next, total, policy, method) =
+                (questions.clone(), next.clone(), options.queries, options.policy.clone(), options.method);
             tasks.push(tokio::spawn(async move {
                 let mut latencies = Vec::new();
-                let (mut errors, mut accepted) = (0usize, 0usize);
+                let (mut errors, mut useful) = (0usize, 0usize);
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     if n >= total {
@@ -120,33 +148,34 @@ pub async fn bench_rpc(options: &BenchOptions, questions: &[String]) -> Result<V
                     }
                     let question = &questions[n % questions.len()];
                     let sent = Instant::now();
-                    let reply = client.call("query", json!({"question": question, "policy": policy})).await?;
+                    let reply = client.call(method.name(), json!({"question": question, "policy": policy})).await?;
                     latencies.push(sent.elapsed());
                     match reply.get("result") {
-                        Some(result) if !result["answer"].is_null() => accepted += 1,
+                        Some(result) if method.useful(result) => useful += 1,
                         Some(_) => {}
                         None => errors += 1,
                     }
                 }
-                Ok::<_, Error>((latencies, errors, accepted))
+                Ok::<_, Error>((latencies, errors, useful))
             }));
         }
         let mut latencies: Vec<Duration> = Vec::new();
-        let (mut errors, mut accepted) = (0, 0);
+        let (mut errors, mut useful) = (0, 0);
         for task in tasks {
             let (l, e, a) = task.await.map_err(|e| Error::Invalid(format!("bench client failed: {e}")))??;
             latencies.extend(l);
             errors += e;
-            accepted += a;
+            useful += a;
         }
         let seconds = started.elapsed().as_secs_f64();
         let latencies_ms: Vec<f64> = latencies.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
         let ms = |q: f64| percentile(&latencies_ms, q);
         rows.push(BenchRow {
+            method: options.method,
             clients,
             queries: latencies.len(),
             errors,
-            accepted,
+            useful,
             seconds,
             queries_per_second: latencies.len() as f64 / seconds.max(f64::EPSILON),
             p50_ms: ms(0.50),
@@ -160,14 +189,22 @@ pub async fn bench_rpc(options: &BenchOptions, questions: &[String]) -> Result<V
 pub fn print_table(rows: &[BenchRow], mut out: impl Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:>7} {:>8} {:>7} {:>9} {:>9} {:>10} {:>10} {:>10}",
-        "clients", "queries", "errors", "accepted", "q/s", "p50 ms", "p95 ms", "max ms"
+        "{:>8} {:>7} {:>8} {:>7} {:>7} {:>9} {:>10} {:>10} {:>10}",
+        "method", "clients", "requests", "errors", "useful", "req/s", "p50 ms", "p95 ms", "max ms"
     )?;
     for r in rows {
         writeln!(
             out,
-            "{:>7} {:>8} {:>7} {:>9} {:>9.1} {:>10.2} {:>10.2} {:>10.2}",
-            r.clients, r.queries, r.errors, r.accepted, r.queries_per_second, r.p50_ms, r.p95_ms, r.max_ms
+            "{:>8} {:>7} {:>8} {:>7} {:>7} {:>9.1} {:>10.2} {:>10.2} {:>10.2}",
+            r.method.name(),
+            r.clients,
+            r.queries,
+            r.errors,
+            r.useful,
+            r.queries_per_second,
+            r.p50_ms,
+            r.p95_ms,
+            r.max_ms
         )?;
     }
     Ok(())
