@@ -49,6 +49,8 @@ enum Command {
     },
     /// Remove a document (by id) and everything derived from it.
     Delete { id: String },
+    /// The knowledge bases in the data directory (see --kb).
+    Kbs,
     /// Counts and index sizes.
     Stats {
         #[arg(long)]
@@ -315,6 +317,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let engine = open_existing(settings)?;
             runtime.block_on(engine.delete(kb, id))?;
             println!("deleted {id}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Kbs => {
+            let engine = open_existing(settings)?;
+            for name in engine.kbs()? {
+                println!("{name}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Stats { json } => {

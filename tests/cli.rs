@@ -1,0 +1,104 @@
+//! The command line as a user meets it: the real binary on the JSON-RPC fixtures (ingested
+//! with their triples, so accepted answers propose some), for the commands whose output is
+//! read by people and scripts: `ask`, `retrieve`, `review`, `audit`, `check`, `--kb`, `kbs`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_a2rag");
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rpc").join(name)
+}
+
+fn a2rag(data: &Path, args: &[&str]) -> Output {
+    Command::new(BIN).arg("--data-dir").arg(data).args(args).output().unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(output.status.success(), "failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn ingested() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (triples, curie, prize, rivers) =
+        (fixture("triples.jsonl"), fixture("curie.txt"), fixture("prize.txt"), fixture("rivers.jsonl"));
+    let paths = [&triples, &curie, &prize, &rivers].map(|p| p.to_str().unwrap().to_string());
+    stdout(&a2rag(&data, &["ingest", "--triples", &paths[0], &paths[1], &paths[2], &paths[3]]));
+    (dir, data)
+}
+
+/// Issue 17: the stage was printed as `Some(Global)`.
+#[test]
+fn ask_and_retrieve_print_stages_as_words() {
+    let (_dir, data) = ingested();
+    let asked = stdout(&a2rag(&data, &["ask", "Where was Marie Curie born?"]));
+    let stage = asked.lines().find(|l| l.starts_with("Stage: ")).expect(&asked);
+    let word = stage["Stage: ".len()..].split_whitespace().next().unwrap();
+    assert!(["local", "bridge", "global", "fallback"].contains(&word), "{stage}");
+    assert!(asked.starts_with("Answer: Warsaw"), "{asked}");
+
+    let found = stdout(&a2rag(&data, &["retrieve", "Where was Marie Curie born?", "--top-k", "2"]));
+    let head = found.lines().next().unwrap();
+    assert!(head.starts_with("In scope") && !head.contains("Some("), "{found}");
+    assert!(found.lines().nth(1).unwrap().contains("curie.txt"), "{found}");
+    let numbered = found.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())).count();
+    assert_eq!(numbered, 2, "{found}");
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&a2rag(&data, &["retrieve", "--json", "Where was Marie Curie born?"]))).unwrap();
+    assert_eq!(json["gate"]["in_scope"], true);
+    let outside = stdout(&a2rag(&data, &["retrieve", "Zebra quantum banana?"]));
+    assert!(outside.starts_with("Out of scope"), "{outside}");
+}
+
+#[test]
+fn review_decisions_show_in_audit_and_check_stays_clean() {
+    let (_dir, data) = ingested();
+    let asked = stdout(&a2rag(&data, &["ask", "Where was Marie Curie born?"]));
+    assert!(asked.contains("proposed for review"), "{asked}");
+    assert_eq!(stdout(&a2rag(&data, &["audit"])), "", "no decision yet");
+
+    let mut review = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["review", "--who", "tester"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    review.stdin.take().unwrap().write_all(b"a\nr\nq\n").unwrap();
+    stdout(&review.wait_with_output().unwrap());
+
+    let audit = stdout(&a2rag(&data, &["audit"]));
+    let entries: Vec<serde_json::Value> = audit.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(entries.len(), 2, "{audit}");
+    assert!(entries.iter().all(|e| e["who"] == "tester"), "{audit}");
+    let decisions: Vec<String> = entries.iter().map(|e| e["action"].to_string().to_lowercase()).collect();
+    assert!(decisions[0].contains("approve") && decisions[1].contains("reject"), "{decisions:?}");
+
+    let check = a2rag(&data, &["check"]);
+    let text = stdout(&check);
+    assert!(text.starts_with("0 violations in 3 documents"), "{text}");
+}
+
+#[test]
+fn named_knowledge_bases_from_the_command_line() {
+    let (_dir, data) = ingested();
+    let curie = fixture("curie.txt");
+    stdout(&a2rag(&data, &["--kb", "papers", "ingest", curie.to_str().unwrap()]));
+    assert_eq!(stdout(&a2rag(&data, &["kbs"])), "default\npapers\n");
+    let stats: serde_json::Value =
+        serde_json::from_str(&stdout(&a2rag(&data, &["--kb", "papers", "stats", "--json"]))).unwrap();
+    assert_eq!(stats["documents"], 1);
+    let missing = a2rag(&data, &["--kb", "nope", "stats"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("kbs/nope"), "{missing:?}");
+    assert!(!data.join("kbs/nope").exists(), "a read created a KB");
+    let bad = a2rag(&data, &["--kb", "../etc", "stats"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("letters, digits"), "{bad:?}");
+}
