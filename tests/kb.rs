@@ -246,6 +246,44 @@ fn ingest_doc(kb: &mut a2rag::kb::Kb, pipeline: &a2rag::ingest::Pipeline, doc: a
     assert!(report.errors.is_empty(), "{:?}", report.errors);
 }
 
+/// A fact stated in several chunks is indexed once for query-to-fact linking, and stays
+/// indexed while any chunk states it.
+#[test]
+fn a_repeated_fact_is_indexed_once_until_its_last_edge_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut kb, pipeline) = open(&settings_in(&dir.path().join("kb")));
+    let doc = |id: &str, extra: &str| a2rag::ingest::source::SourceDoc {
+        id: id.into(),
+        title: format!("Note {id}"),
+        text: format!("Alpha Corp was founded by Jane Doe. {extra}"),
+        source: "test".into(),
+    };
+    ingest_doc(&mut kb, &pipeline, doc("a", "Jane Doe lives in Paris."));
+    let one = kb.stats();
+    ingest_doc(&mut kb, &pipeline, doc("b", "Alpha Corp sells lenses."));
+    let two = kb.stats();
+    assert!(two.edges > one.edges, "the second document adds edges");
+    assert!(two.fact_vectors < two.edges, "the shared fact has two edges and one vector: {two:?}");
+    let violations = kb.integrity_violations();
+    assert!(violations.is_empty(), "{violations:?}");
+    let founded = |kb: &a2rag::kb::Kb| {
+        let q = kb.embedder().embed_one("Alpha Corp founded by Jane Doe").unwrap();
+        let hits = kb.fact_index().search(&q, 1).unwrap();
+        hits.first().and_then(|(id, _)| kb.edge(*id)).map(|e| (e.relation.clone(), kb.chunk(e.chunk).map(|c| c.doc)))
+    };
+    let (relation, first_doc) = founded(&kb).unwrap();
+    assert!(relation.contains("founded"), "{relation}");
+    assert!(kb.delete_document("a").unwrap());
+    let violations = kb.integrity_violations();
+    assert!(violations.is_empty(), "{violations:?}");
+    let (relation, then_doc) = founded(&kb).expect("the fact is still indexed, under document b's edge");
+    assert!(relation.contains("founded"), "{relation}");
+    assert_ne!(first_doc, then_doc);
+    assert!(kb.delete_document("b").unwrap());
+    assert_eq!(kb.stats().fact_vectors, 0);
+    assert!(kb.integrity_violations().is_empty());
+}
+
 #[test]
 fn replacing_and_deleting_a_large_document_keeps_every_index_in_step() {
     let dir = tempfile::tempdir().unwrap();

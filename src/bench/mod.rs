@@ -314,11 +314,12 @@ pub fn large_doc(settings: Settings, megabytes: &[usize], scratch: &Path) -> Res
         };
         let stats = kb.stats();
         lines.push(format!(
-            "  {mb:>3} MB: wall {secs:>7.2} s  {per_mb:.3} s/MB  x{:.2}{cpu_column}  ({} chunks, {} nodes, {} edges)",
+            "  {mb:>3} MB: wall {secs:>7.2} s  {per_mb:.3} s/MB  x{:.2}{cpu_column}  ({} chunks, {} nodes, {} edges, {} distinct facts)",
             per_mb / base,
             stats.chunks,
             stats.nodes,
-            stats.edges
+            stats.edges,
+            stats.fact_vectors
         ));
     }
     Ok(format!(

@@ -554,6 +554,7 @@ pub const EMBED_WINDOW: usize = 32;
 mod tests {
     use super::*;
     use crate::embed::{Embedding, HashEmbedder};
+    use crate::kb::model::RawTriple;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Counts the embedder calls.

@@ -15,7 +15,7 @@ pub mod store;
 pub mod vector;
 mod write;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -59,11 +59,28 @@ pub struct Kb {
     chunk_index: VectorIndex,
     summary_index: VectorIndex,
     node_index: VectorIndex,
-    /// Edge facts ("subject relation object"), keyed by edge id, for query-to-fact linking.
+    /// Edge facts ("subject relation object") for query-to-fact linking: one vector per
+    /// distinct fact, keyed by its representative edge (see `fact_edges`).
     fact_index: VectorIndex,
+    /// The edges stating each distinct fact (same subject, relation label and object; one
+    /// per chunk it was read from). Only the first (lowest id) is in `fact_index`: a fact
+    /// repeated across a large document is indexed once, so index cost follows distinct
+    /// facts, and linking's top facts are not copies of one another. Every edge keeps its
+    /// stored vector, so the next edge takes over when the first is deleted.
+    fact_edges: HashMap<FactKey, BTreeSet<EdgeId>>,
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
     passage_graph: Mutex<Option<Arc<PassageGraph>>>,
+}
+
+/// What makes two edges state the same fact: subject, relation label and object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct FactKey(NodeId, String, NodeId);
+
+impl FactKey {
+    fn of(edge: &Edge) -> FactKey {
+        FactKey(edge.subject, edge.relation.clone(), edge.object)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -123,6 +140,7 @@ impl Kb {
             summary_index: VectorIndex::new(dim, &settings.index)?,
             node_index: VectorIndex::new(dim, &settings.index)?,
             fact_index: VectorIndex::new(dim, &settings.index)?,
+            fact_edges: HashMap::new(),
             relations: RelationLabels::new(dim, &settings.index)?,
             bm25: Bm25::new(&settings.bm25),
             settings,
@@ -172,7 +190,6 @@ impl Kb {
             (Family::ChunkVec, &mut self.chunk_index),
             (Family::SummaryVec, &mut self.summary_index),
             (Family::NodeVec, &mut self.node_index),
-            (Family::FactVec, &mut self.fact_index),
         ];
         for (family, index) in families {
             for item in self.store.scan_vectors(family) {
@@ -182,6 +199,14 @@ impl Kb {
             index.link_staged()?;
             tracing::debug!(ms = started.elapsed().as_millis() as u64, ?family, "loaded vectors");
         }
+        for item in self.store.scan_vectors(Family::FactVec) {
+            let (id, v) = item?;
+            if self.represents_fact(id) {
+                self.fact_index.upsert(id, &v)?;
+            }
+        }
+        self.fact_index.link_staged()?;
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded fact vectors");
         Ok(())
     }
 
@@ -247,18 +272,55 @@ impl Kb {
         })?;
         self.graph.add_edge(edge.id, edge.subject, edge.object);
         self.rule_edges += usize::from(edge.origin == model::EdgeOrigin::Extracted);
+        self.fact_edges.entry(FactKey::of(&edge)).or_default().insert(edge.id);
         self.edges.insert(edge.id, edge);
         Ok(())
+    }
+
+    /// Whether edge `id` is the one its fact is indexed under (the first edge stating it).
+    fn represents_fact(&self, id: EdgeId) -> bool {
+        self.edges
+            .get(&id)
+            .and_then(|edge| self.fact_edges.get(&FactKey::of(edge)))
+            .and_then(|ids| ids.first())
+            .is_some_and(|first| *first == id)
+    }
+
+    /// Drops `edge` from its fact; when it was the indexed one, the next edge stating the
+    /// fact is indexed in its place, with its own stored vector.
+    fn forget_fact(&mut self, edge: &Edge) {
+        let key = FactKey::of(edge);
+        let Some(ids) = self.fact_edges.get_mut(&key) else {
+            return;
+        };
+        let was_first = ids.first() == Some(&edge.id);
+        ids.remove(&edge.id);
+        let next = ids.first().copied();
+        if next.is_none() {
+            self.fact_edges.remove(&key);
+        }
+        if !was_first {
+            return;
+        }
+        // Only fails on an index error; a lingering fact vector names a missing edge, which
+        // fact linking skips.
+        if let Err(e) = self.fact_index.remove(edge.id) {
+            tracing::warn!(edge = edge.id, error = %e, "could not drop an edge's fact vector");
+        }
+        // A successor removed in the same write has no stored vector left; it is then
+        // forgotten in turn and hands on to the next.
+        if let Some(next) = next
+            && let Ok(Some(vector)) = self.store.get_vector(Family::FactVec, next)
+            && let Err(e) = self.fact_index.upsert(next, &vector)
+        {
+            tracing::warn!(edge = next, error = %e, "could not index a fact under its next edge");
+        }
     }
 
     fn forget_edge_in_memory(&mut self, id: EdgeId) {
         if let Some(edge) = self.edges.remove(&id) {
             self.graph.remove_edge(id);
-            // Only fails on an index error; a lingering fact vector names a missing edge,
-            // which fact linking skips.
-            if let Err(e) = self.fact_index.remove(id) {
-                tracing::warn!(edge = id, error = %e, "could not drop an edge's fact vector");
-            }
+            self.forget_fact(&edge);
             self.rule_edges -= usize::from(edge.origin == model::EdgeOrigin::Extracted);
             // Only fails on an index error for a label it knows; the label's vector then
             // lingers in the index, which costs memory, not correctness.
@@ -481,6 +543,21 @@ impl Kb {
     /// every violation found. Empty means consistent.
     pub fn integrity_violations(&self) -> Vec<String> {
         let mut problems = Vec::new();
+        // One fact vector per distinct fact, under its first edge.
+        for ids in self.fact_edges.values() {
+            if let Some(first) = ids.first()
+                && self.fact_index.get(*first).is_none()
+            {
+                problems.push(format!("fact of edge {first} is not indexed"));
+            }
+        }
+        if self.fact_index.len() != self.fact_edges.len() {
+            problems.push(format!(
+                "{} fact vectors indexed for {} distinct facts",
+                self.fact_index.len(),
+                self.fact_edges.len()
+            ));
+        }
         for doc in self.docs.values() {
             for c in &doc.chunks {
                 if !self.chunks.contains_key(c) {

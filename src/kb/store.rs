@@ -186,6 +186,11 @@ impl Store {
         })
     }
 
+    /// The vector stored for `id` in `family`, if any.
+    pub fn get_vector(&self, family: Family, id: u64) -> Result<Option<Vec<f32>>> {
+        Ok(self.kb.get(family.key(id))?.map(|raw| bytes_to_vec(&raw)))
+    }
+
     /// All vectors of one family as (id, vector).
     pub fn scan_vectors(&self, family: Family) -> impl Iterator<Item = Result<(u64, Vec<f32>)>> + '_ {
         let plen = family.prefix().len();

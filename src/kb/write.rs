@@ -431,12 +431,14 @@ impl Kb {
                 }
             }
         }
-        for (id, vector) in &changes.fact_vectors {
-            self.fact_index.upsert(*id, vector)?;
-        }
         let vectors = self.embed_new_relations(&changes.edges_added, changes.text_vectors)?;
         for edge in changes.edges_added {
             self.index_edge_in_memory(edge, &vectors)?;
+        }
+        for (id, vector) in &changes.fact_vectors {
+            if self.represents_fact(*id) {
+                self.fact_index.upsert(*id, vector)?;
+            }
         }
         // Writes outside a batch (curation, the daemon's single documents) never call the
         // link pass; bound the exact scan over what they leave staged.
