@@ -14,10 +14,10 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use serde::Serialize;
 
-use crate::embed::EmbeddedQuery;
 use crate::config::Settings;
 use crate::control::budget::Ledger;
 use crate::control::{Controller, QueryRequest};
+use crate::embed::EmbeddedQuery;
 use crate::error::{Error, Result};
 use crate::ingest::{self, Pipeline, triples::TripleImport};
 use crate::kb::model::NodeId;
@@ -268,12 +268,8 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         let docs = ranked_docs(&response.evidence);
         // The question's own retrieval, as for every other system (a rewrite's retrieval
         // comes with its own query embedding and is a second retrieval, not this one).
-        let retrieve_ms = response
-            .ledger
-            .entries
-            .iter()
-            .find(|e| e.step == "retrieve")
-            .map_or(0.0, |e| e.micros as f64 / 1000.0);
+        let retrieve_ms =
+            response.ledger.entries.iter().find(|e| e.step == "retrieve").map_or(0.0, |e| e.micros as f64 / 1000.0);
         a2rag.add_retrieval(q, &docs, retrieve_ms);
         a2rag.add_answer(q, response.answer.as_deref(), &response.ledger);
         let stage = match &response.retrieval {
@@ -289,8 +285,10 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     for (q, query) in questions.iter().zip(&embedded) {
         let mut ledger = unbounded_ledger();
         let t = Instant::now();
-        let r = Retriever::with_settings(&kb, &settings.retrieve)
-            .retrieve_embedded(query, RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k })?;
+        let r = Retriever::with_settings(&kb, &settings.retrieve).retrieve_embedded(
+            query,
+            RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k },
+        )?;
         reader_only.add_retrieval(q, &ranked_docs(&r.chunks), t.elapsed().as_secs_f64() * 1000.0);
         let answer = runtime
             .block_on(controller.read(&kb, &q.question, Some(&r), &mut ledger))
