@@ -473,9 +473,27 @@ impl Kb {
         k: usize,
         fusion: TextFusion,
     ) -> Result<Vec<(ChunkId, f32)>> {
+        self.search_reusing(query, mode, k, fusion, &[])
+    }
+
+    /// [`Kb::search`] with the query's dense ranking at hand already (`dense`, best first,
+    /// from a search of the chunk index for at least as many as it needs; the retriever
+    /// makes a wide one for its global stage): it is reused rather than searched again.
+    pub fn search_reusing(
+        &self,
+        query: &EmbeddedQuery,
+        mode: SearchMode,
+        k: usize,
+        fusion: TextFusion,
+        dense: &[(ChunkId, f32)],
+    ) -> Result<Vec<(ChunkId, f32)>> {
         let candidates = k.max(fusion.candidates);
         let lexical = || self.bm25.search(&query.text, candidates);
-        let dense = || self.chunk_index.search(&query.vector, candidates);
+        let covers = dense.len() >= candidates.min(self.chunk_index.len());
+        let dense = || match covers {
+            true => Ok(dense.iter().take(candidates).map(|(c, s)| (u64::from(*c), *s)).collect()),
+            false => self.chunk_index.search(&query.vector, candidates),
+        };
         let mut ranked: Vec<(u64, f32)> = match mode {
             SearchMode::Bm25 => lexical(),
             SearchMode::Vector => dense()?,

@@ -159,11 +159,15 @@ impl VectorIndex {
         if self.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
-        let mut candidates: Vec<u64> = self.staged.iter().copied().collect();
-        if self.graph.size() > 0 {
-            let wanted = (k * OVERSAMPLE + OVERSAMPLE_MIN_EXTRA).min(self.graph.size());
-            candidates.extend(self.graph.search(query, wanted).map_err(index_error)?.keys);
+        if self.graph.size() == 0 {
+            // Nothing linked: every vector is staged, so score them all in one pass over
+            // the map instead of looking each staged key up.
+            let hits = self.vectors.iter().map(|(key, v)| (*key, cosine(query, v))).collect();
+            return Ok(best(hits, k));
         }
+        let mut candidates: Vec<u64> = self.staged.iter().copied().collect();
+        let wanted = (k * OVERSAMPLE + OVERSAMPLE_MIN_EXTRA).min(self.graph.size());
+        candidates.extend(self.graph.search(query, wanted).map_err(index_error)?.keys);
         let hits: Vec<(u64, f32)> =
             candidates.into_iter().filter_map(|key| self.vectors.get(&key).map(|v| (key, cosine(query, v)))).collect();
         Ok(best(hits, k))

@@ -379,7 +379,13 @@ impl<'kb> RetrievalRun<'kb> {
         let hits = match self.options.strategy {
             Strategy::Text(mode) => kb.search(&self.query, mode, self.options.top_k, settings.into())?,
             Strategy::Adaptive => {
-                let text = kb.search(&self.query, SearchMode::Hybrid, settings.text_candidates, settings.into())?;
+                let text = kb.search_reusing(
+                    &self.query,
+                    SearchMode::Hybrid,
+                    settings.text_candidates,
+                    settings.into(),
+                    &self.dense,
+                )?;
                 graph_share = fusion::graph_share(kb, self.stage);
                 fusion::fuse(&text, &graph_ranked, graph_share, settings.rrf_k)
             }
