@@ -6,11 +6,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_a2rag");
+mod common;
+use common::{ingested_rpc_fixtures, rpc_fixture};
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rpc").join(name)
-}
+const BIN: &str = env!("CARGO_BIN_EXE_a2rag");
 
 fn a2rag(data: &Path, args: &[&str]) -> Output {
     Command::new(BIN).arg("--data-dir").arg(data).args(args).output().unwrap()
@@ -22,12 +21,8 @@ fn stdout(output: &Output) -> String {
 }
 
 fn ingested() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = ingested_rpc_fixtures();
     let data = dir.path().join("data");
-    let (triples, curie, prize, rivers) =
-        (fixture("triples.jsonl"), fixture("curie.txt"), fixture("prize.txt"), fixture("rivers.jsonl"));
-    let paths = [&triples, &curie, &prize, &rivers].map(|p| p.to_str().unwrap().to_string());
-    stdout(&a2rag(&data, &["ingest", "--triples", &paths[0], &paths[1], &paths[2], &paths[3]]));
     (dir, data)
 }
 
@@ -88,7 +83,7 @@ fn review_decisions_show_in_audit_and_check_stays_clean() {
 #[test]
 fn named_knowledge_bases_from_the_command_line() {
     let (_dir, data) = ingested();
-    let curie = fixture("curie.txt");
+    let curie = rpc_fixture("curie.txt");
     stdout(&a2rag(&data, &["--kb", "papers", "ingest", curie.to_str().unwrap()]));
     assert_eq!(stdout(&a2rag(&data, &["kbs"])), "default\npapers\n");
     let stats: serde_json::Value =

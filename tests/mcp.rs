@@ -8,29 +8,13 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
+mod common;
+use common::ingested_rpc_fixtures;
+
 const BIN: &str = env!("CARGO_BIN_EXE_a2rag");
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A data directory with the JSON-RPC fixtures ingested with their triples (so accepted
-/// answers have triples to propose).
-fn ingested_kb() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let fixture = |name: &str| root().join("tests/fixtures/rpc").join(name);
-    let status = Command::new(BIN)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("ingest")
-        .arg("--triples")
-        .arg(fixture("triples.jsonl"))
-        .args(["curie.txt", "prize.txt", "rivers.jsonl"].map(fixture))
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    dir
 }
 
 /// `A2RAG_TEST_MCP_PYTHON`, else the cached venv's python when it has the SDK.
@@ -54,7 +38,7 @@ fn sdk_python() -> Option<PathBuf> {
 #[test]
 fn the_python_sdk_lists_retrieves_asks_ingests_reviews_and_survives_bad_calls() {
     let Some(python) = sdk_python() else { return };
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let output = Command::new(python)
         .arg(root().join("tests/mcp_client.py"))
         .arg(BIN)
@@ -144,7 +128,7 @@ impl Session {
 
 #[test]
 fn older_clients_get_their_revision_and_end_of_input_ends_the_server() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let data = dir.path().join("data");
     for version in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
         let mut s = Session::start(&data);
@@ -169,7 +153,7 @@ fn older_clients_get_their_revision_and_end_of_input_ends_the_server() {
 
 #[test]
 fn bad_calls_are_errors_and_the_session_goes_on() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let mut s = Session::start(&dir.path().join("data"));
     s.initialize("2025-11-25");
     // An unknown tool is a protocol error naming the tools.

@@ -13,32 +13,10 @@ use serde_json::{Value, json};
 
 mod common;
 use common::http::{MockServer, Reply};
+use common::ingested_rpc_fixtures;
 
 const BIN: &str = env!("CARGO_BIN_EXE_a2rag");
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rpc").join(name)
-}
-
-/// A data directory with the fixture documents ingested by the CLI. The triples file gives
-/// each document an imported triple, so the extractor's own triples are not in the graph yet
-/// and accepted answers have something to propose.
-fn ingested_kb() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let status = Command::new(BIN)
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("ingest")
-        .arg("--triples")
-        .arg(fixture("triples.jsonl"))
-        .args(["curie.txt", "prize.txt", "rivers.jsonl"].map(fixture))
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    dir
-}
 
 struct Daemon {
     child: Child,
@@ -199,7 +177,7 @@ fn generated_docs(n: usize, prefix: &str) -> Value {
 
 #[test]
 fn every_method_and_every_error_code() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let daemon = Daemon::start(dir.path(), &[("A2RAG__SERVER__MAX_MESSAGE_BYTES", "4096")], &[]);
     assert_eq!(std::fs::metadata(&daemon.socket).unwrap().permissions().mode() & 0o777, 0o600);
     let mut c = daemon.connect();
@@ -354,7 +332,7 @@ fn every_method_and_every_error_code() {
 /// behind it made `health` and `shutdown` fail with "overloaded".
 #[test]
 fn cancelled_ingest_stops_between_documents_and_health_is_never_refused() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let daemon = Daemon::start(dir.path(), &[("A2RAG__SERVER__MAX_PENDING", "1")], &[]);
     let mut writer = daemon.connect();
     writer.send(json!({"jsonrpc": "2.0", "id": "big", "method": "ingest", "params": generated_docs(3000, "Cancel")}));
@@ -386,7 +364,7 @@ fn cancelled_ingest_stops_between_documents_and_health_is_never_refused() {
 /// Issue 17: an ingest held the write lock to the end, so every query stalled behind it.
 #[test]
 fn queries_are_answered_while_a_long_ingest_runs() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let daemon = Daemon::start(dir.path(), &[], &[]);
     let mut writer = daemon.connect();
     writer.send(json!({"jsonrpc": "2.0", "id": "long", "method": "ingest", "params": generated_docs(3000, "Long")}));
@@ -401,7 +379,7 @@ fn queries_are_answered_while_a_long_ingest_runs() {
 /// Issue 17: requests after `shutdown` got a closed connection instead of -32003.
 #[test]
 fn requests_after_shutdown_are_answered_shutting_down() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let daemon = Daemon::start(dir.path(), &[], &[]);
     let mut writer = daemon.connect();
     writer.send(json!({"jsonrpc": "2.0", "id": "w", "method": "ingest", "params": generated_docs(600, "Late")}));
@@ -418,7 +396,7 @@ fn requests_after_shutdown_are_answered_shutting_down() {
 /// Issue 17: a second daemon on the same socket path silently unlinked the live one's socket.
 #[test]
 fn a_second_daemon_leaves_a_live_socket_alone() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let daemon = Daemon::start(dir.path(), &[], &[]);
     let other = tempfile::tempdir().unwrap();
     let output = Command::new(BIN)
@@ -440,7 +418,7 @@ fn a_second_daemon_leaves_a_live_socket_alone() {
 
 #[test]
 fn fifty_clients_query_while_one_ingests() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let daemon = Daemon::start(dir.path(), &[], &[]);
     let mut writer = daemon.connect();
     writer.send(json!({"jsonrpc": "2.0", "id": "load", "method": "ingest", "params": generated_docs(150, "Load")}));
@@ -468,7 +446,7 @@ fn fifty_clients_query_while_one_ingests() {
 
 #[test]
 fn approvals_survive_sigterm_and_change_the_next_query() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let daemon = Daemon::start(dir.path(), &[], &[]);
     let mut c = daemon.connect();
     // One iteration, so the reported retrieval is the first one (local stage first) whether or
@@ -558,7 +536,7 @@ fn approvals_survive_sigterm_and_change_the_next_query() {
 
 #[test]
 fn tcp_auth_and_stdio_at_once() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let env = [("A2RAG__SERVER__BEARER_TOKEN", "s3cret")];
     let mut daemon = Daemon::start(dir.path(), &env, &["--listen", "tcp:127.0.0.1:0", "--stdio"]);
     let address = daemon.tcp_address();
@@ -589,7 +567,7 @@ fn tcp_auth_and_stdio_at_once() {
 /// client read any file the daemon could (symlinks included).
 #[test]
 fn tcp_always_needs_a_token_and_paths_stay_inside_the_ingest_roots() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let roots = dir.path().join("inbox");
     std::fs::create_dir(&roots).unwrap();
     std::fs::write(roots.join("ok.txt"), "Lodz is a city in Poland.").unwrap();
@@ -660,7 +638,7 @@ fn llm_reply() -> Reply {
 
 #[test]
 fn retrieve_calls_no_model_and_returns_the_evidence_query_reads() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let question = "Where was Marie Curie born?";
 
     // A model is configured for every role, the sufficiency judge included.
@@ -728,7 +706,7 @@ fn retrieve_calls_no_model_and_returns_the_evidence_query_reads() {
 
 #[test]
 fn two_knowledge_bases_in_one_daemon_never_see_each_other() {
-    let dir = ingested_kb();
+    let dir = ingested_rpc_fixtures();
     let daemon = Daemon::start(dir.path(), &[], &[]);
     let mut c = daemon.connect();
     assert_eq!(c.call("kbs", json!({})), json!({"kbs": ["default"]}));

@@ -45,3 +45,27 @@ pub fn ingest(kb: &mut Kb, pipeline: &Pipeline, paths: &[PathBuf]) -> ingest::In
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_a2rag")
 }
+
+/// A file of the JSON-RPC fixtures (`tests/fixtures/rpc`).
+pub fn rpc_fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rpc").join(name)
+}
+
+/// A directory whose `data` holds the JSON-RPC fixtures ingested by the CLI. The triples file
+/// gives each document an imported triple, so the extractor's own triples are not in the
+/// graph yet and accepted answers have something to propose.
+pub fn ingested_rpc_fixtures() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(bin())
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("ingest")
+        .arg("--triples")
+        .arg(rpc_fixture("triples.jsonl"))
+        .args(["curie.txt", "prize.txt", "rivers.jsonl"].map(rpc_fixture))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    dir
+}
