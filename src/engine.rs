@@ -74,14 +74,17 @@ pub struct Retrieved {
 }
 
 /// A document given inline rather than as a file.
-#[derive(Debug, Clone, Default, Deserialize)]
+// Doc comments here are also the schema of MCP `ingest_text`'s documents, read by assistants.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InlineDoc {
-    /// Defaults to the title, then to a hash of the content.
+    /// Stable id (re-ingesting the same id replaces the document); defaults to the title, then to a hash of the text.
     #[serde(default)]
     pub id: Option<String>,
+    /// Title, shown with its passages; defaults to the id.
     #[serde(default)]
     pub title: Option<String>,
+    /// The document's text.
     pub text: String,
 }
 

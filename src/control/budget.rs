@@ -9,13 +9,18 @@ use serde::{Deserialize, Serialize};
 use crate::config::BudgetSettings;
 use crate::llm::Usage;
 
-/// Per-request overrides of [`BudgetSettings`]; unset fields keep the policy's value.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+/// Limits for one request; each omitted limit keeps the configured value.
+// Doc comments here are also the schema of MCP `ask`'s `budget` argument, read by assistants.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetOverride {
+    /// Most retrieve-answer-verify rounds (at least 1).
     pub max_iterations: Option<u32>,
+    /// Most LLM calls.
     pub max_llm_calls: Option<u32>,
+    /// Most LLM tokens, prompt and completion together.
     pub max_tokens: Option<u64>,
+    /// Wall-clock limit in milliseconds.
     pub deadline_ms: Option<u64>,
 }
 

@@ -97,7 +97,7 @@ impl McpServer {
             }
             "ask" => {
                 let AskArgs { question, kb, policy, budget } = decode(name, args)?;
-                let request = QueryRequest { question, policy, budget: budget.map(Into::into) };
+                let request = QueryRequest { question, policy, budget };
                 to_json(engine.query(&self.kb(kb)?, &request).await?)
             }
             "ingest_text" => {
@@ -105,7 +105,7 @@ impl McpServer {
                 if documents.is_empty() {
                     return Err(Error::Invalid("`documents` is empty: give at least one document".into()));
                 }
-                let input = IngestInput::documents(documents.into_iter().map(Into::into).collect(), "mcp");
+                let input = IngestInput::documents(documents, "mcp");
                 to_json(engine.ingest(&self.kb(kb)?, input, ()).await?)
             }
             "kb_stats" => {
@@ -117,7 +117,7 @@ impl McpServer {
             "list_proposals" => {
                 let ListProposalsArgs { status, kb } = decode(name, args)?;
                 // Structured content must be an object.
-                Ok(json!({"proposals": engine.proposals(&self.kb(kb)?, status.map(Into::into)).await?}))
+                Ok(json!({"proposals": engine.proposals(&self.kb(kb)?, status).await?}))
             }
             "review_proposal" => {
                 let args: ReviewProposalArgs = decode(name, args)?;

@@ -79,35 +79,7 @@ pub struct AskArgs {
     pub policy: Option<String>,
     /// Limits for this question; each omitted limit keeps the server's value.
     #[serde(default)]
-    pub budget: Option<BudgetArgs>,
-}
-
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BudgetArgs {
-    /// Most retrieve-answer-verify rounds (at least 1).
-    #[serde(default)]
-    pub max_iterations: Option<u32>,
-    /// Most LLM calls.
-    #[serde(default)]
-    pub max_llm_calls: Option<u32>,
-    /// Most LLM tokens, prompt and completion together.
-    #[serde(default)]
-    pub max_tokens: Option<u64>,
-    /// Wall-clock limit in milliseconds.
-    #[serde(default)]
-    pub deadline_ms: Option<u64>,
-}
-
-impl From<BudgetArgs> for BudgetOverride {
-    fn from(b: BudgetArgs) -> BudgetOverride {
-        BudgetOverride {
-            max_iterations: b.max_iterations,
-            max_llm_calls: b.max_llm_calls,
-            max_tokens: b.max_tokens,
-            deadline_ms: b.deadline_ms,
-        }
-    }
+    pub budget: Option<BudgetOverride>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -115,29 +87,10 @@ impl From<BudgetArgs> for BudgetOverride {
 pub struct IngestTextArgs {
     /// The documents to add.
     #[schemars(length(min = 1))]
-    pub documents: Vec<DocumentArgs>,
+    pub documents: Vec<InlineDoc>,
     /// Knowledge base name; created when it does not exist. Omit for the default one.
     #[serde(default)]
     pub kb: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DocumentArgs {
-    /// The document's text.
-    pub text: String,
-    /// Stable id (re-ingesting the same id replaces the document); defaults to the title, then to a hash of the text.
-    #[serde(default)]
-    pub id: Option<String>,
-    /// Title, shown with its passages; defaults to the id.
-    #[serde(default)]
-    pub title: Option<String>,
-}
-
-impl From<DocumentArgs> for InlineDoc {
-    fn from(d: DocumentArgs) -> InlineDoc {
-        InlineDoc { id: d.id, title: d.title, text: d.text }
-    }
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -145,28 +98,10 @@ impl From<DocumentArgs> for InlineDoc {
 pub struct ListProposalsArgs {
     /// Only proposals with this status; omit for all.
     #[serde(default)]
-    pub status: Option<StatusArg>,
+    pub status: Option<Status>,
     /// Knowledge base name; omit for the default one.
     #[serde(default)]
     pub kb: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum StatusArg {
-    Pending,
-    Approved,
-    Rejected,
-}
-
-impl From<StatusArg> for Status {
-    fn from(s: StatusArg) -> Status {
-        match s {
-            StatusArg::Pending => Status::Pending,
-            StatusArg::Approved => Status::Approved,
-            StatusArg::Rejected => Status::Rejected,
-        }
-    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
