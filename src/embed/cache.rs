@@ -126,30 +126,11 @@ impl Embedder for CachedEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::HashEmbedder;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use crate::embed::CountingEmbedder;
+    use std::sync::atomic::Ordering;
 
-    /// Counts the texts that reach the model.
-    struct Counting {
-        inner: HashEmbedder,
-        texts: AtomicUsize,
-    }
-
-    impl Embedder for Counting {
-        fn id(&self) -> String {
-            self.inner.id()
-        }
-        fn dim(&self) -> usize {
-            self.inner.dim()
-        }
-        fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>> {
-            self.texts.fetch_add(texts.len(), Ordering::SeqCst);
-            self.inner.embed(texts)
-        }
-    }
-
-    fn counting() -> Arc<Counting> {
-        Arc::new(Counting { inner: HashEmbedder::new(32), texts: AtomicUsize::new(0) })
+    fn counting() -> Arc<CountingEmbedder> {
+        CountingEmbedder::new(32)
     }
 
     #[test]

@@ -110,6 +110,42 @@ pub fn l2_normalize(v: &mut [f32]) {
     }
 }
 
+/// Test double shared by the unit tests: the hash embedder, counting the calls and the texts
+/// that reach it.
+#[cfg(test)]
+pub(crate) struct CountingEmbedder {
+    pub inner: HashEmbedder,
+    pub calls: std::sync::atomic::AtomicUsize,
+    pub texts: std::sync::atomic::AtomicUsize,
+}
+
+#[cfg(test)]
+impl CountingEmbedder {
+    pub fn new(dim: usize) -> Arc<CountingEmbedder> {
+        Arc::new(CountingEmbedder {
+            inner: HashEmbedder::new(dim),
+            calls: Default::default(),
+            texts: Default::default(),
+        })
+    }
+}
+
+#[cfg(test)]
+impl Embedder for CountingEmbedder {
+    fn id(&self) -> String {
+        self.inner.id()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>> {
+        use std::sync::atomic::Ordering;
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.texts.fetch_add(texts.len(), Ordering::SeqCst);
+        self.inner.embed(texts)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

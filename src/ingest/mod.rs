@@ -553,28 +553,9 @@ pub const EMBED_WINDOW: usize = 32;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::{Embedding, HashEmbedder};
+    use crate::embed::{CountingEmbedder, HashEmbedder};
     use crate::kb::model::RawTriple;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// Counts the embedder calls.
-    struct Counting {
-        inner: HashEmbedder,
-        calls: AtomicUsize,
-    }
-
-    impl Embedder for Counting {
-        fn id(&self) -> String {
-            self.inner.id()
-        }
-        fn dim(&self) -> usize {
-            self.inner.dim()
-        }
-        fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>> {
-            self.calls.fetch_add(1, Ordering::SeqCst);
-            self.inner.embed(texts)
-        }
-    }
+    use std::sync::atomic::Ordering;
 
     fn doc(i: usize) -> SourceDoc {
         SourceDoc {
@@ -590,7 +571,7 @@ mod tests {
 
     #[test]
     fn drafts_embed_together_in_two_calls_with_the_vectors_of_one_by_one() {
-        let model = Arc::new(Counting { inner: HashEmbedder::new(64), calls: AtomicUsize::new(0) });
+        let model = CountingEmbedder::new(64);
         let pipeline = Pipeline::from_settings(&Settings::defaults(), model.clone(), None, &Remote::new()).unwrap();
         let drafts: Vec<Draft> = (0..5).map(|i| pipeline.draft(doc(i)).unwrap()).collect();
         assert_eq!(model.calls.load(Ordering::SeqCst), 0, "drafting embeds nothing");
