@@ -320,8 +320,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Kbs => {
-            let engine = open_existing(settings)?;
-            for name in engine.kbs()? {
+            if !a2rag::kb::store::Store::exists(&settings.data_dir) {
+                anyhow::bail!("no knowledge base in {}: run `a2rag ingest` first", settings.data_dir.display());
+            }
+            // Lists directories: opening the engine would load the default KB for nothing.
+            for name in a2rag::kb::catalog::names(&settings.data_dir)? {
                 println!("{name}");
             }
             Ok(ExitCode::SUCCESS)

@@ -167,24 +167,7 @@ impl Catalog {
 
     /// Every KB in the data directory, the default first, then by name.
     pub fn names(&self) -> Result<Vec<KbName>> {
-        let root = self.settings.data_dir.join(NAMED_DIR);
-        let mut names = Vec::new();
-        match std::fs::read_dir(&root) {
-            Ok(entries) => {
-                for entry in entries {
-                    let entry = entry.map_err(|e| Error::io(&root, e))?;
-                    let name = entry.file_name().to_str().and_then(|n| KbName::new(n).ok());
-                    if let Some(name) = name.filter(|n| !n.is_default() && Store::exists(&entry.path())) {
-                        names.push(name);
-                    }
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(&root, e)),
-        }
-        names.sort();
-        names.insert(0, KbName::default());
-        Ok(names)
+        names(&self.settings.data_dir)
     }
 
     /// Every KB open in this process (the default first), for flushing at shutdown.
@@ -194,6 +177,29 @@ impl Catalog {
         kbs.extend(slots.iter().filter_map(|s| s.try_lock().ok().and_then(|kb| kb.as_ref().cloned())));
         kbs
     }
+}
+
+/// Every KB in `data_dir`, the default first, then by name. Reads the directory only: no KB
+/// is opened.
+pub fn names(data_dir: &Path) -> Result<Vec<KbName>> {
+    let root = data_dir.join(NAMED_DIR);
+    let mut names = Vec::new();
+    match std::fs::read_dir(&root) {
+        Ok(entries) => {
+            for entry in entries {
+                let entry = entry.map_err(|e| Error::io(&root, e))?;
+                let name = entry.file_name().to_str().and_then(|n| KbName::new(n).ok());
+                if let Some(name) = name.filter(|n| !n.is_default() && Store::exists(&entry.path())) {
+                    names.push(name);
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(&root, e)),
+    }
+    names.sort();
+    names.insert(0, KbName::default());
+    Ok(names)
 }
 
 #[cfg(test)]
