@@ -98,6 +98,23 @@ pub struct Report {
 /// F1 at which an answer counts as right for accepted precision.
 pub const ACCEPTED_F1: f64 = 0.5;
 
+/// One question's answers, written to `answers.jsonl` for error analysis: what a2rag
+/// answered (or the candidate it abstained on, and why) next to the reader alone.
+#[derive(Debug, Clone, Serialize)]
+pub struct QuestionRecord {
+    pub id: String,
+    pub question: String,
+    pub gold: Vec<String>,
+    pub a2rag: Option<String>,
+    pub a2rag_candidate: Option<String>,
+    pub a2rag_confidence: Option<f32>,
+    pub a2rag_abstained: Option<String>,
+    pub a2rag_f1: f64,
+    pub reader_only: String,
+    pub reader_only_confidence: f32,
+    pub reader_only_f1: f64,
+}
+
 #[derive(Default)]
 struct Tally {
     recall2: Vec<f64>,
@@ -123,7 +140,7 @@ impl Tally {
     fn add_answer(&mut self, q: &EvalQuestion, answer: Option<&str>, ledger: &Ledger) {
         let answer = answer.filter(|a| !a.trim().is_empty());
         let text = answer.unwrap_or("");
-        let f1 = q.answers.iter().map(|a| f1(text, a)).fold(0.0, f64::max);
+        let f1 = best_f1(q, text);
         self.em.push(q.answers.iter().map(|a| exact_match(text, a)).fold(0.0, f64::max));
         self.f1.push(f1);
         if answer.is_some() {
@@ -153,6 +170,11 @@ impl Tally {
             stages: self.stages.iter().map(|(k, v)| (k.clone(), *v as f64 / n)).collect(),
         }
     }
+}
+
+/// F1 of `answer` against the closest of the question's gold answers.
+fn best_f1(q: &EvalQuestion, answer: &str) -> f64 {
+    q.answers.iter().map(|a| f1(answer, a)).fold(0.0, f64::max)
 }
 
 /// Document ids of ranked chunks, first occurrence order.
@@ -262,6 +284,7 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
 
     // a2rag: the full controller loop.
     let mut a2rag = Tally::default();
+    let mut records = Vec::with_capacity(questions.len());
     for q in &questions {
         let request = QueryRequest { question: q.question.clone(), policy: None, budget: None };
         let response = runtime.block_on(controller.run(&kb, &settings, &request));
@@ -272,6 +295,19 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
             response.ledger.entries.iter().find(|e| e.step == "retrieve").map_or(0.0, |e| e.micros as f64 / 1000.0);
         a2rag.add_retrieval(q, &docs, retrieve_ms);
         a2rag.add_answer(q, response.answer.as_deref(), &response.ledger);
+        records.push(QuestionRecord {
+            id: q.id.clone(),
+            question: q.question.clone(),
+            gold: q.answers.clone(),
+            a2rag: response.answer.clone(),
+            a2rag_candidate: response.candidate.clone(),
+            a2rag_confidence: response.confidence,
+            a2rag_abstained: response.abstained.clone(),
+            a2rag_f1: best_f1(q, response.answer.as_deref().unwrap_or("")),
+            reader_only: String::new(),
+            reader_only_confidence: 0.0,
+            reader_only_f1: 0.0,
+        });
         let stage = match &response.retrieval {
             None => "abstained-gate".to_string(),
             Some(r) => format!("{:?}", r.stage).to_lowercase(),
@@ -282,7 +318,7 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
 
     // reader-only: the same retrieval and reader, nothing verified, rewritten or withheld.
     let mut reader_only = Tally::default();
-    for (q, query) in questions.iter().zip(&embedded) {
+    for ((q, query), record) in questions.iter().zip(&embedded).zip(&mut records) {
         let mut ledger = unbounded_ledger();
         let t = Instant::now();
         let r = Retriever::with_settings(&kb, &settings.retrieve).retrieve_embedded(
@@ -294,6 +330,9 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
             .block_on(controller.read(&kb, &q.question, Some(&r), &mut ledger))
             .map_err(|e| Error::Invalid(e.to_string()))?;
         reader_only.add_answer(q, Some(answer.answer.as_str()), &ledger);
+        record.reader_only_f1 = best_f1(q, &answer.answer);
+        record.reader_only_confidence = answer.confidence;
+        record.reader_only = answer.answer;
     }
     systems.push(reader_only.result("reader-only"));
 
@@ -345,6 +384,7 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
             .into(),
     };
     report::write(&report, &options.out_dir)?;
+    report::write_answers(&records, &options.out_dir)?;
     Ok(report)
 }
 

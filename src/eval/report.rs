@@ -1,11 +1,11 @@
-//! Report files: `report.json`, `report.md` and `node_deletion.svg`.
+//! Report files: `report.json`, `report.md`, `node_deletion.svg` and `answers.jsonl`.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::Report;
+use super::{QuestionRecord, Report};
 use crate::error::{Error, Result};
 
 pub fn write(report: &Report, dir: &Path) -> Result<()> {
@@ -18,6 +18,17 @@ pub fn write(report: &Report, dir: &Path) -> Result<()> {
         chart(report, &dir.join("node_deletion.svg"))?;
     }
     Ok(())
+}
+
+/// One JSON line per question: the answers of a2rag and of the reader alone.
+pub fn write_answers(records: &[QuestionRecord], dir: &Path) -> Result<()> {
+    let mut out = String::new();
+    for r in records {
+        out.push_str(&serde_json::to_string(r).map_err(|e| Error::Invalid(e.to_string()))?);
+        out.push('\n');
+    }
+    let path = dir.join("answers.jsonl");
+    std::fs::write(&path, out).map_err(|e| Error::io(&path, e))
 }
 
 pub fn markdown(r: &Report) -> String {
