@@ -21,34 +21,145 @@ pub enum AnswerType {
 
 const YES_NO_OPENERS: &[&str] =
     &["is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "had", "will", "would", "should"];
+const WH_WORDS: &[&str] = &["who", "whom", "whose", "what", "which", "when", "where", "how"];
+/// Words that may stand before the asking wh-word at the start ("In what year ...").
+const LEADING_PREPOSITIONS: &[&str] = &["in", "of", "from", "for", "to", "at", "on", "by", "with", "during", "since"];
+/// Words after which "which" asks rather than relates ("released in which year", "is father
+/// to which actress"; but "the association which published").
+const ASKING_BEFORE_WHICH: &[&str] = &[
+    "in", "of", "from", "for", "to", "at", "on", "by", "with", "during", "since", "into", "is", "was", "are", "were",
+    "and", "under", "as", "after", "before", "than", "about", "over", "between", "against", "among", "through",
+    "within", "near", "across",
+];
+/// "how" + one of these asks for an amount.
+const HOW_AMOUNT: &[&str] = &["many", "much", "long", "old", "far", "tall", "big", "large", "high", "often"];
+/// Type nouns that ask for a date or an amount rather than an entity.
+const DATE_NOUNS: &[&str] = &["year", "date", "century", "decade", "day", "month", "era"];
+const AMOUNT_NOUNS: &[&str] = &["percentage", "percent", "amount", "number", "population", "size", "length", "height"];
+/// "what kind of university": the noun after these is the type.
+const KIND_NOUNS: &[&str] = &["kind", "type", "sort", "name", "form"];
+
+/// The phrase of a question that asks: its wh-word and the noun naming the answer's kind
+/// ("which astronomer", "in what year", "based where?").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asked {
+    /// Lower-case wh-word, with the amount word for "how" ("how many").
+    pub wh: String,
+    /// Lower-case type noun: "astronomer" in "Which astronomer ...", "city" in "in what
+    /// Australian city" (capitalised adjectives skipped).
+    pub noun: Option<String>,
+}
+
+/// Finds the asking phrase: a wh-word opening the question (after a preposition at most),
+/// else "how many" anywhere, else "what" / asking "which" anywhere, else a wh-word that
+/// ends the question ("is based where?"). Relative clauses ("the city where ...", "the
+/// association which published ...") do not ask.
+pub fn asked(question: &str) -> Option<Asked> {
+    let (starts, words): (Vec<usize>, Vec<&str>) = word_spans(question).into_iter().unzip();
+    let comma_before = |i: usize| question[..starts[i]].trim_end().ends_with(',');
+    let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
+    let is_wh = |i: usize| lower.get(i).is_some_and(|w| WH_WORDS.contains(&w.as_str()));
+    let opening = if lower.first().is_some_and(|w| LEADING_PREPOSITIONS.contains(&w.as_str())) { 1 } else { 0 };
+    let how_amount = |i: usize| lower[i] == "how" && lower.get(i + 1).is_some_and(|w| HOW_AMOUNT.contains(&w.as_str()));
+    // "How to Eat, released in which year": an opening "how" asks only for an amount.
+    let at = if is_wh(opening) && (lower[opening] != "how" || how_amount(opening)) {
+        Some(opening)
+    } else if let Some(i) = (0..lower.len()).find(|&i| how_amount(i)) {
+        Some(i)
+    } else if let Some(i) = (0..lower.len()).find(|&i| {
+            let next_is_noun = lower.get(i + 1).is_some_and(|w| !text::is_stopword(w));
+            lower[i] == "what"
+                || (lower[i] == "which"
+                    && next_is_noun
+                    && (i == 0 || ASKING_BEFORE_WHICH.contains(&lower[i - 1].as_str()) || comma_before(i)))
+        })
+    {
+        Some(i)
+    } else {
+        lower.len().checked_sub(1).filter(|&i| is_wh(i))
+    }?;
+    let wh = lower[at].clone();
+    if wh == "how" {
+        let amount = lower.get(at + 1).cloned().unwrap_or_default();
+        return Some(Asked { wh: format!("how {amount}"), noun: None });
+    }
+    Some(Asked { noun: matches!(wh.as_str(), "what" | "which").then(|| type_noun(&words, &lower, at)).flatten(), wh })
+}
+
+/// (byte offset, word) of each alphanumeric word.
+fn word_spans(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((s, &text[s..i]));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The noun after "what" / "which" at `at`: capitalised adjectives skipped ("what Australian
+/// city"), "kind of X" read as X, "what is the X of" read as X; none for "what is" alone.
+fn type_noun(words: &[&str], lower: &[String], at: usize) -> Option<String> {
+    let mut i = at + 1;
+    if matches!(lower.get(i).map(String::as_str), Some("is" | "was" | "are" | "were")) {
+        // "What is the usual average snowfall in ...": the last word before a stopword.
+        if !matches!(lower.get(i + 1).map(String::as_str), Some("the" | "a" | "an")) {
+            return None;
+        }
+        let start = i + 2;
+        let end = (start..lower.len()).find(|&j| text::is_stopword(&lower[j])).unwrap_or(lower.len());
+        if end == start || words[start..end].iter().any(|w| w.chars().next().is_some_and(char::is_uppercase)) {
+            return None;
+        }
+        i = end - 1;
+    } else {
+        while words.get(i).is_some_and(|w| w.chars().next().is_some_and(char::is_uppercase)) && i + 1 < words.len() {
+            i += 1;
+        }
+    }
+    if KIND_NOUNS.contains(&lower.get(i)?.as_str()) && lower.get(i + 1).is_some_and(|w| w == "of") {
+        i += 2;
+        if matches!(lower.get(i).map(String::as_str), Some("the" | "a" | "an")) {
+            i += 1;
+        }
+    }
+    let noun = lower.get(i)?;
+    (!text::is_stopword(noun)).then(|| noun.clone())
+}
 
 pub fn classify(question: &str) -> AnswerType {
-    let lower = question.trim().to_lowercase();
-    let first = lower.split_whitespace().next().unwrap_or("");
     if let Some(options) = choice_options(question) {
         return AnswerType::Choice(options);
     }
-    if YES_NO_OPENERS.contains(&first) {
+    let asked = asked(question);
+    // The last sentence opens a yes/no question ("... has an OBE. Does Puneet Sira also have
+    // one?") unless a phrase within it asks for something ("Do Lafzon Ki Kahani ... released
+    // in which year").
+    let last_sentence = question.trim().rsplit(". ").next().unwrap_or("").to_lowercase();
+    let first = last_sentence.split_whitespace().next().unwrap_or("");
+    let asks_within = asked.as_ref().is_some_and(|a| a.noun.is_some() || a.wh.starts_with("how "));
+    if YES_NO_OPENERS.contains(&first) && !asks_within {
         return AnswerType::YesNo;
     }
-    if lower.starts_with("when")
-        || lower.contains("what year")
-        || lower.contains("which year")
-        || lower.contains("what date")
-    {
-        return AnswerType::Date;
+    let Some(asked) = asked else {
+        return AnswerType::Free;
+    };
+    let noun = asked.noun.as_deref().unwrap_or("");
+    match asked.wh.as_str() {
+        "when" => AnswerType::Date,
+        "how many" | "how much" | "how old" | "how long" | "how far" | "how tall" | "how big" | "how large"
+        | "how high" | "how often" => AnswerType::Number,
+        "what" | "which" if DATE_NOUNS.contains(&noun) => AnswerType::Date,
+        "what" | "which" if AMOUNT_NOUNS.contains(&noun) => AnswerType::Number,
+        "who" | "whom" | "whose" | "where" | "what" | "which" => AnswerType::Entity,
+        _ => AnswerType::Free,
     }
-    if lower.contains("how many")
-        || lower.contains("how much")
-        || lower.contains("how old")
-        || lower.contains("how long")
-    {
-        return AnswerType::Number;
-    }
-    if ["who", "whom", "whose", "where", "which", "what"].contains(&first) || lower.contains(" who ") {
-        return AnswerType::Entity;
-    }
-    AnswerType::Free
 }
 
 /// "A or B" comparisons: the two capitalised options around the last " or ".
@@ -109,10 +220,34 @@ mod tests {
         assert_eq!(classify("How many members does the band have?"), AnswerType::Number);
         assert_eq!(classify("Who founded Microsoft?"), AnswerType::Entity);
         assert_eq!(classify("Is Paris the capital of France?"), AnswerType::YesNo);
+        assert_eq!(classify("Toad Hall is a hall in a university located in what Australian city?"), AnswerType::Entity);
+        assert_eq!(classify("The publishing house was founded in 2005, and is based where?"), AnswerType::Entity);
+        assert_eq!(classify("How to Eat, released in which year, is a book by Nigella Lawson"), AnswerType::Date);
+        assert_eq!(classify("The Aarhus team was formed in what year?"), AnswerType::Date);
+        assert_eq!(classify("A singer that has sold more than how many records worldwide?"), AnswerType::Number);
+        assert_eq!(classify("Do Lafzon Ki Kahani, a remake of Always, released in which year?"), AnswerType::Date);
+        assert_eq!(classify("The director X has an OBE. Does the director Y also have one?"), AnswerType::YesNo);
+        assert_eq!(classify("how is the draft and Lee Roy Selmon connected?"), AnswerType::Free);
         assert_eq!(
             classify("Who was born first, Albert Einstein or Niels Bohr?"),
             AnswerType::Choice(vec!["Albert Einstein".into(), "Niels Bohr".into()])
         );
+    }
+
+    #[test]
+    fn finds_the_asking_phrase_not_a_relative_clause() {
+        let asked = |q: &str| asked(q).map(|a| (a.wh, a.noun));
+        let noun = |wh: &str, n: Option<&str>| Some((wh.to_string(), n.map(str::to_string)));
+        assert_eq!(asked("Which astronomer, who directed the Array, found a comet?"), noun("which", Some("astronomer")));
+        assert_eq!(asked("In what Australian city is Toad Hall?"), noun("what", Some("city")));
+        assert_eq!(asked("Who was the president of the association which published the Journal?"), noun("who", None));
+        assert_eq!(asked("The basis began with the signing of what treaty?"), noun("what", Some("treaty")));
+        assert_eq!(asked("Jagdish Mali is father to which Bollywood actress?"), noun("which", Some("actress")));
+        assert_eq!(asked("What kind of university did the author attend?"), noun("what", Some("university")));
+        assert_eq!(asked("What is the main international airport in Stockholm?"), noun("what", Some("airport")));
+        assert_eq!(asked("The German musician whose godfather is whom?"), noun("whom", None));
+        assert_eq!(asked("The river which the Tekeze River turns into flows where?"), noun("where", None));
+        assert_eq!(asked("Are X and Y both directors?"), None);
     }
 
     #[test]

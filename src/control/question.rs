@@ -39,6 +39,9 @@ const LEMMAS: &[(&str, &str)] = &[
     ("grew", "grow"),
     ("found", "find"),
 ];
+/// Type nouns that ask for a place.
+const PLACE_NOUNS: &[&str] =
+    &["city", "town", "country", "state", "county", "region", "place", "village", "province", "location", "island"];
 const SUFFIXES: &[&str] = &["ations", "ation", "ings", "ing", "ers", "ors", "ed", "er", "or", "es", "s"];
 
 /// A word reduced to a comparable form: irregular forms to their lemma, then common
@@ -76,6 +79,11 @@ pub struct Question {
     pub entities: Vec<String>,
     /// Content words outside the entities and the type noun: what links them to the answer.
     pub relation_words: Vec<String>,
+    /// The wh-word that asks, lower case ("who", "where", "how many"), when one does.
+    pub wh: Option<String>,
+    /// Content words outside the entities, frame words and type noun included: the words
+    /// an answer's sentence states next to the answer ("located in", "based in", "city of").
+    pub cues: Vec<String>,
     /// Every content word of the question.
     pub terms: HashSet<String>,
     pub normalized: String,
@@ -85,12 +93,23 @@ impl Question {
     /// `retrieval` adds the names of the seeds the question's words aligned to.
     pub fn parse(question: &str, retrieval: Option<&Retrieval>) -> Question {
         let kind = answer_type::classify(question);
-        let mut entities: Vec<String> = entity_mentions(question).into_iter().filter(|m| !is_wh(m)).collect();
+        // "Christopher Nolan and Sathish Kalathil" are two entities; a name that has "and"
+        // in it ("Tom and Jerry") comes back below when retrieval knows it as one.
+        let mut entities: Vec<String> = entity_mentions(question)
+            .into_iter()
+            .filter(|m| !is_wh(m))
+            .flat_map(|m| m.split(" and ").map(str::to_string).collect::<Vec<_>>())
+            .fold(Vec::new(), |mut out, m| {
+                if !m.is_empty() && !out.contains(&m) {
+                    out.push(m);
+                }
+                out
+            });
         if let Some(r) = retrieval {
             for seed in &r.seeds.entities {
                 for name in [&seed.mention, &seed.name] {
                     if !entities.iter().any(|e| text::normalize_entity(e) == text::normalize_entity(name))
-                        && mentioned(question, name)
+                        && mentioned_as_name(question, name)
                     {
                         entities.push(name.clone());
                     }
@@ -99,7 +118,8 @@ impl Question {
         }
         entities.sort_by_key(|e| std::cmp::Reverse(e.len()));
         let entity_words: HashSet<String> = entities.iter().flat_map(|e| text::words(e).collect::<Vec<_>>()).collect();
-        let type_noun = type_noun(question);
+        let asked = answer_type::asked(question);
+        let type_noun = asked.as_ref().and_then(|a| a.noun.clone());
         let relation_words = text::content_terms(question)
             .into_iter()
             .filter(|w| {
@@ -113,12 +133,18 @@ impl Question {
                 }
                 out
             });
+        let cues = text::content_terms(question)
+            .into_iter()
+            .filter(|w| !entity_words.contains(w) && !WH_WORDS.contains(&w.as_str()))
+            .collect();
         Question {
             text: question.to_string(),
+            cues,
             kind,
             type_noun,
             entities,
             relation_words,
+            wh: asked.map(|a| a.wh),
             terms: text::content_terms(question).into_iter().collect(),
             normalized: text::normalize_answer(question),
         }
@@ -140,14 +166,14 @@ impl Question {
         self.relation_words.iter().filter(|r| words.iter().any(|w| same_word(w, r))).map(String::as_str).collect()
     }
 
+    /// Does the question ask for a person ("who", "whom", "whose")?
     pub fn who(&self) -> bool {
-        let lower = self.text.trim().to_lowercase();
-        lower.starts_with("who") || lower.contains(" who ") && self.type_noun.is_none() || lower.contains(" whom")
+        matches!(self.wh.as_deref(), Some("who" | "whom" | "whose"))
     }
 
+    /// Does the question ask for a place ("where", "in what city")?
     pub fn where_(&self) -> bool {
-        let lower = self.text.to_lowercase();
-        lower.starts_with("where") || lower.trim_end_matches(['?', ' ']).ends_with(" where")
+        self.wh.as_deref() == Some("where") || self.type_noun.as_deref().is_some_and(|n| PLACE_NOUNS.contains(&n))
     }
 }
 
@@ -155,23 +181,26 @@ fn is_wh(mention: &str) -> bool {
     WH_WORDS.contains(&mention.to_lowercase().as_str())
 }
 
-/// Does the question contain `name` as whole words?
-fn mentioned(question: &str, name: &str) -> bool {
-    let q = format!(" {} ", text::normalize_answer(question));
-    let n = text::normalize_answer(name);
-    !n.is_empty() && q.contains(&format!(" {n} "))
-}
-
-/// The noun right after "which" / "what" (skipping adjectives is beyond a rule: the first
-/// content word is taken), when it is not a verb-like word ("what is", "which was").
-fn type_noun(question: &str) -> Option<String> {
-    let words: Vec<String> = text::words(question).collect();
-    let at = words.iter().position(|w| w == "which" || w == "what")?;
-    let next = words.get(at + 1)?;
-    if text::is_stopword(next) || matches!(next.as_str(), "year" | "date" | "time") {
-        return None;
+/// Does the question contain `name` as whole words, written as a name (a capital or a
+/// digit in it)? A seed aligned to a common word ("located", "city") is not an entity the
+/// question names: its words stay relation words.
+fn mentioned_as_name(question: &str, name: &str) -> bool {
+    let lower = question.to_lowercase();
+    let needle = name.to_lowercase();
+    if needle.trim().is_empty() {
+        return false;
     }
-    Some(next.clone())
+    if lower.len() != question.len() {
+        // Lower-casing changed byte offsets: whole-word containment alone.
+        let n = text::normalize_answer(name);
+        return !n.is_empty() && format!(" {} ", text::normalize_answer(question)).contains(&format!(" {n} "));
+    }
+    lower.match_indices(&needle).any(|(at, _)| {
+        let end = at + needle.len();
+        let bounded = lower[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
+            && lower[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
+        bounded && question[at..end].chars().any(|c| c.is_uppercase() || c.is_ascii_digit())
+    })
 }
 
 #[cfg(test)]
@@ -199,6 +228,16 @@ mod tests {
                 && q.entities.contains(&"Aurora Telescope".to_string())
         );
         assert_eq!(q.relation_words, vec!["directed", "discovered", "comet"]);
+        let both = Question::parse("Are Christopher Nolan and Sathish Kalathil both film directors?", None);
+        assert_eq!(both.entities, vec!["Christopher Nolan", "Sathish Kalathil"]);
         assert!(q.names("the Aurora Telescope") && !q.names("Lena Varga"));
+    }
+
+    #[test]
+    fn a_seed_on_a_common_word_is_not_a_question_entity() {
+        let q = "Toad Hall is a hall in a university located in what Australian city?";
+        assert!(mentioned_as_name(q, "Toad Hall") && mentioned_as_name(q, "toad hall"));
+        assert!(!mentioned_as_name(q, "university") && !mentioned_as_name(q, "located"));
+        assert!(!mentioned_as_name(q, "Hall in"), "written in lower case there");
     }
 }

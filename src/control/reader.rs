@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use super::answer_type::{self, AnswerType};
 use super::question::{Question, same_word};
 use super::roles::{AnswerForm, ReaderAnswer};
-use crate::ingest::extract::entity_mentions;
+use crate::ingest::extract::{entity_mentions, title_entity};
 use crate::kb::Kb;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
 use crate::retrieve::{PathHop, Retrieval};
@@ -43,11 +43,15 @@ pub(crate) struct Sentence<'a> {
     pub text: &'a str,
     /// Share of the question's content words in the sentence and its passage's title.
     pub overlap: f32,
+    /// Which of the question's content words (in sorted order, the first 64) it states.
+    pub covered: u64,
     pub rank: usize,
 }
 
 /// The sentences of the retrieved chunks, Markdown headings left out.
 pub(crate) fn sentences<'a>(question: &Question, retrieval: &'a Retrieval) -> Vec<Sentence<'a>> {
+    let mut terms: Vec<&String> = question.terms.iter().collect();
+    terms.sort();
     let mut out = Vec::new();
     for (rank, chunk) in retrieval.chunks.iter().enumerate() {
         let title_terms: Vec<String> = text::content_terms(&chunk.title);
@@ -59,9 +63,14 @@ pub(crate) fn sentences<'a>(question: &Question, retrieval: &'a Retrieval) -> Ve
                 let sentence = &body[span];
                 let words: Vec<String> =
                     text::content_terms(sentence).into_iter().chain(title_terms.iter().cloned()).collect();
-                let hit = question.terms.iter().filter(|t| words.iter().any(|w| w == *t || same_word(w, t))).count();
-                let overlap = hit as f32 / question.terms.len().max(1) as f32;
-                out.push(Sentence { chunk: chunk.chunk, title: &chunk.title, text: sentence, overlap, rank });
+                let covered = terms
+                    .iter()
+                    .take(64)
+                    .enumerate()
+                    .filter(|(_, t)| words.iter().any(|w| w == **t || same_word(w, t)))
+                    .fold(0u64, |mask, (k, _)| mask | 1 << k);
+                let overlap = covered.count_ones() as f32 / terms.len().clamp(1, 64) as f32;
+                out.push(Sentence { chunk: chunk.chunk, title: &chunk.title, text: sentence, overlap, covered, rank });
             }
         }
     }
@@ -77,6 +86,8 @@ struct Candidate {
     /// Best sentence support, in [0, 1].
     support: f32,
     support_chunk: Option<ChunkId>,
+    /// The sentence of another passage that leads to the supporting sentence's passage.
+    link: Option<PathHop>,
     /// A sentence calls it by the question's type noun.
     typed: bool,
 }
@@ -106,22 +117,23 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
         _ => {}
     }
     let mut candidates: HashMap<String, Candidate> = HashMap::new();
-    let bridges = walk(kb, question, retrieval, &mut candidates);
+    walk(kb, question, retrieval, &mut candidates);
     let people: HashSet<String> = sentences
         .iter()
         .filter(|s| text::words(s.text).any(|w| PERSON_WORDS.contains(&w.as_str())))
         .map(|s| text::normalize_answer(s.title))
         .collect();
-    let anchors: Vec<String> = question.entities.iter().cloned().chain(bridges).collect();
-    for s in &sentences {
-        let anchored = anchor_weight(question, &anchors, s);
+    let chains = chains(question, &sentences);
+    for (s, chain) in sentences.iter().zip(&chains) {
         for (start, surface) in spans(s.text) {
             if question.names(&surface) {
                 continue;
             }
             let key = text::normalize_answer(&surface);
             let proximity = proximity(question, s.text, start, surface.len());
-            let support = s.overlap * anchored * proximity / (1.0 + 0.1 * s.rank as f32);
+            // Coverage counts twice: a sentence chain that states most of the question is
+            // worth far more than one that states half of it.
+            let support = chain.coverage * chain.coverage * proximity / (1.0 + 0.05 * s.rank as f32);
             let typed = question.type_noun.as_deref().is_some_and(|noun| near_word(s.text, start, surface.len(), noun));
             let c = candidates.entry(key).or_default();
             if c.surface.is_empty() {
@@ -131,6 +143,12 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
             if support > c.support {
                 c.support = support;
                 c.support_chunk = Some(s.chunk);
+                c.link = chain.link.as_ref().map(|(from, bridge)| PathHop {
+                    subject: from.clone(),
+                    relation: LINK_RELATION.into(),
+                    object: bridge.clone(),
+                    chunk: sentences[chain.link_sentence].chunk,
+                });
             }
         }
     }
@@ -159,9 +177,24 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
     let mass: f32 = scored.iter().take(CONTENDERS).map(|(s, _)| ((s - top) / TEMPERATURE).exp()).sum();
     let confidence = ((0.5 + 0.5 * top) / mass).clamp(0.0, 1.0);
     let mut used: Vec<ChunkId> = best.support_chunk.into_iter().collect();
-    for hop in &best.path_hops {
-        if !used.contains(&hop.chunk) {
-            used.push(hop.chunk);
+    // The graph path when the walk found the answer, else the sentence chain that did.
+    let path = if best.path_hops.is_empty() || best.support > best.path {
+        best.link.iter().cloned().collect()
+    } else {
+        best.path_hops.clone()
+    };
+    // Also cite the best sentence that names the answer with an entity of the question:
+    // what ties the answer to what was asked.
+    let tie = sentences
+        .iter()
+        .filter(|s| {
+            let about = |e: &String| mentions(s.text, e) || title_entity(s.title).is_some_and(|t| same_name(&t, e));
+            mentions(s.text, &best.surface) && question.entities.iter().any(about)
+        })
+        .max_by(|a, b| a.overlap.total_cmp(&b.overlap).then(b.rank.cmp(&a.rank)));
+    for chunk in path.iter().map(|hop| hop.chunk).chain(tie.map(|s| s.chunk)) {
+        if !used.contains(&chunk) {
+            used.push(chunk);
         }
     }
     ReaderAnswer {
@@ -169,19 +202,75 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
         used,
         confidence,
         form: AnswerForm::Span,
-        path: best.path_hops.clone(),
+        path,
     }
 }
 
+/// Does `sentence` name `name` as whole words (case and punctuation aside)?
+fn mentions(sentence: &str, name: &str) -> bool {
+    let n = text::normalize_answer(name);
+    !n.is_empty() && format!(" {} ", text::normalize_answer(sentence)).contains(&format!(" {n} "))
+}
+
+fn same_name(a: &str, b: &str) -> bool {
+    text::normalize_answer(a) == text::normalize_answer(b)
+}
+
+/// Relation label of a sentence-chain hop: the sentence of one passage names the entity
+/// another passage is about.
+const LINK_RELATION: &str = "mentions";
+
+/// The sentences a candidate's sentence stands on, and what of the question they state.
+struct Chain {
+    /// Share of the question's content words the sentence, its passage's title and the
+    /// linking sentence state together.
+    coverage: f32,
+    /// (the linking passage's subject, the bridge: the entity the sentence's passage is about)
+    link: Option<(String, String)>,
+    link_sentence: usize,
+}
+
+/// For each sentence, the chain of at most two passages that states the most of the
+/// question: the sentence itself (with its passage's title), joined with a sentence of
+/// another passage that names the entity this passage is about (the bridge of a two-hop
+/// question: "Toad Hall is a hall in Australian National University" leads to "The
+/// Australian National University is located in Canberra").
+fn chains(question: &Question, sentences: &[Sentence<'_>]) -> Vec<Chain> {
+    let terms = question.terms.len().clamp(1, 64) as f32;
+    let padded: Vec<String> = sentences.iter().map(|s| format!(" {} ", text::normalize_answer(s.text))).collect();
+    let subjects: Vec<Option<String>> = sentences
+        .iter()
+        .map(|s| title_entity(s.title).map(|t| text::normalize_answer(&t)).filter(|t| !t.is_empty()))
+        .collect();
+    sentences
+        .iter()
+        .zip(&subjects)
+        .map(|(s, subject)| {
+            let mut best = (s.covered.count_ones(), None);
+            if let Some(subject) = subject {
+                let needle = format!(" {subject} ");
+                for (j, l) in sentences.iter().enumerate() {
+                    if l.chunk != s.chunk && padded[j].contains(&needle) {
+                        let covered = (s.covered | l.covered).count_ones();
+                        if covered > best.0 {
+                            best = (covered, Some(j));
+                        }
+                    }
+                }
+            }
+            let link = best.1.map(|j| {
+                let from = title_entity(sentences[j].title).unwrap_or_else(|| sentences[j].title.to_string());
+                let bridge = title_entity(s.title).unwrap_or_else(|| s.title.to_string());
+                (from, bridge)
+            });
+            Chain { coverage: best.0 as f32 / terms, link, link_sentence: best.1.unwrap_or(0) }
+        })
+        .collect()
+}
+
 /// Walks the evidence graph (edges read from the retrieved chunks) from each seed, up to
-/// [`MAX_HOPS`], and makes every node reached a candidate scored by its best path. Returns
-/// the names of the nodes on aligned paths (the bridges).
-fn walk(
-    kb: &Kb,
-    question: &Question,
-    retrieval: &Retrieval,
-    candidates: &mut HashMap<String, Candidate>,
-) -> Vec<String> {
+/// [`MAX_HOPS`], and makes every node reached a candidate scored by its best path.
+fn walk(kb: &Kb, question: &Question, retrieval: &Retrieval, candidates: &mut HashMap<String, Candidate>) {
     let evidence: HashSet<ChunkId> = retrieval.chunks.iter().map(|c| c.chunk).collect();
     let mut adjacency: HashMap<NodeId, Vec<(NodeId, EdgeId)>> = HashMap::new();
     let mut seen = HashSet::new();
@@ -211,7 +300,7 @@ fn walk(
         .collect();
     let seeds: Vec<NodeId> = retrieval.seeds.entities.iter().map(|s| s.node).collect();
     let mut reached_by: HashMap<NodeId, HashSet<NodeId>> = HashMap::new();
-    let mut best: HashMap<NodeId, (Alignment, Vec<EdgeId>)> = HashMap::new();
+    let mut best: HashMap<NodeId, (f32, Vec<EdgeId>)> = HashMap::new();
     for seed in &seeds {
         let mut stack: Vec<(NodeId, Vec<EdgeId>, Vec<NodeId>)> = vec![(*seed, Vec::new(), vec![*seed])];
         let mut explored = 0;
@@ -223,7 +312,7 @@ fn walk(
             if !edges.is_empty() {
                 reached_by.entry(node).or_default().insert(*seed);
                 let alignment = path_alignment(question, &hops, &edges);
-                if best.get(&node).is_none_or(|(a, _)| alignment.score > a.score) {
+                if best.get(&node).is_none_or(|(a, _)| alignment > *a) {
                     best.insert(node, (alignment, edges.clone()));
                 }
             }
@@ -242,18 +331,14 @@ fn walk(
             }
         }
     }
-    let mut bridges = Vec::new();
     for (node, (alignment, edges)) in best {
         let Some(n) = kb.node(node) else { continue };
-        if alignment.every_hop_aligned {
-            bridges.push(n.name.clone());
-        }
         if seeds.contains(&node) || question.names(&n.name) {
             continue;
         }
         // An answer the question's every seed leads to is the one the question describes.
         let reach = reached_by.get(&node).map_or(0, HashSet::len) as f32 / seeds.len().max(1) as f32;
-        let score = alignment.score * (0.6 + 0.4 * reach);
+        let score = alignment * (0.6 + 0.4 * reach);
         let hops = crate::retrieve::describe(kb, edges.iter().copied());
         let c = candidates.entry(text::normalize_answer(&n.name)).or_default();
         if c.surface.is_empty() {
@@ -264,7 +349,6 @@ fn walk(
             c.path_hops = hops;
         }
     }
-    bridges
 }
 
 /// What one evidence edge states of the question's relations.
@@ -275,48 +359,23 @@ struct Hop<'q> {
     seeded: f32,
 }
 
-struct Alignment {
-    score: f32,
-    every_hop_aligned: bool,
-}
 
 /// Share of the question's relation words the path's relations state, discounted for each
 /// hop that states none (a relation seed, aligned by embedding, is discounted by its cosine
 /// instead).
-fn path_alignment(question: &Question, hops: &HashMap<EdgeId, Hop<'_>>, edges: &[EdgeId]) -> Alignment {
+fn path_alignment(question: &Question, hops: &HashMap<EdgeId, Hop<'_>>, edges: &[EdgeId]) -> f32 {
     let mut covered: HashSet<&str> = HashSet::new();
     let mut factor = 1.0;
-    let mut every_hop_aligned = true;
     for hop in edges.iter().filter_map(|e| hops.get(e)) {
         if hop.stated.is_empty() {
             factor *= UNALIGNED_HOP.max(hop.seeded);
-            every_hop_aligned = false;
         }
         covered.extend(hop.stated.iter().copied());
     }
-    let score = if question.relation_words.is_empty() {
+    if question.relation_words.is_empty() {
         0.5 * factor
     } else {
         factor * covered.len() as f32 / question.relation_words.len() as f32
-    };
-    Alignment { score, every_hop_aligned: every_hop_aligned && !covered.is_empty() }
-}
-
-/// How firmly a sentence is tied to what the question names: it mentions a question
-/// entity (or its passage is about one), or a bridge entity the graph walk reached.
-fn anchor_weight(question: &Question, anchors: &[String], s: &Sentence<'_>) -> f32 {
-    let sentence = text::normalize_answer(s.text);
-    let title = text::normalize_answer(s.title);
-    let mentions = |name: &String| {
-        let n = text::normalize_answer(name);
-        !n.is_empty() && (format!(" {sentence} ").contains(&format!(" {n} ")) || title == n)
-    };
-    if question.entities.iter().any(mentions) {
-        1.0
-    } else if anchors.iter().any(mentions) {
-        0.7
-    } else {
-        0.25
     }
 }
 
@@ -384,12 +443,12 @@ fn proximity(question: &Question, sentence: &str, start: usize, len: usize) -> f
     let distance = positions
         .iter()
         .enumerate()
-        .filter(|(i, (_, w))| (*i < at || *i >= end) && question.relation_words.iter().any(|r| same_word(w, r)))
+        .filter(|(i, (_, w))| (*i < at || *i >= end) && question.cues.iter().any(|r| same_word(w, r)))
         .map(|(i, _)| if i < at { at - i } else { i + 1 - end })
         .min();
     match distance {
         Some(d) => 1.0 / (1.0 + d as f32 / PROXIMITY_HALF),
-        None if question.relation_words.is_empty() => 0.6,
+        None if question.cues.is_empty() => 0.6,
         None => 0.3,
     }
 }
@@ -506,13 +565,20 @@ fn coverage(words: &[String], sentences: &[&Sentence<'_>]) -> f32 {
 /// describe; for "the same X", when the entities' passages share an entity besides those the
 /// question names. No passage about an entity: no answer.
 fn yes_no(question: &Question, sentences: &[Sentence<'_>]) -> ReaderAnswer {
-    let entities: Vec<&String> = question
+    let named: Vec<&String> = question
         .entities
         .iter()
         .filter(|e| {
             question.entities.iter().all(|o| o == *e || !text::normalize_answer(o).contains(&text::normalize_answer(e)))
         })
         .collect();
+    // The entities the question asks about have passages of their own; a name without one
+    // ("British" in "are both magazines British publications?") is part of the property.
+    let titles: HashSet<String> =
+        sentences.iter().filter_map(|s| title_entity(s.title)).map(|t| text::normalize_answer(&t)).collect();
+    let (subjects, property): (Vec<&String>, Vec<&String>) =
+        named.iter().partition(|e| titles.contains(&text::normalize_answer(e)));
+    let (entities, property) = if subjects.is_empty() { (named, Vec::new()) } else { (subjects, property) };
     if entities.is_empty() {
         return ReaderAnswer::default();
     }
@@ -536,6 +602,7 @@ fn yes_no(question: &Question, sentences: &[Sentence<'_>]) -> ReaderAnswer {
     } else {
         let mut words = question.relation_words.clone();
         words.extend(question.type_noun.clone());
+        words.extend(property.iter().flat_map(|p| text::content_terms(p)));
         let least = profiles.iter().map(|p| coverage(&words, p)).fold(1.0f32, f32::min);
         (least >= 0.5, if least >= 0.5 { least } else { 1.0 - least })
     };
