@@ -67,13 +67,12 @@ pub fn asked(question: &str) -> Option<Asked> {
     } else if let Some(i) = (0..lower.len()).find(|&i| how_amount(i)) {
         Some(i)
     } else if let Some(i) = (0..lower.len()).find(|&i| {
-            let next_is_noun = lower.get(i + 1).is_some_and(|w| !text::is_stopword(w));
-            lower[i] == "what"
-                || (lower[i] == "which"
-                    && next_is_noun
-                    && (i == 0 || ASKING_BEFORE_WHICH.contains(&lower[i - 1].as_str()) || comma_before(i)))
-        })
-    {
+        let next_is_noun = lower.get(i + 1).is_some_and(|w| !text::is_stopword(w));
+        lower[i] == "what"
+            || (lower[i] == "which"
+                && next_is_noun
+                && (i == 0 || ASKING_BEFORE_WHICH.contains(&lower[i - 1].as_str()) || comma_before(i)))
+    }) {
         Some(i)
     } else {
         lower.len().checked_sub(1).filter(|&i| is_wh(i))
@@ -220,7 +219,10 @@ mod tests {
         assert_eq!(classify("How many members does the band have?"), AnswerType::Number);
         assert_eq!(classify("Who founded Microsoft?"), AnswerType::Entity);
         assert_eq!(classify("Is Paris the capital of France?"), AnswerType::YesNo);
-        assert_eq!(classify("Toad Hall is a hall in a university located in what Australian city?"), AnswerType::Entity);
+        assert_eq!(
+            classify("Toad Hall is a hall in a university located in what Australian city?"),
+            AnswerType::Entity
+        );
         assert_eq!(classify("The publishing house was founded in 2005, and is based where?"), AnswerType::Entity);
         assert_eq!(classify("How to Eat, released in which year, is a book by Nigella Lawson"), AnswerType::Date);
         assert_eq!(classify("The Aarhus team was formed in what year?"), AnswerType::Date);
@@ -238,7 +240,10 @@ mod tests {
     fn finds_the_asking_phrase_not_a_relative_clause() {
         let asked = |q: &str| asked(q).map(|a| (a.wh, a.noun));
         let noun = |wh: &str, n: Option<&str>| Some((wh.to_string(), n.map(str::to_string)));
-        assert_eq!(asked("Which astronomer, who directed the Array, found a comet?"), noun("which", Some("astronomer")));
+        assert_eq!(
+            asked("Which astronomer, who directed the Array, found a comet?"),
+            noun("which", Some("astronomer"))
+        );
         assert_eq!(asked("In what Australian city is Toad Hall?"), noun("what", Some("city")));
         assert_eq!(asked("Who was the president of the association which published the Journal?"), noun("who", None));
         assert_eq!(asked("The basis began with the signing of what treaty?"), noun("what", Some("treaty")));

@@ -222,12 +222,13 @@ fn adequacy(q: &Question, answer: &ReaderAnswer, r: &Retrieval) -> (bool, f32, S
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::retrieve::seeds::Seeds;
     use crate::retrieve::{PathHop, RankedChunk, Stage};
 
-    fn retrieval(passages: &[(&str, &str)]) -> Retrieval {
+    /// A retrieval of hand-written (title, text) passages, chunk ids in order.
+    pub(crate) fn retrieval(passages: &[(&str, &str)]) -> Retrieval {
         Retrieval {
             chunks: passages
                 .iter()

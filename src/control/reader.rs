@@ -197,13 +197,7 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
             used.push(chunk);
         }
     }
-    ReaderAnswer {
-        answer: best.surface.clone(),
-        used,
-        confidence,
-        form: AnswerForm::Span,
-        path,
-    }
+    ReaderAnswer { answer: best.surface.clone(), used, confidence, form: AnswerForm::Span, path }
 }
 
 /// Does `sentence` name `name` as whole words (case and punctuation aside)?
@@ -358,7 +352,6 @@ struct Hop<'q> {
     /// Its cosine to the question's relation phrase when it is a relation seed, else 0.
     seeded: f32,
 }
-
 
 /// Share of the question's relation words the path's relations state, discounted for each
 /// hop that states none (a relation seed, aligned by embedding, is discounted by its cosine
@@ -671,6 +664,31 @@ fn first_year(question: &Question, profile: &[&Sentence<'_>]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::checks::tests::retrieval;
+
+    #[test]
+    fn a_sentence_chain_joins_the_passage_about_the_bridge_to_the_question() {
+        let r = retrieval(&[
+            ("Toad Hall (ANU)", "Toad Hall is a residential hall in Australian National University."),
+            (
+                "Australian National University",
+                "The Australian National University is a university located in Canberra.",
+            ),
+            ("Wamboin", "Wamboin is a rural area north-east of the Australian city of Canberra."),
+        ]);
+        let q =
+            Question::parse("Toad Hall is a residential hall in a university located in what Australian city?", None);
+        let sentences = sentences(&q, &r);
+        let chains = chains(&q, &sentences);
+        // The university's sentence alone states little of the question; with the hall's
+        // sentence that names the university it states all but the asked-for city.
+        let anu = &chains[1];
+        assert!(anu.coverage > sentences[1].overlap + 0.3, "{} vs {}", anu.coverage, sentences[1].overlap);
+        assert_eq!(anu.link, Some(("Toad Hall".to_string(), "Australian National University".to_string())));
+        assert_eq!(sentences[anu.link_sentence].chunk, 0);
+        // No other passage names Wamboin: no chain, and less of the question.
+        assert!(chains[2].link.is_none() && chains[2].coverage < anu.coverage);
+    }
 
     #[test]
     fn typed_spans_keep_dates_and_amounts_whole() {
