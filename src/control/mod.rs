@@ -89,6 +89,20 @@ pub enum AbstainReason {
     },
 }
 
+impl AbstainReason {
+    /// The reason's wire name (the `kind` it serialises with), for counting.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AbstainReason::OutOfScope { .. } => "out_of_scope",
+            AbstainReason::LowConfidence { .. } => "low_confidence",
+            AbstainReason::Budget { .. } => "budget",
+            AbstainReason::Unverified { .. } => "unverified",
+            AbstainReason::NoNewQuery => "no_new_query",
+            AbstainReason::Provider { .. } => "provider",
+        }
+    }
+}
+
 impl std::fmt::Display for AbstainReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -42,6 +42,18 @@ pub enum Stage {
     Fallback,
 }
 
+impl Stage {
+    /// The stage's wire name (as it serialises).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Local => "local",
+            Stage::Bridge => "bridge",
+            Stage::Global => "global",
+            Stage::Fallback => "fallback",
+        }
+    }
+}
+
 /// How to retrieve. `Adaptive` is a2rag; the others are the baselines of `a2rag eval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
