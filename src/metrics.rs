@@ -38,6 +38,12 @@ pub enum Outcome {
     Error,
 }
 
+impl Outcome {
+    pub fn of<T, E>(result: &std::result::Result<T, E>) -> Outcome {
+        if result.is_ok() { Outcome::Ok } else { Outcome::Error }
+    }
+}
+
 /// How one query ended, as the metrics count it.
 pub struct QueryOutcome<'a> {
     pub elapsed: Duration,

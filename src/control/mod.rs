@@ -581,3 +581,27 @@ impl Run {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The metrics count abstentions and stages by these names: they must be the wire names.
+    #[test]
+    fn reason_kinds_and_stage_names_are_their_serialised_names() {
+        let reasons = [
+            AbstainReason::OutOfScope { similarity: 0.1 },
+            AbstainReason::LowConfidence { confidence: 0.1, threshold: 0.5 },
+            AbstainReason::Budget { exceeded: Exceeded::Iterations },
+            AbstainReason::Unverified { failure: Check::Grounding },
+            AbstainReason::NoNewQuery,
+            AbstainReason::Provider { message: "down".into() },
+        ];
+        for reason in reasons {
+            assert_eq!(serde_json::to_value(&reason).unwrap()["kind"], reason.kind());
+        }
+        for stage in [Stage::Local, Stage::Bridge, Stage::Global, Stage::Fallback] {
+            assert_eq!(serde_json::to_value(stage).unwrap(), stage.name());
+        }
+    }
+}

@@ -570,13 +570,9 @@ impl Conn {
                 format!("method not found: {method}"),
             ))));
         };
-        let metrics = &self.server.engine.metrics;
-        let count = move |result: &std::result::Result<Value, RpcError>| {
-            metrics.request(Door::Rpc, name, if result.is_ok() { Outcome::Ok } else { Outcome::Error });
-        };
         // Liveness and stop never wait behind load, nor count towards it.
         if let Some(result) = methods::immediate(&self.server, &method, &params) {
-            count(&result);
+            self.server.engine.metrics.request(Door::Rpc, name, Outcome::of(&result));
             return Started::Done(reply(result));
         }
         if self.server.is_shutting_down() {
@@ -608,8 +604,7 @@ impl Conn {
             }
             drop(permit);
             drop(in_flight);
-            let metrics = &conn.server.engine.metrics;
-            metrics.request(Door::Rpc, name, if result.is_ok() { Outcome::Ok } else { Outcome::Error });
+            conn.server.engine.metrics.request(Door::Rpc, name, Outcome::of(&result));
             reply(result)
         }))
     }
