@@ -53,7 +53,9 @@ impl WebServer {
     /// Binds `addr` (`HOST:PORT`; port 0 picks a free one).
     pub async fn bind(engine: Arc<Engine>, addr: &str) -> Result<WebServer> {
         let token = bearer_token(&engine.settings)?;
-        let listener = TcpListener::bind(addr).await.map_err(|e| Error::io(addr, e))?;
+        let listener = TcpListener::bind(addr).await.map_err(|e| {
+            Error::Invalid(format!("cannot serve the web page on `{addr}`: {e} (give HOST:PORT, e.g. 127.0.0.1:7412)"))
+        })?;
         let web = Arc::new(Web { engine, token: token.token, sessions: Sessions::default() });
         Ok(WebServer { listener, web, token_file: token.file })
     }
