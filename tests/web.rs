@@ -274,20 +274,10 @@ fn a_real_browser_reviews_with_the_keyboard_and_renders_untrusted_text_inert() {
     // The screenshots in docs/ are this test's: `A2RAG_SCREENSHOTS=docs/screenshots` renews them.
     let shots = std::env::var_os("A2RAG_SCREENSHOTS").map_or_else(|| d.dir.path().join("shots"), |d| root.join(d));
     std::fs::create_dir_all(&shots).unwrap();
-    let output = Command::new(python)
-        .arg(root.join("tests/web_client.py"))
-        .arg(format!("http://{}", d.http))
-        .arg(d.dir.path().join("data/rpc-token"))
-        .arg(&shots)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.trim_end().ends_with("ALL OK"),
-        "browser client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    eprintln!("{stdout}");
+    let url = format!("http://{}", d.http);
+    let token_file = d.dir.path().join("data/rpc-token");
+    let stdout =
+        common::run_python_client(&python, "web_client.py", &[url.as_ref(), token_file.as_os_str(), shots.as_os_str()]);
     for shot in ["review-queue.png", "entity-view.png"] {
         assert!(std::fs::metadata(shots.join(shot)).is_ok_and(|m| m.len() > 10_000), "{shot} was taken");
     }

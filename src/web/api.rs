@@ -82,7 +82,14 @@ pub(super) struct DecisionBody {
     triple: Option<RawTriple>,
 }
 
-async fn decide(web: &super::Web, kb: &KbName, id: ProposalId, body: DecisionBody, action: Action) -> ApiResult {
+/// `POST /api/proposals/{id}/{action}`: approve, reject, or edit (which takes the corrected
+/// `triple`).
+pub(super) async fn decide(
+    State(web): Shared,
+    Path((id, action)): Path<(ProposalId, Action)>,
+    Query(OnKb { kb }): Query<OnKb>,
+    Json(body): Json<DecisionBody>,
+) -> ApiResult {
     let decision = match (action, body.triple) {
         (Action::Approve, None) => Decision::Approve,
         (Action::Reject, None) => Decision::Reject,
@@ -90,34 +97,7 @@ async fn decide(web: &super::Web, kb: &KbName, id: ProposalId, body: DecisionBod
         (Action::Edit, None) => return Err(Error::Invalid("an edit needs the corrected `triple`".into()).into()),
         (_, Some(_)) => return Err(Error::Invalid("only an edit takes a `triple`".into()).into()),
     };
-    to_json(&web.engine.decide(kb, id, &body.who, decision).await?)
-}
-
-pub(super) async fn approve(
-    State(web): Shared,
-    Path(id): Path<ProposalId>,
-    Query(OnKb { kb }): Query<OnKb>,
-    Json(body): Json<DecisionBody>,
-) -> ApiResult {
-    decide(&web, &kb, id, body, Action::Approve).await
-}
-
-pub(super) async fn reject(
-    State(web): Shared,
-    Path(id): Path<ProposalId>,
-    Query(OnKb { kb }): Query<OnKb>,
-    Json(body): Json<DecisionBody>,
-) -> ApiResult {
-    decide(&web, &kb, id, body, Action::Reject).await
-}
-
-pub(super) async fn edit(
-    State(web): Shared,
-    Path(id): Path<ProposalId>,
-    Query(OnKb { kb }): Query<OnKb>,
-    Json(body): Json<DecisionBody>,
-) -> ApiResult {
-    decide(&web, &kb, id, body, Action::Edit).await
+    to_json(&web.engine.decide(&kb, id, &body.who, decision).await?)
 }
 
 #[derive(Deserialize)]

@@ -69,3 +69,21 @@ pub fn ingested_rpc_fixtures() -> tempfile::TempDir {
     assert!(status.success());
     dir
 }
+
+/// Runs the Python test client `tests/SCRIPT` with `args` and returns what it printed,
+/// failing with both of its streams unless it exits 0 and ends with "ALL OK".
+pub fn run_python_client(python: &std::path::Path, script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let output = std::process::Command::new(python)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join(script))
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.trim_end().ends_with("ALL OK"),
+        "{script} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    eprintln!("{stdout}");
+    stdout
+}
