@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -47,25 +47,10 @@ impl Daemon {
             .unwrap();
         assert!(status.success());
         let socket = dir.path().join("rpc.sock");
-        let mut child = Command::new(bin())
-            .arg("--data-dir")
-            .arg(&data)
-            .args(["serve", "--http", "127.0.0.1:0", "--listen"])
-            .arg(format!("unix:{}", socket.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let http = loop {
-            let line = lines.next().expect("the daemon printed its web address").unwrap();
-            if let Some(rest) = line.strip_prefix("a2rag: web page at http://") {
-                break rest.split('/').next().unwrap().to_string();
-            }
-        };
-        // Keep draining stderr so the daemon never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        let args = ["--http", "127.0.0.1:0", "--listen"].map(String::from);
+        let args = [args.as_slice(), &[format!("unix:{}", socket.display())]].concat();
+        let (child, line) = common::spawn_serve(&data, &args, "a2rag: web page at http://");
+        let http = line["a2rag: web page at http://".len()..].split('/').next().unwrap().to_string();
         let token = std::fs::read_to_string(data.join("rpc-token")).unwrap().trim().to_string();
         Daemon { child, dir, http, socket, token }
     }

@@ -87,3 +87,29 @@ pub fn run_python_client(python: &std::path::Path, script: &str, args: &[&std::f
     eprintln!("{stdout}");
     stdout
 }
+
+/// Starts `a2rag --data-dir DATA serve ARGS` and waits for the stderr line starting with
+/// `ready`, which it returns; the rest of stderr is drained so the daemon never blocks on it.
+pub fn spawn_serve(data: &std::path::Path, args: &[String], ready: &str) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(bin())
+        .arg("--data-dir")
+        .arg(data)
+        .arg("serve")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = loop {
+        let line = lines.next().unwrap_or_else(|| panic!("the daemon exited before printing `{ready}`")).unwrap();
+        if line.starts_with(ready) {
+            break line;
+        }
+    };
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
+    (child, line)
+}
