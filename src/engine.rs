@@ -17,7 +17,6 @@ use serde::{Deserialize, Serialize};
 use crate::config::Settings;
 use crate::control::{Controller, QueryRequest, QueryResponse, Scope};
 use crate::curate::{self, AuditEntry, AuditFilter, Proposal, ProposalId, ReviewItem, Status};
-use crate::embed::EmbeddedQuery;
 use crate::error::{Error, Result};
 use crate::ingest::source::{Access, SourceDoc};
 use crate::ingest::{self, IngestReport, Pipeline, Progress};
@@ -264,7 +263,7 @@ impl Engine {
         }
         let kb = self.kb(name, Open::Existing).await?;
         let kb = kb.read().await;
-        let question = EmbeddedQuery::new(kb.embedder().as_ref(), &request.question)?;
+        let question = crate::retrieve::embed_query(&kb, &request.question)?;
         let gate = Scope::judge(&kb, &settings, &question);
         let retrieval = if gate.in_scope {
             Some(Retriever::with_settings(&kb, &settings.retrieve).retrieve_embedded(&question, options)?)

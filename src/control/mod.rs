@@ -327,7 +327,7 @@ impl Controller {
     async fn step(&self, kb: &Kb, settings: &Settings, request: &QueryRequest, state: State, run: &mut Run) -> State {
         match state {
             State::Gate => {
-                let embedded = match EmbeddedQuery::new(kb.embedder().as_ref(), &request.question) {
+                let embedded = match crate::retrieve::embed_query(kb, &request.question) {
                     Ok(q) => run.embedded.insert(q),
                     Err(e) => {
                         let message = format!("embedding the question failed: {e}");
@@ -355,7 +355,7 @@ impl Controller {
                 // query is embedded once here.
                 let embedded = match run.embedded.take().filter(|q| q.text == *query) {
                     Some(q) => q,
-                    None => match EmbeddedQuery::new(kb.embedder().as_ref(), &query) {
+                    None => match crate::retrieve::embed_query(kb, &query) {
                         Ok(q) => q,
                         Err(e) => {
                             let message = format!("retrieval failed: {e}");

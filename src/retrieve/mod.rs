@@ -18,6 +18,8 @@ pub mod ppr;
 pub mod seeds;
 pub mod sufficiency;
 
+pub use seeds::embed_query;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
@@ -204,7 +206,7 @@ impl<'kb> Retriever<'kb> {
 
     /// Embeds `query` once and retrieves for it (see [`Retriever::retrieve_embedded`]).
     pub fn retrieve(&self, query: &str, options: RetrieveOptions) -> Result<Retrieval> {
-        let query = EmbeddedQuery::new(self.kb.embedder().as_ref(), query)?;
+        let query = embed_query(self.kb, query)?;
         self.retrieve_embedded(&query, options)
     }
 
