@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite. Prepares what the tests that need real parts use (cached under
-# .cache/): the local MiniLM model, a real local LLM behind an OpenAI-compatible server and
-# the official Python MCP SDK (a real MCP client), then checks formatting, runs every test, and lints (clippy, warnings denied). Where a
-# preparation step cannot run (no registry access), the tests that need it skip loudly;
-# everything else still runs.
+# .cache/): the local MiniLM model, a real local LLM behind an OpenAI-compatible server, the
+# official Python MCP SDK (a real MCP client) and a headless browser; then checks formatting,
+# runs every test, and lints (clippy, warnings denied). Where a preparation step cannot run
+# (no registry access), the tests that need it skip loudly; everything else still runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,14 +22,19 @@ if [ -x scripts/local-llm.sh ] && [ -z "${A2RAG_TEST_LLM_URL:-}" ]; then
   [ -n "$started_llm" ] || echo "WARNING: local LLM unavailable; the real-LLM tests will skip"
 fi
 
-# The official Python MCP SDK, for tests/mcp.rs (a real MCP client driving `a2rag mcp`).
-if [ -x scripts/mcp-client.sh ] && [ -z "${A2RAG_TEST_MCP_PYTHON:-}" ]; then
-  if py=$(scripts/mcp-client.sh install >&2 && scripts/mcp-client.sh python); then
-    export A2RAG_TEST_MCP_PYTHON="$py"
-  else
-    echo "WARNING: Python MCP SDK unavailable; the MCP client test will skip"
+# Real clients in Python, each in a cached venv: the official MCP SDK (tests/mcp.rs) and a
+# headless Chromium driven by Selenium (tests/web.rs).
+prepare_client() { # SCRIPT VARIABLE WHAT
+  if [ -x "scripts/$1" ] && [ -z "${!2:-}" ]; then
+    if py=$("scripts/$1" install >&2 && "scripts/$1" python); then
+      export "$2=$py"
+    else
+      echo "WARNING: $3 unavailable; its tests will skip"
+    fi
   fi
-fi
+}
+prepare_client mcp-client.sh A2RAG_TEST_MCP_PYTHON "Python MCP SDK"
+prepare_client web-client.sh A2RAG_TEST_WEB_PYTHON "headless browser (chromium, selenium)"
 
 status=0
 # Formatting and lints are part of the suite: a failure here fails the run, after the tests.

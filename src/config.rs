@@ -290,6 +290,8 @@ pub struct ServerSettings {
     pub max_pending: usize,
     pub bearer_token: String,
     pub ingest_roots: Vec<PathBuf>,
+    /// `HOST:PORT` of the curation web page and `/metrics`; empty: not served.
+    pub http: String,
 }
 
 /// Where a policy profile layered between the config file and the environment comes from.

@@ -16,15 +16,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Settings;
 use crate::control::{Controller, QueryRequest, QueryResponse, Scope};
-use crate::curate::{self, AuditEntry, Proposal, ProposalId, Status};
-use crate::embed::EmbeddedQuery;
+use crate::curate::{self, AuditEntry, AuditFilter, Proposal, ProposalId, ReviewItem, Status};
 use crate::error::{Error, Result};
 use crate::ingest::source::{Access, SourceDoc};
 use crate::ingest::{self, IngestReport, Pipeline, Progress};
 use crate::kb::catalog::{Catalog, KbName, Open, SharedKb};
-use crate::kb::model::RawTriple;
+use crate::kb::explore::{EntitySuggestion, EntityView};
+use crate::kb::model::{NodeId, RawTriple};
 use crate::kb::{Kb, Stats};
 use crate::llm::LanguageModel;
+use crate::metrics::{Metrics, QueryOutcome};
 use crate::net::Remote;
 use crate::retrieve::{Retrieval, Retriever};
 
@@ -38,6 +39,8 @@ pub struct Engine {
     pub pipeline: Pipeline,
     pub controller: Controller,
     pub llm: Option<Arc<dyn LanguageModel>>,
+    /// What every operation and front door counts, for `GET /metrics`.
+    pub metrics: Metrics,
     catalog: Catalog,
     policies: HashMap<String, Arc<Settings>>,
 }
@@ -133,6 +136,13 @@ pub struct Integrity {
     pub stats: Stats,
 }
 
+/// An entity named by its node id or by one of its aliases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntityRef {
+    Id(NodeId),
+    Name(String),
+}
+
 /// A reviewer's decision on a pending proposal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -172,7 +182,8 @@ impl Engine {
             )));
         }
         let kb = catalog.default_kb().clone();
-        Ok(Engine { settings, kb, pipeline, controller, llm, catalog, policies })
+        let metrics = Metrics::new()?;
+        Ok(Engine { settings, kb, pipeline, controller, llm, metrics, catalog, policies })
     }
 
     pub fn policy_names(&self) -> Vec<String> {
@@ -211,7 +222,15 @@ impl Engine {
         let settings = self.settings_for(request.policy.as_deref())?;
         let kb = self.kb(name, Open::Existing).await?;
         let kb = kb.read().await;
+        let started = std::time::Instant::now();
         let response = self.controller.run(&kb, &settings, request).await;
+        self.metrics.query(QueryOutcome {
+            elapsed: started.elapsed(),
+            llm_calls: u64::from(response.ledger.llm_calls),
+            tokens: response.ledger.tokens(),
+            stage: response.stage.map(|s| s.name()),
+            abstained: response.abstain_reason.as_ref().map(|r| r.kind()),
+        });
         let proposals = if response.answer.is_some() {
             match curate::propose_from_response(&kb, &response) {
                 Ok(p) => p.into_iter().map(|p| p.id).collect(),
@@ -244,7 +263,7 @@ impl Engine {
         }
         let kb = self.kb(name, Open::Existing).await?;
         let kb = kb.read().await;
-        let question = EmbeddedQuery::new(kb.embedder().as_ref(), &request.question)?;
+        let question = crate::retrieve::embed_query(&kb, &request.question)?;
         let gate = Scope::judge(&kb, &settings, &question);
         let retrieval = if gate.in_scope {
             Some(Retriever::with_settings(&kb, &settings.retrieve).retrieve_embedded(&question, options)?)
@@ -279,7 +298,8 @@ impl Engine {
         let (paths, access) = (input.paths, input.access);
         let shared = self.kb(name, Open::OrCreate).await?;
         let engine = self.clone();
-        blocking(move || {
+        let started = std::time::Instant::now();
+        let ingested = blocking(move || {
             let mut kb = &*shared;
             let mut report = if paths.is_empty() {
                 IngestReport::default()
@@ -293,7 +313,10 @@ impl Engine {
             kb.flush()?;
             Ok(Ingested { report, stats: kb.stats() })
         })
-        .await
+        .await?;
+        let committed = ingested.report.added + ingested.report.replaced;
+        self.metrics.ingest(committed as u64, started.elapsed());
+        Ok(ingested)
     }
 
     /// Removes a document and everything derived from it.
@@ -317,6 +340,29 @@ impl Engine {
         curate::list(&*self.kb(name, Open::Existing).await?.read().await, status)
     }
 
+    /// Proposals in id order with the source text each was read from, for a reviewer.
+    pub async fn review_items(&self, name: &KbName, status: Option<Status>) -> Result<Vec<ReviewItem>> {
+        curate::review_items(&*self.kb(name, Open::Existing).await?.read().await, status)
+    }
+
+    /// What the graph knows about one entity, with at most `limit` neighbours and chunks.
+    pub async fn entity(&self, name: &KbName, entity: &EntityRef, limit: usize) -> Result<EntityView> {
+        let shared = self.kb(name, Open::Existing).await?;
+        let kb = shared.read().await;
+        let id = match entity {
+            EntityRef::Id(id) => *id,
+            EntityRef::Name(typed) => {
+                kb.node_by_alias(typed).ok_or_else(|| Error::NotFound(format!("entity named `{typed}`")))?
+            }
+        };
+        kb.entity_view(id, limit).ok_or_else(|| Error::NotFound(format!("entity {id}")))
+    }
+
+    /// Entities whose names resemble `typed` (the alias matcher's candidates), best first.
+    pub async fn suggest_entities(&self, name: &KbName, typed: &str, limit: usize) -> Result<Vec<EntitySuggestion>> {
+        Ok(self.kb(name, Open::Existing).await?.read().await.find_entities(typed, limit))
+    }
+
     /// Records `who`'s decision on a pending proposal (an approval puts its edge in the
     /// graph at once) and returns the updated proposal.
     pub async fn decide(&self, name: &KbName, id: ProposalId, who: &str, decision: Decision) -> Result<Proposal> {
@@ -329,9 +375,11 @@ impl Engine {
         .await
     }
 
-    /// The curation audit log, oldest first.
-    pub async fn audit(&self, name: &KbName) -> Result<Vec<AuditEntry>> {
-        curate::audit_log(&*self.kb(name, Open::Existing).await?.read().await)
+    /// The curation audit log entries `filter` selects, oldest first.
+    pub async fn audit(&self, name: &KbName, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let mut log = curate::audit_log(&*self.kb(name, Open::Existing).await?.read().await)?;
+        log.retain(|e| filter.matches(e));
+        Ok(log)
     }
 
     /// The integrity check: graph, provenance and documents, then curation decisions.

@@ -1,5 +1,6 @@
 //! a2rag: adaptive agentic graph retrieval. See ARCHITECTURE.md for the map.
 
+pub mod access;
 pub mod bench;
 pub mod config;
 pub mod control;
@@ -12,10 +13,12 @@ pub mod ingest;
 pub mod kb;
 pub mod llm;
 pub mod mcp;
+pub mod metrics;
 pub mod net;
 pub mod rank;
 pub mod retrieve;
 pub mod rpc;
 pub mod text;
+pub mod web;
 
 pub use error::{Error, Result};

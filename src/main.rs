@@ -96,6 +96,9 @@ enum Command {
         /// unix:PATH or tcp:HOST:PORT (repeatable).
         #[arg(long, value_name = "ADDR")]
         listen: Vec<a2rag::rpc::Listen>,
+        /// HOST:PORT for the curation web page and /metrics (default: `server.http`).
+        #[arg(long, value_name = "HOST:PORT")]
+        http: Option<String>,
     },
     /// Model Context Protocol server on stdin/stdout, for assistants (tools: retrieve, ask,
     /// ingest_text, kb_stats, list_proposals, review_proposal). Logs go to stderr; it exits
@@ -467,18 +470,46 @@ fn run(cli: Cli) -> Result<ExitCode> {
             println!("{text}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve { stdio, listen } => {
+        Command::Serve { stdio, listen, http } => {
+            let http = http.clone().or_else(|| Some(settings.server.http.clone()).filter(|a| !a.is_empty()));
+            if !*stdio && listen.is_empty() && http.is_none() {
+                anyhow::bail!("nothing to serve: give --stdio, --listen and/or --http (or set server.http)");
+            }
             let engine = std::sync::Arc::new(open(settings)?);
             let options = a2rag::rpc::ServeOptions { stdio: *stdio, listen: listen.clone(), ..Default::default() };
             let served = runtime.block_on(async {
-                let daemon = a2rag::rpc::Daemon::bind(engine, options).await?;
+                let daemon = a2rag::rpc::Daemon::bind(engine.clone(), options).await?;
                 for address in daemon.addresses() {
                     eprintln!("a2rag: listening on {address}");
                 }
                 if let Some(file) = daemon.token_file() {
                     eprintln!("a2rag: TCP clients must send the token in {} (auth)", file.display());
                 }
-                daemon.run().await
+                let web = match &http {
+                    Some(addr) => Some(a2rag::web::WebServer::bind(engine, addr).await?),
+                    None => None,
+                };
+                let web = web.map(|web| {
+                    let address = web.address().map_or_else(|_| "?".into(), |a| a.to_string());
+                    match web.token_file() {
+                        Some(file) => eprintln!(
+                            "a2rag: web page at http://{address}/ (sign in with the token in {})",
+                            file.display()
+                        ),
+                        None => eprintln!("a2rag: web page at http://{address}/ (sign in with server.bearer_token)"),
+                    }
+                    tokio::spawn(web.run(daemon.stopping()))
+                });
+                daemon.run().await?;
+                if let Some(web) = web {
+                    // Open browser connections must not hold the exit for long.
+                    match tokio::time::timeout(std::time::Duration::from_secs(5), web).await {
+                        Ok(Ok(result)) => result?,
+                        Ok(Err(e)) => tracing::warn!(error = %e, "the web server task failed"),
+                        Err(_) => tracing::warn!("web connections still open after shutdown; exiting anyway"),
+                    }
+                }
+                Ok::<_, a2rag::error::Error>(())
             });
             // Dropping the runtime would wait for a write that outlived the shutdown grace
             // period; sled keeps each document's batch atomic, so exiting is safe.
@@ -505,7 +536,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Audit => {
             let engine = open_existing(settings)?;
             let mut out = std::io::stdout().lock();
-            for entry in runtime.block_on(engine.audit(kb))? {
+            for entry in runtime.block_on(engine.audit(kb, &Default::default()))? {
                 use std::io::Write;
                 writeln!(out, "{}", serde_json::to_string(&entry)?)?;
             }

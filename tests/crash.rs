@@ -11,7 +11,7 @@ mod common;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
@@ -84,27 +84,8 @@ struct Daemon {
 impl Daemon {
     fn start(dir: &Path) -> Daemon {
         let socket = dir.join("crash.sock");
-        let mut child = Command::new(common::bin())
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .args(["serve", "--listen"])
-            .arg(format!("unix:{}", socket.display()))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(stderr.read_line(&mut line).unwrap() > 0, "daemon exited before listening");
-            if line.starts_with("a2rag: listening on") {
-                break;
-            }
-        }
-        // Keep draining so the daemon never blocks on a full stderr pipe.
-        std::thread::spawn(move || for _ in stderr.lines().map_while(Result::ok) {});
+        let listen = vec!["--listen".to_string(), format!("unix:{}", socket.display())];
+        let (child, _) = common::spawn_serve(&dir.join("data"), &listen, "a2rag: listening on");
         Daemon { child, socket }
     }
 

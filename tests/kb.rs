@@ -327,3 +327,36 @@ fn replacing_and_deleting_a_large_document_keeps_every_index_in_step() {
         "nothing outlives its documents"
     );
 }
+
+/// The curation page's entity view and name suggestions (issue 13), on the example corpus.
+#[test]
+fn an_entity_view_shows_edges_with_provenance_and_suggestions_complete_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut kb, pipeline) = open(&settings_in(dir.path()));
+    ingest(&mut kb, &pipeline, &[PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/corpus")]);
+    let id = kb.node_by_alias("Aurora Observatory").expect("the example corpus names it");
+    let view = kb.entity_view(id, 50).unwrap();
+    assert_eq!(view.name, "Aurora Observatory");
+    assert!(view.degree >= 1 && !view.neighbours.is_empty(), "{view:?}");
+    for n in &view.neighbours {
+        let edge = kb.edge(n.edge).unwrap();
+        assert_eq!(edge.chunk, n.chunk, "each edge names the chunk it was read from");
+        let expected = if edge.subject == id { (edge.subject, edge.object) } else { (edge.object, edge.subject) };
+        assert_eq!((id, n.node), expected);
+    }
+    let listed: HashSet<_> = view.neighbours.iter().map(|n| n.node).collect();
+    for link in &view.links {
+        assert!(listed.contains(&link.subject) && listed.contains(&link.object), "{link:?}");
+        assert!(kb.edge(link.edge).is_some());
+    }
+    assert!(view.provenance.iter().all(|c| c.text.contains("Aurora")), "chunks mentioning it");
+    assert_eq!(kb.entity_view(id, 1).unwrap().neighbours.len(), 1, "the limit holds");
+    assert!(kb.entity_view(u32::MAX, 10).is_none());
+
+    let found = kb.find_entities("lena varga", 5);
+    assert_eq!(found.first().map(|s| s.name.as_str()), Some("Lena Varga"), "{found:?}");
+    let typing = kb.find_entities("Auro", 10);
+    assert!(typing.iter().any(|s| s.name == "Aurora Observatory"), "a prefix completes: {typing:?}");
+    assert!(typing.iter().all(|s| s.alias.to_lowercase().contains("auro")), "{typing:?}");
+    assert!(kb.find_entities("  ", 5).is_empty());
+}

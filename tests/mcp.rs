@@ -39,19 +39,8 @@ fn sdk_python() -> Option<PathBuf> {
 fn the_python_sdk_lists_retrieves_asks_ingests_reviews_and_survives_bad_calls() {
     let Some(python) = sdk_python() else { return };
     let dir = ingested_rpc_fixtures();
-    let output = Command::new(python)
-        .arg(root().join("tests/mcp_client.py"))
-        .arg(BIN)
-        .arg(dir.path().join("data"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.trim_end().ends_with("ALL OK"),
-        "client failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    eprintln!("{stdout}");
+    let data = dir.path().join("data");
+    common::run_python_client(&python, "mcp_client.py", &[BIN.as_ref(), data.as_os_str()]);
 
     // What the assistant decided is on disk in the audit log.
     let mut settings = a2rag::config::Settings::load(None).unwrap();

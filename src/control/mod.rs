@@ -89,6 +89,20 @@ pub enum AbstainReason {
     },
 }
 
+impl AbstainReason {
+    /// The reason's wire name (the `kind` it serialises with), for counting.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AbstainReason::OutOfScope { .. } => "out_of_scope",
+            AbstainReason::LowConfidence { .. } => "low_confidence",
+            AbstainReason::Budget { .. } => "budget",
+            AbstainReason::Unverified { .. } => "unverified",
+            AbstainReason::NoNewQuery => "no_new_query",
+            AbstainReason::Provider { .. } => "provider",
+        }
+    }
+}
+
 impl std::fmt::Display for AbstainReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -313,7 +327,7 @@ impl Controller {
     async fn step(&self, kb: &Kb, settings: &Settings, request: &QueryRequest, state: State, run: &mut Run) -> State {
         match state {
             State::Gate => {
-                let embedded = match EmbeddedQuery::new(kb.embedder().as_ref(), &request.question) {
+                let embedded = match crate::retrieve::embed_query(kb, &request.question) {
                     Ok(q) => run.embedded.insert(q),
                     Err(e) => {
                         let message = format!("embedding the question failed: {e}");
@@ -341,7 +355,7 @@ impl Controller {
                 // query is embedded once here.
                 let embedded = match run.embedded.take().filter(|q| q.text == *query) {
                     Some(q) => q,
-                    None => match EmbeddedQuery::new(kb.embedder().as_ref(), &query) {
+                    None => match crate::retrieve::embed_query(kb, &query) {
                         Ok(q) => q,
                         Err(e) => {
                             let message = format!("retrieval failed: {e}");
@@ -564,6 +578,30 @@ impl Run {
             ledger: self.ledger,
             trace: self.trace,
             retrieval,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The metrics count abstentions and stages by these names: they must be the wire names.
+    #[test]
+    fn reason_kinds_and_stage_names_are_their_serialised_names() {
+        let reasons = [
+            AbstainReason::OutOfScope { similarity: 0.1 },
+            AbstainReason::LowConfidence { confidence: 0.1, threshold: 0.5 },
+            AbstainReason::Budget { exceeded: Exceeded::Iterations },
+            AbstainReason::Unverified { failure: Check::Grounding },
+            AbstainReason::NoNewQuery,
+            AbstainReason::Provider { message: "down".into() },
+        ];
+        for reason in reasons {
+            assert_eq!(serde_json::to_value(&reason).unwrap()["kind"], reason.kind());
+        }
+        for stage in [Stage::Local, Stage::Bridge, Stage::Global, Stage::Fallback] {
+            assert_eq!(serde_json::to_value(stage).unwrap(), stage.name());
         }
     }
 }

@@ -48,6 +48,9 @@ pub struct Proposal {
     pub sentence: String,
     /// The question whose accepted answer cited the chunk.
     pub question: String,
+    /// That accepted answer (empty in proposals made before it was recorded).
+    #[serde(default)]
+    pub answer: String,
     pub status: Status,
     /// The triple as corrected by the reviewer, when it was edited before approval.
     pub corrected: Option<RawTriple>,
@@ -181,6 +184,7 @@ pub fn propose_from_response(kb: &Kb, response: &QueryResponse) -> Result<Vec<Pr
                     span: (span.start, span.end),
                     sentence: sentence.to_string(),
                     question: response.question.clone(),
+                    answer: response.answer.clone().unwrap_or_default(),
                     status: Status::Pending,
                     corrected: None,
                     edge: None,
@@ -212,9 +216,78 @@ pub fn get(kb: &Kb, id: ProposalId) -> Result<Proposal> {
     get_proposal(kb, id)
 }
 
+/// A proposal with the source a reviewer judges it by: the chunk's title and text, split
+/// around the sentence the triple was read from.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewItem {
+    #[serde(flatten)]
+    pub proposal: Proposal,
+    pub title: String,
+    /// The chunk's text before the sentence, the sentence, and the text after it (empty
+    /// when the chunk is gone: its document was replaced or deleted since).
+    pub before: String,
+    pub highlight: String,
+    pub after: String,
+}
+
+/// [`list`] with each proposal's source text.
+pub fn review_items(kb: &Kb, status: Option<Status>) -> Result<Vec<ReviewItem>> {
+    Ok(list(kb, status)?
+        .into_iter()
+        .map(|proposal| {
+            let chunk = kb.chunk(proposal.chunk);
+            let (start, end) = proposal.span;
+            let part = |range: std::ops::Range<usize>| {
+                chunk.and_then(|c| c.text.get(range)).map(str::to_string).unwrap_or_default()
+            };
+            let highlight = part(start..end);
+            let (before, after) = if highlight.is_empty() {
+                (String::new(), String::new())
+            } else {
+                (part(0..start), part(end..chunk.map_or(end, |c| c.text.len())))
+            };
+            ReviewItem {
+                title: chunk.map(|c| kb.chunk_title(c).to_string()).unwrap_or_default(),
+                highlight: if highlight.is_empty() { proposal.sentence.clone() } else { highlight },
+                before,
+                after,
+                proposal,
+            }
+        })
+        .collect())
+}
+
 /// The audit log, oldest first.
 pub fn audit_log(kb: &Kb) -> Result<Vec<AuditEntry>> {
     scan_by_id(kb, Keyspace::Audit).collect()
+}
+
+/// Which audit entries a reader wants to see; every field given must match.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditFilter {
+    /// The reviewer, exactly.
+    #[serde(default)]
+    pub who: Option<String>,
+    #[serde(default)]
+    pub action: Option<Action>,
+    /// Words that must occur (case-insensitively) in the triple or the document id.
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+impl AuditFilter {
+    pub fn matches(&self, entry: &AuditEntry) -> bool {
+        let text_matches = |needle: &str| {
+            let needle = needle.to_lowercase();
+            let RawTriple { subject, relation, object } = &entry.triple;
+            let hay = format!("{subject} {relation} {object} {}", entry.doc_id).to_lowercase();
+            needle.split_whitespace().all(|w| hay.contains(w))
+        };
+        self.who.as_deref().is_none_or(|w| w.is_empty() || w == entry.who)
+            && self.action.is_none_or(|a| a == entry.action)
+            && self.text.as_deref().is_none_or(text_matches)
+    }
 }
 
 /// Adds the proposal's triple to the graph (live and on disk) and records the approval.
@@ -327,4 +400,36 @@ pub fn integrity_violations(kb: &Kb) -> Result<Vec<String>> {
         problems.push(format!("audit entry for missing proposal {proposal}"));
     }
     Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(who: &str, action: Action, subject: &str) -> AuditEntry {
+        AuditEntry {
+            seq: 1,
+            who: who.into(),
+            when_ms: 0,
+            action,
+            proposal: 7,
+            triple: RawTriple { subject: subject.into(), relation: "founded".into(), object: "Halden Optics".into() },
+            doc_id: "halden_optics.md".into(),
+            chunk: 3,
+            edge: None,
+        }
+    }
+
+    #[test]
+    fn an_audit_filter_needs_every_given_field_to_match() {
+        let e = entry("ana", Action::Approve, "Ingrid Halden");
+        assert!(AuditFilter::default().matches(&e));
+        assert!(AuditFilter { who: Some("ana".into()), ..Default::default() }.matches(&e));
+        assert!(!AuditFilter { who: Some("bo".into()), ..Default::default() }.matches(&e));
+        assert!(!AuditFilter { action: Some(Action::Reject), ..Default::default() }.matches(&e));
+        assert!(AuditFilter { text: Some("ingrid OPTICS".into()), ..Default::default() }.matches(&e));
+        assert!(!AuditFilter { text: Some("ingrid varga".into()), ..Default::default() }.matches(&e));
+        let both = AuditFilter { who: Some("ana".into()), action: Some(Action::Edit), text: None };
+        assert!(!both.matches(&e));
+    }
 }

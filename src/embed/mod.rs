@@ -52,18 +52,35 @@ pub fn from_settings(settings: &EmbedSettings, remote: &Remote) -> Result<Arc<dy
     })
 }
 
-/// A query with its embedding. Computed once per retrieval and passed to everything that
-/// compares the query with the KB (scope gate, dense search, fact linking), so a neural
-/// embedder runs one forward pass for the query however many steps use it.
+/// A query with its embedding, and the embeddings of its parts (the entity mentions and
+/// relation phrase that seed alignment compares with the graph). Computed once per retrieval,
+/// in one embedder call, and passed to everything that compares the query with the KB (scope
+/// gate, seeds, dense search, fact linking), so a neural embedder runs one forward pass for
+/// the query however many steps use it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EmbeddedQuery {
     pub text: String,
     pub vector: Embedding,
+    parts: Vec<(String, Embedding)>,
 }
 
 impl EmbeddedQuery {
     pub fn new(embedder: &dyn Embedder, text: &str) -> Result<EmbeddedQuery> {
-        Ok(EmbeddedQuery { text: text.to_string(), vector: embedder.embed_one(text)? })
+        EmbeddedQuery::with_parts(embedder, text, Vec::new())
+    }
+
+    /// The query and `parts` of it, embedded in one call.
+    pub fn with_parts(embedder: &dyn Embedder, text: &str, parts: Vec<String>) -> Result<EmbeddedQuery> {
+        let texts: Vec<&str> = std::iter::once(text).chain(parts.iter().map(String::as_str)).collect();
+        let mut vectors = embedder.embed(&texts)?.into_iter();
+        let vector = vectors.next().ok_or_else(|| Error::Embed("the embedder returned no vector".into()))?;
+        let parts: Vec<(String, Embedding)> = parts.into_iter().zip(vectors).collect();
+        Ok(EmbeddedQuery { text: text.to_string(), vector, parts })
+    }
+
+    /// The embedding of `part`, when it was embedded with the query.
+    pub fn part(&self, part: &str) -> Option<&Embedding> {
+        self.parts.iter().find(|(p, _)| p == part).map(|(_, v)| v)
     }
 }
 

@@ -17,7 +17,6 @@ use serde::Serialize;
 use crate::config::Settings;
 use crate::control::budget::Ledger;
 use crate::control::{Controller, QueryRequest};
-use crate::embed::EmbeddedQuery;
 use crate::error::{Error, Result};
 use crate::ingest::{self, Pipeline, triples::TripleImport};
 use crate::kb::model::NodeId;
@@ -277,7 +276,7 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     let mut embedded = Vec::with_capacity(questions.len());
     for q in &questions {
         let t = Instant::now();
-        embedded.push(EmbeddedQuery::new(kb.embedder().as_ref(), &q.question)?);
+        embedded.push(crate::retrieve::embed_query(&kb, &q.question)?);
         embedding_ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     let query_embedding_p50_ms = metrics::percentile(&embedding_ms, 0.5);

@@ -115,7 +115,7 @@ pub fn markdown(r: &Report) -> String {
     };
     let _ = writeln!(
         out,
-        "\n{}  Retrieval latency is one retrieval of the question (a2rag: the first, before any rewrite; iterative: all its steps, its later queries' embeddings included), query embedding excluded: embedding a question took {:.2} ms (p50), once per retrieval for every system but bm25. a2rag, measured first, also embeds the question's candidate entity mentions (seed alignment) the first time they are seen, which the systems after it find in the embedder's cache: with a neural embedder that is a second embedding pass the others do not pay here.  {ingest}",
+        "\n{}  Retrieval latency is one retrieval of the question (a2rag: the first, before any rewrite; iterative: all its steps, its later queries' embeddings included), query embedding excluded: embedding a question took {:.2} ms (p50), in one embedder call with the parts seed alignment compares with the graph (its entity mentions and relation phrase), once per retrieval for every system but bm25 (systems that align no seeds are measured with the same embedding).  {ingest}",
         r.cost_note, r.query_embedding_p50_ms
     );
     out

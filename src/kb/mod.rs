@@ -6,6 +6,7 @@
 pub mod align;
 pub mod bm25;
 pub mod catalog;
+pub mod explore;
 pub mod graph;
 pub mod model;
 pub mod passage_graph;
@@ -371,6 +372,20 @@ impl Kb {
     /// the only possible alias matches.
     pub fn alias_candidates(&self, blocks: &[String]) -> Vec<NodeId> {
         let mut out: Vec<NodeId> = blocks.iter().filter_map(|k| self.alias_blocks.get(k)).flatten().copied().collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Committed nodes with a blocking key that starts with one of `prefixes`: candidates
+    /// for a name still being typed, shorter than a blocking key.
+    pub fn alias_candidates_by_prefix(&self, prefixes: &[String]) -> Vec<NodeId> {
+        let mut out: Vec<NodeId> = self
+            .alias_blocks
+            .iter()
+            .filter(|(block, _)| prefixes.iter().any(|p| block.starts_with(p.as_str())))
+            .flat_map(|(_, ids)| ids.iter().copied())
+            .collect();
         out.sort_unstable();
         out.dedup();
         out

@@ -30,6 +30,7 @@ use crate::control::QueryRequest;
 use crate::engine::{Decision, Engine, IngestInput, RetrieveRequest};
 use crate::error::{Error, Result};
 use crate::kb::catalog::KbName;
+use crate::metrics::{Door, Outcome};
 use tools::*;
 
 const INSTRUCTIONS: &str = "a2rag answers questions over document collections (knowledge bases) with a knowledge graph \
@@ -202,7 +203,15 @@ impl ServerHandler for McpServer {
         let client =
             context.peer.peer_info().map_or_else(|| "client".to_string(), |info| info.client_info.name.clone());
         let name = request.name.to_string();
-        match self.run(&name, request.arguments.unwrap_or_default(), &client).await {
+        let metrics = &self.engine.metrics;
+        let in_flight = metrics.in_flight();
+        let ran = self.run(&name, request.arguments.unwrap_or_default(), &client).await;
+        drop(in_flight);
+        // Unknown tool names are the client's to choose: they are not a label.
+        if let Ok(Some(_)) | Err(_) = &ran {
+            metrics.request(Door::Mcp, &name, Outcome::of(&ran));
+        }
+        match ran {
             Ok(Some(value)) => Ok(CallToolResult::structured(value).into()),
             Ok(None) => {
                 let known: Vec<String> =

@@ -18,6 +18,8 @@ pub mod ppr;
 pub mod seeds;
 pub mod sufficiency;
 
+pub use seeds::embed_query;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
@@ -40,6 +42,18 @@ pub enum Stage {
     /// No seed aligned and no fact linked (or none of them is in the graph): dense + BM25
     /// text retrieval only.
     Fallback,
+}
+
+impl Stage {
+    /// The stage's wire name (as it serialises).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Local => "local",
+            Stage::Bridge => "bridge",
+            Stage::Global => "global",
+            Stage::Fallback => "fallback",
+        }
+    }
 }
 
 /// How to retrieve. `Adaptive` is a2rag; the others are the baselines of `a2rag eval`.
@@ -192,7 +206,7 @@ impl<'kb> Retriever<'kb> {
 
     /// Embeds `query` once and retrieves for it (see [`Retriever::retrieve_embedded`]).
     pub fn retrieve(&self, query: &str, options: RetrieveOptions) -> Result<Retrieval> {
-        let query = EmbeddedQuery::new(self.kb.embedder().as_ref(), query)?;
+        let query = embed_query(self.kb, query)?;
         self.retrieve_embedded(&query, options)
     }
 

@@ -52,15 +52,16 @@ impl Seeds {
     }
 }
 
-pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, embedded: &EmbeddedQuery) -> Result<Seeds> {
-    let query = embedded.text.as_str();
-    let mut best: HashMap<NodeId, EntitySeed> = HashMap::new();
-    let mut consider = |seed: EntitySeed| {
-        let keep = best.get(&seed.node).is_none_or(|old| seed.score > old.score);
-        if keep {
-            best.insert(seed.node, seed);
-        }
-    };
+/// What seed alignment reads off a query: exact alias hits on its n-grams, the capitalised
+/// mentions to align fuzzily, and the relation phrase (content words outside both).
+struct QueryParts {
+    exact: Vec<EntitySeed>,
+    mentions: Vec<String>,
+    relation_phrase: String,
+}
+
+fn query_parts(kb: &Kb, query: &str) -> QueryParts {
+    let mut exact = Vec::new();
     let mut mentioned_words: HashSet<String> = HashSet::new();
     // Exact alias hits on query n-grams.
     let words: Vec<&str> = query.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).collect();
@@ -75,11 +76,10 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, embedded: &EmbeddedQuery
             if let Some(node) = kb.node_by_alias(&phrase) {
                 let name = kb.node(node).map_or_else(String::new, |n| n.name.clone());
                 mentioned_words.extend(text::words(&phrase));
-                consider(EntitySeed { node, name, mention: phrase, score: 1.0 });
+                exact.push(EntitySeed { node, name, mention: phrase, score: 1.0 });
             }
         }
     }
-    // Fuzzy alignment of capitalised mentions through the entity index.
     let mentions = entity_mentions(query);
     for mention in &mentions {
         mentioned_words.extend(text::words(mention));
@@ -89,12 +89,46 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, embedded: &EmbeddedQuery
         .filter(|w| !mentioned_words.contains(w) && !WH_WORDS.contains(&w.as_str()))
         .collect::<Vec<_>>()
         .join(" ");
-    // One embedding call for the mentions and the relation phrase: with a neural embedder
-    // each call is a forward pass, and a query has several short texts.
-    let texts: Vec<&str> =
-        mentions.iter().map(String::as_str).chain(Some(relation_phrase.as_str()).filter(|p| !p.is_empty())).collect();
-    let mut vectors = kb.embedder().embed(&texts)?.into_iter();
-    for (mention, v) in mentions.iter().zip(vectors.by_ref()) {
+    QueryParts { exact, mentions, relation_phrase }
+}
+
+impl QueryParts {
+    /// The texts seed alignment embeds: the mentions, then the relation phrase if any.
+    fn texts(&self) -> Vec<String> {
+        self.mentions.iter().cloned().chain(Some(self.relation_phrase.clone()).filter(|p| !p.is_empty())).collect()
+    }
+}
+
+/// `query` embedded with the parts seed alignment needs, in one embedder call: with a neural
+/// embedder every call is a forward pass, and a query has several short parts.
+pub fn embed_query(kb: &Kb, query: &str) -> Result<EmbeddedQuery> {
+    EmbeddedQuery::with_parts(kb.embedder().as_ref(), query, query_parts(kb, query).texts())
+}
+
+pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, embedded: &EmbeddedQuery) -> Result<Seeds> {
+    let query = query_parts(kb, &embedded.text);
+    let parts = query.texts();
+    let QueryParts { exact, mentions, relation_phrase } = query;
+    let mut best: HashMap<NodeId, EntitySeed> = HashMap::new();
+    let mut consider = |seed: EntitySeed| {
+        let keep = best.get(&seed.node).is_none_or(|old| seed.score > old.score);
+        if keep {
+            best.insert(seed.node, seed);
+        }
+    };
+    exact.into_iter().for_each(&mut consider);
+    // The parts' vectors come with the query when it was made by `embed_query`; any other
+    // query embeds them here, in one call.
+    let missing: Vec<&str> = parts.iter().map(String::as_str).filter(|p| embedded.part(p).is_none()).collect();
+    let fresh: HashMap<&str, Vec<f32>> = if missing.is_empty() {
+        HashMap::new()
+    } else {
+        missing.iter().copied().zip(kb.embedder().embed(&missing)?).collect()
+    };
+    let vector_of = |part: &str| embedded.part(part).or_else(|| fresh.get(part)).cloned();
+    // Fuzzy alignment of capitalised mentions through the entity index.
+    for mention in &mentions {
+        let Some(v) = vector_of(mention) else { continue };
         let key = normalize_entity(mention);
         for (id, cos) in kb.node_index().search(&v, 5)? {
             let Some(node) = kb.node(id as NodeId) else {
@@ -114,9 +148,9 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, embedded: &EmbeddedQuery
         b.score.total_cmp(&a.score).then(b.mention.len().cmp(&a.mention.len())).then(a.node.cmp(&b.node))
     });
     entities.truncate(settings.max_entity_seeds);
-    let relations = match vectors.next() {
-        Some(v) => align_relations(kb, settings.relation_threshold, &v)?,
-        None => Vec::new(),
+    let relations = match (relation_phrase.is_empty(), vector_of(&relation_phrase)) {
+        (false, Some(v)) => align_relations(kb, settings.relation_threshold, &v)?,
+        _ => Vec::new(),
     };
     let facts = link_facts(kb, embedded, settings.fact_seeds)?;
     Ok(Seeds { entities, relations, relation_phrase, facts })
@@ -131,4 +165,55 @@ fn align_relations(kb: &Kb, threshold: f32, phrase: &[f32]) -> Result<Vec<Relati
         .into_iter()
         .map(|(label, score)| RelationSeed { label: label.to_string(), score })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use crate::config::Settings;
+    use crate::embed::CountingEmbedder;
+    use crate::ingest::source::SourceDoc;
+    use crate::ingest::{IngestReport, Pipeline, ingest_docs};
+    use crate::kb::Kb;
+    use crate::net::Remote;
+    use crate::retrieve::{RetrieveOptions, Retriever, Stage, Strategy, embed_query};
+
+    /// Issue 12: a neural embedder runs one forward pass per retrieval, not one for the
+    /// question and another for its mentions and relation phrase.
+    #[test]
+    fn a_retrieval_embeds_its_query_in_one_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = Settings::defaults();
+        settings.data_dir = dir.path().to_path_buf();
+        let model = CountingEmbedder::new(64);
+        let mut kb = Kb::open(Arc::new(settings.clone()), model.clone()).unwrap();
+        let pipeline = Pipeline::from_settings(&settings, model.clone(), None, &Remote::new()).unwrap();
+        let doc = SourceDoc {
+            id: "curie".into(),
+            title: "Curie".into(),
+            text: "Marie Curie was born in Warsaw. Warsaw is the capital of Poland.".into(),
+            source: "test".into(),
+        };
+        ingest_docs(&mut kb, &pipeline, vec![doc], &mut (), &mut IngestReport::default()).unwrap();
+
+        let question = "Where was Marie Curie born?";
+        let before = model.calls.load(Ordering::SeqCst);
+        let embedded = embed_query(&kb, question).unwrap();
+        assert_eq!(model.calls.load(Ordering::SeqCst), before + 1);
+        assert!(embedded.part("Marie Curie").is_some(), "the mention came with the question");
+        let retriever = Retriever::with_settings(&kb, &settings.retrieve);
+        let options = RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 };
+        let retrieval = retriever.retrieve_embedded(&embedded, options).unwrap();
+        assert_eq!(model.calls.load(Ordering::SeqCst), before + 1, "the retrieval embedded nothing more");
+        assert!(retrieval.seeds.entities.iter().any(|s| s.name == "Marie Curie"));
+
+        // A query embedded without its parts still gets them, in one more call.
+        let bare = crate::embed::EmbeddedQuery::new(model.as_ref(), question).unwrap();
+        let calls = model.calls.load(Ordering::SeqCst);
+        let again = retriever.retrieve_embedded(&bare, options).unwrap();
+        assert_eq!(model.calls.load(Ordering::SeqCst), calls + 1);
+        assert_eq!(again.seeds.entities, retrieval.seeds.entities);
+    }
 }

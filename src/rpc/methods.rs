@@ -1,4 +1,4 @@
-//! The JSON-RPC methods: each decodes its params, calls one [`Engine`] operation and encodes
+//! The JSON-RPC methods: each decodes its params, calls one [`crate::engine::Engine`] operation and encodes
 //! the result. Every method that touches a knowledge base takes an optional `kb` name.
 
 use std::path::PathBuf;
@@ -13,12 +13,11 @@ use tokio::sync::mpsc;
 use super::Server;
 use super::protocol::{INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, RpcError, notification};
 use crate::control::QueryRequest;
-use crate::curate::{ProposalId, Status};
-use crate::engine::{Decision, Engine, IngestInput, Ingested, InlineDoc, RetrieveRequest};
-use crate::error::Error;
+use crate::curate::{AuditFilter, ProposalId, Status};
+use crate::engine::{Decision, EntityRef, IngestInput, Ingested, InlineDoc, RetrieveRequest};
 use crate::ingest::Progress;
 use crate::ingest::source::Access;
-use crate::kb::catalog::{KbName, Open};
+use crate::kb::catalog::KbName;
 use crate::kb::model::{NodeId, RawTriple};
 
 pub const METHODS: &[&str] = &[
@@ -34,6 +33,7 @@ pub const METHODS: &[&str] = &[
     "proposals.approve",
     "proposals.reject",
     "proposals.edit",
+    "audit",
     "graph.node",
     "shutdown",
 ];
@@ -78,7 +78,7 @@ pub fn immediate(server: &Server, method: &str, params: &Value) -> Option<Method
     }
 }
 
-/// Decodes the params of `method`, calls the one [`Engine`] operation it stands for, and
+/// Decodes the params of `method`, calls the one [`crate::engine::Engine`] operation it stands for, and
 /// encodes the result.
 pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
     let engine = &cx.server.engine;
@@ -123,7 +123,19 @@ pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
             let decision = Decision::Edit(RawTriple { subject, relation, object });
             to_json(&engine.decide(&kb, id, who.as_deref().unwrap_or("rpc"), decision).await?)
         }
-        "graph.node" => graph_node(engine, decode(params)?).await,
+        "graph.node" => {
+            let NodeParams { name, id, limit, kb } = decode(params)?;
+            let entity = match (id, name) {
+                (Some(id), None) => EntityRef::Id(id),
+                (None, Some(name)) => EntityRef::Name(name),
+                _ => return Err(RpcError::new(INVALID_PARAMS, "invalid params: give exactly one of `name` or `id`")),
+            };
+            to_json(&engine.entity(&kb, &entity, limit).await?)
+        }
+        "audit" => {
+            let (kb, filter) = decode_on_kb::<AuditFilter>(params)?;
+            Ok(json!({"entries": engine.audit(&kb, &filter).await?}))
+        }
         _ => Err(RpcError::new(super::protocol::METHOD_NOT_FOUND, format!("method not found: {method}"))),
     }
 }
@@ -276,58 +288,4 @@ async fn ingest(cx: Context, params: IngestParams) -> MethodResult {
         .with_data(json!({"report": report, "stats": stats})));
     }
     Ok(json!({"report": report, "stats": stats}))
-}
-
-async fn graph_node(engine: &Engine, params: NodeParams) -> MethodResult {
-    let kb = engine.kb(&params.kb, Open::Existing).await?;
-    let kb = kb.read().await;
-    let id = match (params.id, &params.name) {
-        (Some(id), None) => id,
-        (None, Some(name)) => kb.node_by_alias(name).ok_or_else(|| Error::NotFound(format!("node named `{name}`")))?,
-        _ => {
-            return Err(RpcError::new(INVALID_PARAMS, "invalid params: give exactly one of `name` or `id`"));
-        }
-    };
-    let node = kb.node(id).ok_or_else(|| Error::NotFound(format!("node {id}")))?;
-    let steps = kb.graph().steps(id);
-    let neighbours: Vec<Value> = steps
-        .iter()
-        .take(params.limit)
-        .filter_map(|s| {
-            let edge = kb.edge(s.edge)?;
-            Some(json!({
-                "edge": edge.id,
-                "relation": edge.relation,
-                "direction": if s.forward { "out" } else { "in" },
-                "node": s.to,
-                "name": kb.node(s.to).map(|n| n.name.as_str()),
-                "chunk": edge.chunk,
-                "origin": edge.origin,
-            }))
-        })
-        .collect();
-    let chunks: Vec<Value> = node
-        .chunks
-        .iter()
-        .take(params.limit)
-        .filter_map(|c| {
-            let chunk = kb.chunk(*c)?;
-            Some(json!({
-                "chunk": chunk.id,
-                "doc_id": kb.doc(chunk.doc).map(|d| d.id.as_str()),
-                "title": kb.chunk_title(chunk),
-                "span": chunk.span,
-                "text": chunk.text,
-            }))
-        })
-        .collect();
-    Ok(json!({
-        "id": node.id,
-        "name": node.name,
-        "aliases": node.aliases,
-        "degree": steps.len(),
-        "neighbours": neighbours,
-        "provenance_count": node.chunks.len(),
-        "provenance": chunks,
-    }))
 }

@@ -31,8 +31,10 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::AbortHandle;
 
+use crate::access::{BearerToken, bearer_token, constant_time_eq};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::metrics::{Door, Outcome};
 use protocol::{Frame, LineReader, RpcError, failure, success};
 
 /// Every method the daemon answers (besides `auth` and `$/cancelRequest`).
@@ -130,17 +132,13 @@ pub struct Daemon {
 
 impl Daemon {
     pub async fn bind(engine: Arc<Engine>, options: ServeOptions) -> Result<Daemon> {
-        if !options.stdio && options.listen.is_empty() {
-            return Err(Error::Invalid("nothing to serve: give --stdio and/or --listen".into()));
-        }
         let settings = engine.settings.server.clone();
         let tcp = options.listen.iter().any(|l| matches!(l, Listen::Tcp(_)));
-        let (token, token_file) = match (tcp, settings.bearer_token.is_empty()) {
-            (false, _) => (None, None),
-            (true, false) => (Some(settings.bearer_token.clone()), None),
-            (true, true) => {
-                let file = engine.settings.data_dir.join(TOKEN_FILE);
-                (Some(read_or_create_token(&file)?), Some(file))
+        let (token, token_file) = match tcp {
+            false => (None, None),
+            true => {
+                let BearerToken { token, file } = bearer_token(&engine.settings)?;
+                (Some(token), file)
             }
         };
         let mut bound = Vec::new();
@@ -177,6 +175,15 @@ impl Daemon {
     /// `server.bearer_token`.
     pub fn token_file(&self) -> Option<&Path> {
         self.token_file.as_deref()
+    }
+
+    /// Resolves once shutdown has been asked for (the `shutdown` method, SIGTERM, SIGINT), for
+    /// other servers that stop with this one.
+    pub fn stopping(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.server.shutdown.subscribe();
+        async move {
+            let _ = rx.wait_for(|down| *down).await;
+        }
     }
 
     /// The listeners' addresses, with real ports.
@@ -277,37 +284,6 @@ fn bind_unix(path: &Path) -> Result<Bound> {
     std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::io(&staging, e))?;
     std::fs::rename(&staging, path).map_err(|e| Error::io(path, e))?;
     Ok(Bound::Unix { listener, path: path.to_path_buf() })
-}
-
-/// Where a generated TCP token lives, inside the data directory.
-pub const TOKEN_FILE: &str = "rpc-token";
-
-/// The token in `file`, or a new random one written there with mode 0600 (created with that
-/// mode, so it is never readable by others, even briefly).
-fn read_or_create_token(file: &Path) -> Result<String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Ok(existing) = std::fs::read_to_string(file) {
-        let token = existing.trim();
-        if !token.is_empty() {
-            return Ok(token.to_string());
-        }
-    }
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    }
-    let mut bytes = [0u8; 32];
-    rand::Rng::fill(&mut rand::rng(), &mut bytes);
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(file)
-        .map_err(|e| Error::io(file, e))?;
-    out.write_all(token.as_bytes()).map_err(|e| Error::io(file, e))?;
-    Ok(token)
 }
 
 async fn accept(server: Arc<Server>, bound: Bound, alive: mpsc::Sender<()>) {
@@ -466,11 +442,6 @@ fn check_auth(bytes: &[u8], token: &str) -> std::result::Result<Option<Value>, V
     }
 }
 
-/// Equality whose time does not depend on where the first difference is.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// A request in flight, as `$/cancelRequest` sees it.
 #[derive(Clone)]
 struct Running {
@@ -592,14 +563,16 @@ impl Conn {
         if method == "$/cancelRequest" {
             return Started::Done(reply(self.cancel(params)));
         }
-        if !methods::METHODS.contains(&method.as_str()) {
+        // The known name, static: what the metrics label requests with.
+        let Some(&name) = methods::METHODS.iter().find(|m| **m == method) else {
             return Started::Done(reply(Err(RpcError::new(
                 protocol::METHOD_NOT_FOUND,
                 format!("method not found: {method}"),
             ))));
-        }
+        };
         // Liveness and stop never wait behind load, nor count towards it.
         if let Some(result) = methods::immediate(&self.server, &method, &params) {
+            self.server.engine.metrics.request(Door::Rpc, name, Outcome::of(&result));
             return Started::Done(reply(result));
         }
         if self.server.is_shutting_down() {
@@ -623,12 +596,15 @@ impl Conn {
             self.running.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), running);
         }
         let conn = self.clone();
+        let in_flight = self.server.engine.metrics.in_flight();
         Started::Running(tokio::spawn(async move {
             let result = guard(inner).await;
             if let Some(key) = &key {
                 conn.running.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
             }
             drop(permit);
+            drop(in_flight);
+            conn.server.engine.metrics.request(Door::Rpc, name, Outcome::of(&result));
             reply(result)
         }))
     }

@@ -69,3 +69,47 @@ pub fn ingested_rpc_fixtures() -> tempfile::TempDir {
     assert!(status.success());
     dir
 }
+
+/// Runs the Python test client `tests/SCRIPT` with `args` and returns what it printed,
+/// failing with both of its streams unless it exits 0 and ends with "ALL OK".
+pub fn run_python_client(python: &std::path::Path, script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let output = std::process::Command::new(python)
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join(script))
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.trim_end().ends_with("ALL OK"),
+        "{script} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    eprintln!("{stdout}");
+    stdout
+}
+
+/// Starts `a2rag --data-dir DATA serve ARGS` and waits for the stderr line starting with
+/// `ready`, which it returns; the rest of stderr is drained so the daemon never blocks on it.
+pub fn spawn_serve(data: &std::path::Path, args: &[String], ready: &str) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(bin())
+        .arg("--data-dir")
+        .arg(data)
+        .arg("serve")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = loop {
+        let line = lines.next().unwrap_or_else(|| panic!("the daemon exited before printing `{ready}`")).unwrap();
+        if line.starts_with(ready) {
+            break line;
+        }
+    };
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
+    (child, line)
+}
