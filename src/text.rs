@@ -25,6 +25,24 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(|w| w.to_lowercase())
 }
 
+/// (byte offset, word) of each run of alphanumeric characters, in order: `words` with
+/// where each one starts, and in its own case.
+pub fn word_spans(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((s, &text[s..i]));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Terms that carry content: `words` minus stopwords.
 pub fn content_terms(text: &str) -> Vec<String> {
     words(text).filter(|w| !is_stopword(w)).collect()

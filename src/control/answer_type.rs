@@ -55,7 +55,7 @@ pub struct Asked {
 /// ends the question ("is based where?"). Relative clauses ("the city where ...", "the
 /// association which published ...") do not ask.
 pub fn asked(question: &str) -> Option<Asked> {
-    let (starts, words): (Vec<usize>, Vec<&str>) = word_spans(question).into_iter().unzip();
+    let (starts, words): (Vec<usize>, Vec<&str>) = text::word_spans(question).into_iter().unzip();
     let comma_before = |i: usize| question[..starts[i]].trim_end().ends_with(',');
     let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
     let is_wh = |i: usize| lower.get(i).is_some_and(|w| WH_WORDS.contains(&w.as_str()));
@@ -83,23 +83,6 @@ pub fn asked(question: &str) -> Option<Asked> {
         return Some(Asked { wh: format!("how {amount}"), noun: None });
     }
     Some(Asked { noun: matches!(wh.as_str(), "what" | "which").then(|| type_noun(&words, &lower, at)).flatten(), wh })
-}
-
-/// (byte offset, word) of each alphanumeric word.
-fn word_spans(text: &str) -> Vec<(usize, &str)> {
-    let mut out = Vec::new();
-    let mut start = None;
-    for (i, c) in text.char_indices().chain(std::iter::once((text.len(), ' '))) {
-        match (c.is_alphanumeric(), start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                out.push((s, &text[s..i]));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 /// The noun after "what" / "which" at `at`: capitalised adjectives skipped ("what Australian

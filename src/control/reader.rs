@@ -466,19 +466,7 @@ fn near_word(sentence: &str, start: usize, len: usize, noun: &str) -> bool {
 
 /// (byte offset, lower-case word) of each word.
 fn word_positions(sentence: &str) -> Vec<(usize, String)> {
-    let mut out = Vec::new();
-    let mut start = None;
-    for (i, c) in sentence.char_indices().chain(std::iter::once((sentence.len(), ' '))) {
-        match (c.is_alphanumeric(), start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                out.push((s, sentence[s..i].to_lowercase()));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    out
+    text::word_spans(sentence).into_iter().map(|(at, w)| (at, w.to_lowercase())).collect()
 }
 
 /// How well a candidate fits the answer type, 0 when it cannot be the answer.
