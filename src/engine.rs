@@ -143,6 +143,17 @@ pub enum EntityRef {
     Name(String),
 }
 
+impl EntityRef {
+    /// From a request's optional `id` and `name`, exactly one of which must be given.
+    pub fn one_of(id: Option<NodeId>, name: Option<String>) -> Result<EntityRef> {
+        match (id, name) {
+            (Some(id), None) => Ok(EntityRef::Id(id)),
+            (None, Some(name)) => Ok(EntityRef::Name(name)),
+            _ => Err(Error::Invalid("give exactly one of `id` or `name`".into())),
+        }
+    }
+}
+
 /// A reviewer's decision on a pending proposal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {

@@ -125,12 +125,7 @@ pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
         }
         "graph.node" => {
             let NodeParams { name, id, limit, kb } = decode(params)?;
-            let entity = match (id, name) {
-                (Some(id), None) => EntityRef::Id(id),
-                (None, Some(name)) => EntityRef::Name(name),
-                _ => return Err(RpcError::new(INVALID_PARAMS, "invalid params: give exactly one of `name` or `id`")),
-            };
-            to_json(&engine.entity(&kb, &entity, limit).await?)
+            to_json(&engine.entity(&kb, &EntityRef::one_of(id, name)?, limit).await?)
         }
         "audit" => {
             let (kb, filter) = decode_on_kb::<AuditFilter>(params)?;

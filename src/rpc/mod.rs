@@ -103,10 +103,14 @@ impl Server {
         self.shutdown.send_replace(true);
     }
 
-    async fn shutdown_requested(&self) {
+    /// Resolves once shutdown has been asked for; owns what it waits on, so it can outlive
+    /// the borrow (another server stopping with this one holds it).
+    fn shutdown_requested(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut rx = self.shutdown.subscribe();
-        // An error means the sender is gone, which only happens once everything is over.
-        let _ = rx.wait_for(|down| *down).await;
+        async move {
+            // An error means the sender is gone, which only happens once everything is over.
+            let _ = rx.wait_for(|down| *down).await;
+        }
     }
 
     async fn closing(&self) {
@@ -180,10 +184,7 @@ impl Daemon {
     /// Resolves once shutdown has been asked for (the `shutdown` method, SIGTERM, SIGINT), for
     /// other servers that stop with this one.
     pub fn stopping(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let mut rx = self.server.shutdown.subscribe();
-        async move {
-            let _ = rx.wait_for(|down| *down).await;
-        }
+        self.server.shutdown_requested()
     }
 
     /// The listeners' addresses, with real ports.

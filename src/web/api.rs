@@ -184,11 +184,7 @@ fn default_neighbourhood() -> usize {
 }
 
 pub(super) async fn entity(State(web): Shared, Query(q): Query<EntityQuery>) -> ApiResult {
-    let entity = match (q.id, q.name) {
-        (Some(id), None) => EntityRef::Id(id),
-        (None, Some(name)) => EntityRef::Name(name),
-        _ => return Err(Error::Invalid("give exactly one of `id` or `name`".into()).into()),
-    };
+    let entity = EntityRef::one_of(q.id, q.name)?;
     to_json(&web.engine.entity(&q.kb, &entity, q.limit.min(100)).await?)
 }
 
