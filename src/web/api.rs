@@ -39,8 +39,6 @@ pub(super) async fn session(State(web): Shared, Extension(authed): Extension<Aut
     Ok(Json(json!({
         "csrf": csrf_of(&authed),
         "kbs": web.engine.kbs()?,
-        "policies": web.engine.policy_names(),
-        "version": env!("CARGO_PKG_VERSION"),
     })))
 }
 
