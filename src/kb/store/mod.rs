@@ -460,10 +460,13 @@ pub enum Changed {
     },
 }
 
+/// A stored value, `None` where the key is absent.
+type StoredValue = Option<Vec<u8>>;
+
 /// Changed records by family: each id with its stored value now (`None`: removed).
 #[derive(Debug, Default)]
 pub struct ChangedRecords {
-    by_family: HashMap<Family, Vec<(u64, Option<Vec<u8>>)>>,
+    by_family: HashMap<Family, Vec<(u64, StoredValue)>>,
 }
 
 impl ChangedRecords {
@@ -479,7 +482,7 @@ impl ChangedRecords {
         self.raw(family).find(|(i, _)| *i == id).and_then(|(_, v)| v.as_deref().map(bytes_to_vec))
     }
 
-    fn raw(&self, family: Family) -> impl Iterator<Item = &(u64, Option<Vec<u8>>)> {
+    fn raw(&self, family: Family) -> impl Iterator<Item = &(u64, StoredValue)> {
         self.by_family.get(&family).into_iter().flatten()
     }
 }

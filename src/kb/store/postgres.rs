@@ -198,7 +198,7 @@ type Pinned = Arc<AsyncMutex<Option<Object>>>;
 
 enum Conn {
     Pinned(OwnedMappedMutexGuard<Option<Object>, Object>),
-    Pooled(Object),
+    Pooled(Box<Object>),
 }
 
 impl Deref for Conn {
@@ -215,7 +215,7 @@ impl Deref for Conn {
 async fn conn(pool: &Pool, pinned: &Pinned) -> Result<Conn> {
     match OwnedMutexGuard::try_map(pinned.clone().lock_owned().await, Option::as_mut) {
         Ok(object) => Ok(Conn::Pinned(object)),
-        Err(_) => Ok(Conn::Pooled(pool.get().await.map_err(no_connection)?)),
+        Err(_) => Ok(Conn::Pooled(Box::new(pool.get().await.map_err(no_connection)?))),
     }
 }
 
@@ -689,7 +689,7 @@ async fn listen_once(config: &tokio_postgres::Config, kb: &str, wake: &std::sync
             if wake.send(()).is_err() {
                 break Ok(());
             }
-            match tokio::time::timeout(LISTEN_HEARTBEAT, async {
+            let heard = tokio::time::timeout(LISTEN_HEARTBEAT, async {
                 loop {
                     match notes.recv().await {
                         Some(payload) if payload == kb => return true,
@@ -698,10 +698,10 @@ async fn listen_once(config: &tokio_postgres::Config, kb: &str, wake: &std::sync
                     }
                 }
             })
-            .await
-            {
-                Ok(false) => break Err(Error::Postgres("the notification connection closed".into())),
-                Ok(true) | Err(_) => {}
+            .await;
+            // A timeout is the heartbeat: wake the follower anyway.
+            if let Ok(false) = heard {
+                break Err(Error::Postgres("the notification connection closed".into()));
             }
         },
     };
