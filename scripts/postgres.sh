@@ -6,7 +6,7 @@
 #   scripts/postgres.sh install   # the server binaries (apt-get install -y postgresql)
 #   scripts/postgres.sh start     # prints a libpq connection string without dbname, e.g.
 #                                 # "host=/tmp/a2rag-pg.X port=5432 user=postgres"
-#   scripts/postgres.sh stop
+#   scripts/postgres.sh stop      # the server $A2RAG_TEST_POSTGRES names (or: stop DIR)
 #
 # Typical use:
 #   export A2RAG_TEST_POSTGRES="$(scripts/postgres.sh start)"
@@ -15,8 +15,6 @@
 # Tests make a fresh database per test in that server.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-STATE="$ROOT/.cache/postgres-test.dir"
 PORT=5432
 
 log() { echo "postgres: $*" >&2; }
@@ -56,8 +54,8 @@ cmd_install() {
 cmd_start() {
     local bin dir
     bin=$(bindir) || { log "not installed (run: scripts/postgres.sh install)"; return 1; }
-    [[ -f "$STATE" ]] && cmd_stop
-    dir=$(mktemp -d /tmp/a2rag-pg.XXXXXX)
+    # Each server is its own directory: runs side by side never touch each other's.
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/a2rag-pg.XXXXXX")
     chmod 755 "$dir"
     [[ $(id -u) -eq 0 ]] && chown postgres: "$dir"
     as_server_user "$bin/initdb" -D "$dir/data" -A trust -U postgres --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 \
@@ -67,26 +65,26 @@ cmd_start() {
     as_server_user "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
         -o "-k $dir -c listen_addresses= -p $PORT -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" >/dev/null \
         || { log "the server did not start: $(tail -5 "$dir/server.log")"; rm -rf "$dir"; return 1; }
-    mkdir -p "$(dirname "$STATE")"
-    echo "$dir" >"$STATE"
     log "server up in $dir"
     echo "host=$dir port=$PORT user=postgres"
 }
 
-cmd_stop() {
-    [[ -f "$STATE" ]] || return 0
-    local dir bin
-    dir=$(cat "$STATE")
-    if bin=$(bindir) && [[ -d "$dir/data" ]]; then
+cmd_stop() { # [DIR]: default, the socket directory of $A2RAG_TEST_POSTGRES
+    local dir="${1:-}" bin
+    if [[ -z "$dir" && "${A2RAG_TEST_POSTGRES:-}" =~ host=([^[:space:]]+) ]]; then
+        dir="${BASH_REMATCH[1]}"
+    fi
+    [[ -n "$dir" && -d "$dir/data" ]] || { log "no test server to stop"; return 0; }
+    if bin=$(bindir); then
         as_server_user "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
     fi
-    rm -rf "$dir" "$STATE"
-    log "stopped"
+    rm -rf "$dir"
+    log "stopped $dir"
 }
 
 case "${1:-}" in
     install) cmd_install ;;
     start) cmd_start ;;
-    stop) cmd_stop ;;
+    stop) cmd_stop "${2:-}" ;;
     *) echo "usage: $0 install|start|stop" >&2; exit 2 ;;
 esac
