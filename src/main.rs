@@ -167,6 +167,15 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// The same corpus on sled and on PostgreSQL: ingest passages/s, KB open time, retrieval
+    /// p50 (the database must hold no KB yet).
+    Store {
+        /// PostgreSQL connection string of an empty database.
+        #[arg(long)]
+        postgres: String,
+        #[arg(long, default_value = "../shared/datasets/musique")]
+        dataset: PathBuf,
+    },
     /// Ingest throughput (passages/s) with the configured (default: embedded) pipeline.
     Ingest {
         #[arg(long, default_value = "../shared/datasets/hotpotqa/corpus.json")]
@@ -475,6 +484,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let scratch = std::env::temp_dir().join(format!("a2rag-bench-{}", std::process::id()));
             let text = match bench {
                 BenchCommand::Ingest { corpus } => a2rag::bench::ingest(settings, corpus, &scratch)?,
+                BenchCommand::Store { postgres, dataset } => {
+                    a2rag::bench::store(settings, dataset, postgres, &scratch)?
+                }
                 BenchCommand::Ppr { nodes, edges, queries } => {
                     a2rag::bench::ppr(*nodes, *edges, *queries, &settings.retrieve)
                 }
