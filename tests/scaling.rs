@@ -116,18 +116,7 @@ fn postgres() -> Option<TestStore> {
 fn two_daemons_on_one_database_serve_each_others_writes() {
     let Some(store) = postgres() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let seeded = Command::new(bin())
-        .arg("--data-dir")
-        .arg(dir.path().join("cli"))
-        .arg("ingest")
-        .arg("--triples")
-        .arg(rpc_fixture("triples.jsonl"))
-        .args(["curie.txt", "prize.txt", "rivers.jsonl"].map(rpc_fixture))
-        .envs(store.env())
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(seeded.success());
+    ingest_rpc_fixtures(&dir.path().join("cli"), &store.env());
     std::fs::create_dir_all(dir.path().join("a")).unwrap();
     std::fs::create_dir_all(dir.path().join("b")).unwrap();
     let mut a = Daemon::start(&dir.path().join("a"), &store);

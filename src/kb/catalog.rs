@@ -133,7 +133,7 @@ impl Catalog {
         let default = Arc::new(RwLock::new(Kb::open_at(settings.clone(), embedder.clone(), &location)?));
         let catalog =
             Catalog { settings, embedder, default, slots: Mutex::new(HashMap::new()), syncs: Mutex::new(Vec::new()) };
-        catalog.follow(&KbName::default(), &catalog.default.clone());
+        catalog.follow(&KbName::default(), &catalog.default);
         Ok(catalog)
     }
 

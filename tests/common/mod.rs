@@ -129,23 +129,30 @@ pub fn rpc_fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rpc").join(name)
 }
 
-/// A directory whose `data` holds the JSON-RPC fixtures ingested by the CLI. The triples file
-/// gives each document an imported triple, so the extractor's own triples are not in the
-/// graph yet and accepted answers have something to propose.
+/// A directory whose `data` holds the JSON-RPC fixtures ingested by the CLI (see
+/// [`ingest_rpc_fixtures`]).
 pub fn ingested_rpc_fixtures() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
+    ingest_rpc_fixtures(&dir.path().join("data"), &[]);
+    dir
+}
+
+/// Ingests the JSON-RPC fixtures with the CLI into the KB of `data_dir`, in the store `env`
+/// points at. The triples file gives each document an imported triple, so the extractor's own
+/// triples are not in the graph yet and accepted answers have something to propose.
+pub fn ingest_rpc_fixtures(data_dir: &std::path::Path, env: &[(&'static str, String)]) {
     let status = std::process::Command::new(bin())
         .arg("--data-dir")
-        .arg(dir.path().join("data"))
+        .arg(data_dir)
         .arg("ingest")
         .arg("--triples")
         .arg(rpc_fixture("triples.jsonl"))
         .args(["curie.txt", "prize.txt", "rivers.jsonl"].map(rpc_fixture))
+        .envs(env.iter().cloned())
         .stdout(std::process::Stdio::null())
         .status()
         .unwrap();
     assert!(status.success());
-    dir
 }
 
 /// Runs the Python test client `tests/SCRIPT` with `args` and returns what it printed,

@@ -386,12 +386,11 @@ impl Store {
     /// companion (a chunk with its vector, and so on), as they are now.
     pub fn changes_since(&self, seq: u64) -> Result<Changed> {
         let _snapshot = self.snapshot_session()?;
-        let keys = match self.backend.changes_since(seq)? {
+        let (latest, touched) = match self.backend.changes_since(seq)? {
             ChangeLog::Current => return Ok(Changed::Nothing),
             ChangeLog::Pruned { latest } => return Ok(Changed::Everything { latest }),
             ChangeLog::Since { latest, keys } => (latest, keys),
         };
-        let (latest, touched) = keys;
         let mut ids: Vec<(Family, u64)> = Vec::new();
         for key in &touched {
             if let Some((family, id)) = Family::parse(key) {
@@ -402,11 +401,10 @@ impl Store {
         ids.sort_unstable_by_key(|(f, id)| (f.prefix(), *id));
         ids.dedup();
         let keys: Vec<Vec<u8>> = ids.iter().map(|(f, id)| f.key(*id)).collect();
-        let values = self.backend.get_many(Space::Kb, &keys)?;
+        let mut values = self.backend.get_many(Space::Kb, &keys)?;
         let mut records = ChangedRecords::default();
-        for (family, id) in ids {
-            let key = family.key(id);
-            records.by_family.entry(family).or_default().push((id, values.get(&key).cloned()));
+        for ((family, id), key) in ids.into_iter().zip(&keys) {
+            records.by_family.entry(family).or_default().insert(id, values.remove(key));
         }
         Ok(Changed::Records { latest, records })
     }
@@ -466,7 +464,9 @@ type StoredValue = Option<Vec<u8>>;
 /// Changed records by family: each id with its stored value now (`None`: removed).
 #[derive(Debug, Default)]
 pub struct ChangedRecords {
-    by_family: HashMap<Family, Vec<(u64, StoredValue)>>,
+    /// By id, so a large change (a big document's thousands of edges) looks each vector up
+    /// without a scan.
+    by_family: HashMap<Family, std::collections::BTreeMap<u64, StoredValue>>,
 }
 
 impl ChangedRecords {
@@ -479,10 +479,10 @@ impl ChangedRecords {
 
     /// The vector of `family` stored for `id` now, if any.
     pub fn vector(&self, family: Family, id: u64) -> Option<Vec<f32>> {
-        self.raw(family).find(|(i, _)| *i == id).and_then(|(_, v)| v.as_deref().map(bytes_to_vec))
+        self.by_family.get(&family)?.get(&id)?.as_deref().map(bytes_to_vec)
     }
 
-    fn raw(&self, family: Family) -> impl Iterator<Item = &(u64, StoredValue)> {
+    fn raw(&self, family: Family) -> impl Iterator<Item = (&u64, &StoredValue)> {
         self.by_family.get(&family).into_iter().flatten()
     }
 }
@@ -627,6 +627,20 @@ mod tests {
         Store::open(&Location::Sled(dir.to_path_buf())).unwrap()
     }
 
+    /// A document record with no content.
+    fn document(key: DocKey, id: &str) -> Document {
+        Document {
+            key,
+            id: id.into(),
+            title: String::new(),
+            source: String::new(),
+            content_hash: String::new(),
+            summary: String::new(),
+            chunks: Vec::new(),
+            edges: Vec::new(),
+        }
+    }
+
     #[test]
     fn a_batch_with_side_writes_lands_whole() {
         let dir = tempfile::tempdir().unwrap();
@@ -654,16 +668,7 @@ mod tests {
     fn the_last_write_of_a_key_in_a_batch_wins() {
         let dir = tempfile::tempdir().unwrap();
         let store = sled_store(dir.path());
-        let doc = |key| Document {
-            key,
-            id: "d".into(),
-            title: String::new(),
-            source: String::new(),
-            content_hash: String::new(),
-            summary: String::new(),
-            chunks: Vec::new(),
-            edges: Vec::new(),
-        };
+        let doc = |key| document(key, "d");
         let mut b = KbBatch::default();
         b.put_doc(&doc(1));
         store.commit(b).unwrap();
@@ -694,16 +699,7 @@ mod tests {
             let source = Store::open(&from).unwrap();
             source.set_embedder_id("hash-64").unwrap();
             let mut b = KbBatch::default();
-            b.put_doc(&Document {
-                key: 9,
-                id: "d".into(),
-                title: String::new(),
-                source: String::new(),
-                content_hash: String::new(),
-                summary: String::new(),
-                chunks: Vec::new(),
-                edges: Vec::new(),
-            });
+            b.put_doc(&document(9, "d"));
             b.put_vector(Family::NodeVec, 3, &[1.0, 2.0]);
             b.put_raw(Keyspace::Proposals, b"p", b"proposal".to_vec());
             source.commit(b).unwrap();
