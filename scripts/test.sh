@@ -36,6 +36,17 @@ prepare_client() { # SCRIPT VARIABLE WHAT
 prepare_client mcp-client.sh A2RAG_TEST_MCP_PYTHON "Python MCP SDK"
 prepare_client web-client.sh A2RAG_TEST_WEB_PYTHON "headless browser (chromium, selenium)"
 
+# A throwaway PostgreSQL server (tests/kb.rs runs on both back ends, tests/scaling.rs runs
+# several daemons on one database), stopped when the run ends.
+if [ -x scripts/postgres.sh ] && [ -z "${A2RAG_TEST_POSTGRES:-}" ]; then
+  if scripts/postgres.sh install && url=$(scripts/postgres.sh start); then
+    export A2RAG_TEST_POSTGRES="$url"
+    trap 'scripts/postgres.sh stop' EXIT
+  else
+    echo "WARNING: PostgreSQL unavailable; the PostgreSQL halves of the KB tests will skip"
+  fi
+fi
+
 status=0
 # Formatting and lints are part of the suite: a failure here fails the run, after the tests.
 cargo fmt --check || { echo "FAILED: cargo fmt --check (run cargo fmt)"; status=1; }

@@ -12,6 +12,7 @@ pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settings {
     pub data_dir: PathBuf,
+    pub store: StoreSettings,
     pub log: LogSettings,
     pub ingest: IngestSettings,
     pub embed: EmbedSettings,
@@ -24,6 +25,21 @@ pub struct Settings {
     pub llm: LlmSettings,
     pub policy: PolicySettings,
     pub server: ServerSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoreSettings {
+    pub backend: StoreBackend,
+    pub url: String,
+    pub pool_size: usize,
+    pub poll_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreBackend {
+    Sled,
+    Postgres,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -363,6 +379,17 @@ impl Settings {
 
     fn validate(&self) -> Result<()> {
         let bad = |msg: &str| Err(Error::Config(msg.to_string()));
+        if self.store.backend == StoreBackend::Postgres && self.store.url.trim().is_empty() {
+            return bad(
+                "store.backend = \"postgres\" needs store.url (postgres://user@host/db, or set A2RAG__STORE__URL)",
+            );
+        }
+        if self.store.pool_size == 0 {
+            return bad("store.pool_size must be > 0");
+        }
+        if self.store.poll_ms == 0 {
+            return bad("store.poll_ms must be > 0");
+        }
         if self.ingest.chunk_tokens == 0 {
             return bad("ingest.chunk_tokens must be > 0");
         }

@@ -22,6 +22,7 @@ use crate::ingest::source::{Access, SourceDoc};
 use crate::ingest::{self, IngestReport, Pipeline, Progress};
 use crate::kb::catalog::{Catalog, KbName, Open, SharedKb};
 use crate::kb::explore::{EntitySuggestion, EntityView};
+use crate::kb::follow::SyncReport;
 use crate::kb::model::{NodeId, RawTriple};
 use crate::kb::{Kb, Stats};
 use crate::llm::LanguageModel;
@@ -31,6 +32,14 @@ use crate::retrieve::{Retrieval, Retriever};
 
 /// Most chunks an evidence-only retrieval may ask for.
 pub const MAX_TOP_K: usize = 100;
+
+/// [`Engine::store_status`].
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StoreStatus {
+    pub backend: crate::config::StoreBackend,
+    /// Each followed KB's position in the shared store's change log, by name (empty for sled).
+    pub sync: std::collections::BTreeMap<String, SyncReport>,
+}
 
 pub struct Engine {
     pub settings: Arc<Settings>,
@@ -217,6 +226,15 @@ impl Engine {
     /// The knowledge base called `name`; see [`Catalog::get`] for what `open` allows.
     pub async fn kb(&self, name: &KbName, open: Open) -> Result<SharedKb> {
         self.catalog.get(name, open).await
+    }
+
+    /// Where the KBs persist and, for a store other daemons share, how far behind its change
+    /// log each open KB is (kept by the followers; reading it does no I/O).
+    pub fn store_status(&self) -> StoreStatus {
+        StoreStatus {
+            backend: self.settings.store.backend,
+            sync: self.catalog.sync_reports().into_iter().map(|(name, report)| (name.to_string(), report)).collect(),
+        }
     }
 
     /// The knowledge bases in the data directory, the default first.

@@ -7,6 +7,10 @@ pub enum Error {
     #[error("storage error: {0}")]
     Store(#[from] sled::Error),
 
+    /// The PostgreSQL store failed: unreachable, refused, or a statement failed.
+    #[error("PostgreSQL store: {0}")]
+    Postgres(String),
+
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -20,10 +24,8 @@ pub enum Error {
     #[error("configuration error: {0}")]
     Config(String),
 
-    #[error(
-        "data directory {dir} was written by schema version {found}, this build understands up to {supported}; upgrade a2rag"
-    )]
-    SchemaTooNew { dir: PathBuf, found: u32, supported: u32 },
+    #[error("{place} was written by schema version {found}, this build understands up to {supported}; upgrade a2rag")]
+    SchemaTooNew { place: String, found: u32, supported: u32 },
 
     #[error(
         "knowledge base was embedded with `{stored}` but the configuration asks for `{configured}`; run `a2rag reindex` to re-embed"

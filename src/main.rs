@@ -13,6 +13,7 @@ use a2rag::ingest::source::Access;
 use a2rag::ingest::{self, triples::TripleImport};
 use a2rag::kb::SearchMode;
 use a2rag::kb::catalog::{KbName, Open};
+use a2rag::kb::store::Location;
 
 #[derive(Parser)]
 #[command(name = "a2rag", version, about = "Adaptive agentic graph retrieval over your documents")]
@@ -124,6 +125,14 @@ enum Command {
     /// Re-embed every chunk, summary and entity with the configured embedder (after
     /// changing `embed.provider` or `embed.dim`).
     Reindex,
+    /// Copy every knowledge base of the configured store into another store, exactly: a
+    /// PostgreSQL database (`postgres://...` or `host=... dbname=...`) or a sled data
+    /// directory. Stop the daemons writing the source first.
+    Migrate {
+        /// The destination: a PostgreSQL connection string, or a directory for sled.
+        #[arg(long)]
+        to: String,
+    },
     /// Evaluate a2rag and the baselines on a dataset directory (corpus.json + questions.json).
     Eval {
         #[arg(long)]
@@ -158,6 +167,15 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// The same corpus on sled and on PostgreSQL: ingest passages/s, KB open time, retrieval
+    /// p50 (the database must hold no KB yet).
+    Store {
+        /// PostgreSQL connection string of an empty database.
+        #[arg(long)]
+        postgres: String,
+        #[arg(long, default_value = "../shared/datasets/musique")]
+        dataset: PathBuf,
+    },
     /// Ingest throughput (passages/s) with the configured (default: embedded) pipeline.
     Ingest {
         #[arg(long, default_value = "../shared/datasets/hotpotqa/corpus.json")]
@@ -266,11 +284,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
     // Commands that read a KB must not leave an empty one behind in a mistyped directory.
     let kb = &cli.kb;
     let open_existing = |settings: Settings| {
-        let dir = kb.dir(&settings.data_dir);
-        if !a2rag::kb::store::Store::exists(&dir) {
+        let location = Location::of(&settings, kb);
+        if !location.exists()? {
             anyhow::bail!(
-                "no knowledge base in {}: run `a2rag ingest` first, or point --data-dir (or --kb) at one",
-                dir.display()
+                "no knowledge base in {location}: run `a2rag ingest` first, or point --data-dir (or --kb) at one"
             );
         }
         open(settings).map(std::sync::Arc::new)
@@ -323,11 +340,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Kbs => {
-            if !a2rag::kb::store::Store::exists(&settings.data_dir) {
-                anyhow::bail!("no knowledge base in {}: run `a2rag ingest` first", settings.data_dir.display());
+            let default = Location::of(&settings, &KbName::default());
+            if !default.exists()? {
+                anyhow::bail!("no knowledge base in {default}: run `a2rag ingest` first");
             }
-            // Lists directories: opening the engine would load the default KB for nothing.
-            for name in a2rag::kb::catalog::names(&settings.data_dir)? {
+            // Lists names only: opening the engine would load the default KB for nothing.
+            for name in a2rag::kb::catalog::names(&settings)? {
                 println!("{name}");
             }
             Ok(ExitCode::SUCCESS)
@@ -420,7 +438,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Reindex => {
             let embedder = a2rag::embed::from_settings(&settings.embed, &a2rag::net::Remote::new())?;
-            let r = a2rag::kb::reindex::reindex(&settings, embedder)?;
+            let r = a2rag::kb::reindex::reindex_at(&Location::of(&settings, kb), embedder)?;
             println!(
                 "re-embedded {} chunks, {} summaries, {} entities, {} facts with {} (was {}) in {:.1} s",
                 r.chunks,
@@ -431,6 +449,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 r.previous_embedder.as_deref().unwrap_or("none"),
                 r.seconds
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Migrate { to } => {
+            let destination = a2rag::kb::catalog::destination(&settings, to);
+            let bar = indicatif::ProgressBar::new_spinner();
+            let copied = a2rag::kb::catalog::migrate(&settings, &destination, |kb, entries| {
+                bar.set_message(format!("{kb}: {entries} entries copied"));
+                bar.tick();
+            })?;
+            bar.finish_and_clear();
+            for (kb, entries) in copied {
+                println!("{kb}: {entries} entries copied to {}", Location::of(&destination, &kb));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Eval { dataset, triples, drop_nodes, limit, seed, out, iterative_steps, reuse_kb } => {
@@ -453,6 +484,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let scratch = std::env::temp_dir().join(format!("a2rag-bench-{}", std::process::id()));
             let text = match bench {
                 BenchCommand::Ingest { corpus } => a2rag::bench::ingest(settings, corpus, &scratch)?,
+                BenchCommand::Store { postgres, dataset } => {
+                    a2rag::bench::store(settings, dataset, postgres, &scratch)?
+                }
                 BenchCommand::Ppr { nodes, edges, queries } => {
                     a2rag::bench::ppr(*nodes, *edges, *queries, &settings.retrieve)
                 }

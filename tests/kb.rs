@@ -1,5 +1,6 @@
-//! Knowledge-base foundation: ingestion into real sled on disk, re-ingest, crash safety,
-//! bad input.
+//! Knowledge-base foundation: ingestion into real sled on disk and into a real PostgreSQL
+//! server (every test runs on both back ends; see `TestStore`), re-ingest, crash safety, bad
+//! input.
 
 mod common;
 
@@ -8,13 +9,21 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use a2rag::ingest::triples::TripleImport;
+use a2rag::kb::catalog::KbName;
+use a2rag::kb::store::{Location, Store};
 use common::*;
 
 #[test]
 fn musique_with_openie_import_gives_every_passage_and_triple() {
+    for store in TestStore::all() {
+        musique_with_openie_import_gives_every_passage_and_triple_on(&store);
+    }
+}
+
+fn musique_with_openie_import_gives_every_passage_and_triple_on(store: &TestStore) {
     let Some(data) = datasets() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let settings = settings_in(dir.path());
+    let settings = store.settings(dir.path());
     let (mut kb, mut pipeline) = open(&settings);
     let triples_file = data.join("musique/openie_triples.json");
     pipeline.triples = Some(TripleImport::load(&triples_file).unwrap());
@@ -99,8 +108,14 @@ fn write_corpus(dir: &std::path::Path, n: usize) -> PathBuf {
 
 #[test]
 fn changed_document_replaces_its_chunks_and_edges_and_delete_removes_everything() {
+    for store in TestStore::all() {
+        changed_document_replaces_its_chunks_and_edges_and_delete_removes_everything_on(&store);
+    }
+}
+
+fn changed_document_replaces_its_chunks_and_edges_and_delete_removes_everything_on(store: &TestStore) {
     let dir = tempfile::tempdir().unwrap();
-    let settings = settings_in(&dir.path().join("kb"));
+    let settings = store.settings(&dir.path().join("kb"));
     let (mut kb, pipeline) = open(&settings);
     let file = dir.path().join("a.jsonl");
     std::fs::write(&file, "{\"id\":\"x\",\"title\":\"Alpha\",\"text\":\"Alpha Corp was founded by Jane Doe in Paris.\"}\n{\"id\":\"y\",\"title\":\"Beta\",\"text\":\"Beta Ltd is based in Paris.\"}\n").unwrap();
@@ -131,18 +146,42 @@ fn changed_document_replaces_its_chunks_and_edges_and_delete_removes_everything(
 
 #[test]
 fn killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run() {
+    for store in TestStore::all() {
+        killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run_on(&store);
+    }
+}
+
+fn killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run_on(store: &TestStore) {
     let dir = tempfile::tempdir().unwrap();
     let corpus = write_corpus(dir.path(), 1500);
     let crashed = dir.path().join("crashed");
-    let mut child = Command::new(bin()).args(["--data-dir"]).arg(&crashed).arg("ingest").arg(&corpus).spawn().unwrap();
+    let mut child = Command::new(bin())
+        .envs(store.env())
+        .args(["--data-dir"])
+        .arg(&crashed)
+        .arg("ingest")
+        .arg(&corpus)
+        .spawn()
+        .unwrap();
     // Kill it once some documents have been committed.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let crashed_settings = store.settings(&crashed);
+    let committed_enough = || match store {
+        TestStore::Sled => {
+            let size: u64 = std::fs::read_dir(crashed.join("db"))
+                .map(|d| d.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
+                .unwrap_or(0);
+            size > 200_000
+        }
+        // PostgreSQL can be read while the ingest writes.
+        TestStore::Postgres(_) => {
+            let location = Location::of(&crashed_settings, &KbName::default());
+            location.exists().unwrap() && Store::open(&location).unwrap().docs().count() > 100
+        }
+    };
     loop {
         std::thread::sleep(std::time::Duration::from_millis(150));
-        let size: u64 = std::fs::read_dir(crashed.join("db"))
-            .map(|d| d.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
-            .unwrap_or(0);
-        if size > 200_000 || std::time::Instant::now() > deadline {
+        if committed_enough() || std::time::Instant::now() > deadline {
             break;
         }
     }
@@ -150,7 +189,7 @@ fn killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run() {
     let status = child.wait().unwrap();
     assert!(!status.success(), "the ingest was killed before it finished");
 
-    let settings = settings_in(&crashed);
+    let settings = store.settings(&crashed);
     let (mut kb, pipeline) = open(&settings);
     assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
     let partial = kb.stats().documents;
@@ -159,7 +198,7 @@ fn killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run() {
     assert_eq!(report.unchanged, partial, "committed documents are not redone");
     let finished = kb.stats();
 
-    let clean_settings = settings_in(&dir.path().join("clean"));
+    let clean_settings = store.another().settings(&dir.path().join("clean"));
     let (mut clean, pipeline) = open(&clean_settings);
     ingest(&mut clean, &pipeline, std::slice::from_ref(&corpus));
     let reference = clean.stats();
@@ -171,6 +210,12 @@ fn killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run() {
 
 #[test]
 fn bad_input_is_reported_and_does_not_stop_the_rest() {
+    for store in TestStore::all() {
+        bad_input_is_reported_and_does_not_stop_the_rest_on(&store);
+    }
+}
+
+fn bad_input_is_reported_and_does_not_stop_the_rest_on(store: &TestStore) {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in");
     std::fs::create_dir(&input).unwrap();
@@ -179,8 +224,14 @@ fn bad_input_is_reported_and_does_not_stop_the_rest() {
     std::fs::write(input.join("latin1.txt"), [0x41u8, 0xe9, 0xff, 0x00]).unwrap();
     std::fs::write(input.join("empty.txt"), "   \n").unwrap();
     std::fs::write(input.join("broken.json"), "[{\"title\": ").unwrap();
-    let out =
-        Command::new(bin()).arg("--data-dir").arg(dir.path().join("kb")).arg("ingest").arg(&input).output().unwrap();
+    let out = Command::new(bin())
+        .envs(store.env())
+        .arg("--data-dir")
+        .arg(dir.path().join("kb"))
+        .arg("ingest")
+        .arg(&input)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "errors make the exit code non-zero");
@@ -193,25 +244,49 @@ fn bad_input_is_reported_and_does_not_stop_the_rest() {
 
 #[test]
 fn reading_commands_refuse_a_directory_without_a_kb_and_leave_it_untouched() {
+    for store in TestStore::all() {
+        reading_commands_refuse_a_directory_without_a_kb_and_leave_it_untouched_on(&store);
+    }
+}
+
+fn reading_commands_refuse_a_directory_without_a_kb_and_leave_it_untouched_on(store: &TestStore) {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-kb-here");
     for args in [&["stats"][..], &["search", "oslo"], &["ask", "Where is Oslo?"], &["delete", "d1"]] {
-        let out = Command::new(bin()).arg("--data-dir").arg(&missing).args(args).output().unwrap();
+        let out = Command::new(bin()).envs(store.env()).arg("--data-dir").arg(&missing).args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("no knowledge base in") && stderr.contains("a2rag ingest"), "{args:?}: {stderr}");
     }
     assert!(!missing.exists(), "nothing was created");
+    assert!(!Location::of(&store.settings(&missing), &KbName::default()).exists().unwrap());
 }
 
 #[test]
 fn newer_schema_and_other_embedder_are_refused_with_clear_messages() {
+    for store in TestStore::all() {
+        newer_schema_and_other_embedder_are_refused_with_clear_messages_on(&store);
+    }
+}
+
+fn newer_schema_and_other_embedder_are_refused_with_clear_messages_on(store: &TestStore) {
     let dir = tempfile::tempdir().unwrap();
     let kb_dir = dir.path().join("kb");
     let doc = dir.path().join("d.txt");
     std::fs::write(&doc, "Some text about Oslo.").unwrap();
-    assert!(Command::new(bin()).arg("--data-dir").arg(&kb_dir).arg("ingest").arg(&doc).status().unwrap().success());
+    assert!(
+        Command::new(bin())
+            .envs(store.env())
+            .arg("--data-dir")
+            .arg(&kb_dir)
+            .arg("ingest")
+            .arg(&doc)
+            .status()
+            .unwrap()
+            .success()
+    );
     let out = Command::new(bin())
+        .envs(store.env())
         .arg("--data-dir")
         .arg(&kb_dir)
         .arg("stats")
@@ -220,12 +295,15 @@ fn newer_schema_and_other_embedder_are_refused_with_clear_messages() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("a2rag reindex"), "{}", String::from_utf8_lossy(&out.stderr));
-    {
-        let db = sled::open(kb_dir.join("db")).unwrap();
-        db.open_tree("kb").unwrap().insert(b"meta/schema", &999u32.to_be_bytes()).unwrap();
-        db.flush().unwrap();
+    match store {
+        TestStore::Sled => {
+            let db = sled::open(kb_dir.join("db")).unwrap();
+            db.open_tree("kb").unwrap().insert(b"meta/schema", &999u32.to_be_bytes()).unwrap();
+            db.flush().unwrap();
+        }
+        TestStore::Postgres(url) => run_sql(url, "INSERT INTO a2rag_schema (version) VALUES (999)"),
     }
-    let out = Command::new(bin()).arg("--data-dir").arg(&kb_dir).arg("stats").output().unwrap();
+    let out = Command::new(bin()).envs(store.env()).arg("--data-dir").arg(&kb_dir).arg("stats").output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("schema version 999"));
 }
@@ -250,8 +328,14 @@ fn ingest_doc(kb: &mut a2rag::kb::Kb, pipeline: &a2rag::ingest::Pipeline, doc: a
 /// indexed while any chunk states it.
 #[test]
 fn a_repeated_fact_is_indexed_once_until_its_last_edge_goes() {
+    for store in TestStore::all() {
+        a_repeated_fact_is_indexed_once_until_its_last_edge_goes_on(&store);
+    }
+}
+
+fn a_repeated_fact_is_indexed_once_until_its_last_edge_goes_on(store: &TestStore) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut kb, pipeline) = open(&settings_in(&dir.path().join("kb")));
+    let (mut kb, pipeline) = open(&store.settings(&dir.path().join("kb")));
     let doc = |id: &str, extra: &str| a2rag::ingest::source::SourceDoc {
         id: id.into(),
         title: format!("Note {id}"),
@@ -286,8 +370,14 @@ fn a_repeated_fact_is_indexed_once_until_its_last_edge_goes() {
 
 #[test]
 fn replacing_and_deleting_a_large_document_keeps_every_index_in_step() {
+    for store in TestStore::all() {
+        replacing_and_deleting_a_large_document_keeps_every_index_in_step_on(&store);
+    }
+}
+
+fn replacing_and_deleting_a_large_document_keeps_every_index_in_step_on(store: &TestStore) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut kb, pipeline) = open(&settings_in(&dir.path().join("kb")));
+    let (mut kb, pipeline) = open(&store.settings(&dir.path().join("kb")));
     // A second document shares the cast of people, so many nodes keep part of their
     // provenance when the large one is replaced.
     ingest_doc(&mut kb, &pipeline, synthetic("other", 20_000, 1));
@@ -302,7 +392,7 @@ fn replacing_and_deleting_a_large_document_keeps_every_index_in_step() {
     let replaced = kb.stats();
 
     let fresh_dir = tempfile::tempdir().unwrap();
-    let (mut fresh, pipeline) = open(&settings_in(&fresh_dir.path().join("kb")));
+    let (mut fresh, pipeline) = open(&store.another().settings(&fresh_dir.path().join("kb")));
     ingest_doc(&mut fresh, &pipeline, synthetic("other", 20_000, 1));
     ingest_doc(&mut fresh, &pipeline, synthetic("big", 90_000, 3));
     let expected = fresh.stats();
@@ -331,8 +421,14 @@ fn replacing_and_deleting_a_large_document_keeps_every_index_in_step() {
 /// The curation page's entity view and name suggestions (issue 13), on the example corpus.
 #[test]
 fn an_entity_view_shows_edges_with_provenance_and_suggestions_complete_names() {
+    for store in TestStore::all() {
+        an_entity_view_shows_edges_with_provenance_and_suggestions_complete_names_on(&store);
+    }
+}
+
+fn an_entity_view_shows_edges_with_provenance_and_suggestions_complete_names_on(store: &TestStore) {
     let dir = tempfile::tempdir().unwrap();
-    let (mut kb, pipeline) = open(&settings_in(dir.path()));
+    let (mut kb, pipeline) = open(&store.settings(dir.path()));
     ingest(&mut kb, &pipeline, &[PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/corpus")]);
     let id = kb.node_by_alias("Aurora Observatory").expect("the example corpus names it");
     let view = kb.entity_view(id, 50).unwrap();

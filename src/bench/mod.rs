@@ -404,3 +404,67 @@ fn syllables(mut n: u64) -> String {
     let mut chars = name.chars();
     chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
 }
+
+/// The same corpus in sled and in the PostgreSQL database `postgres` (which must hold no
+/// documents): ingest passages/s, KB open time and retrieval p50, with PostgreSQL's ratios to
+/// sled (target: query p50 within 1.2x, since both answer from memory).
+pub fn store(settings: Settings, dataset_dir: &Path, postgres: &str, scratch: &Path) -> Result<String> {
+    let dataset = Dataset::load(dataset_dir)?;
+    let mut on_postgres = settings.clone();
+    on_postgres.store.backend = crate::config::StoreBackend::Postgres;
+    on_postgres.store.url = postgres.to_string();
+    let mut rows = Vec::new();
+    let mut embedder_id = String::new();
+    for (name, settings) in [("sled", settings), ("postgres", on_postgres)] {
+        let docs = source::read_file(&dataset.corpus, settings.ingest.max_file_bytes).docs;
+        let n = docs.len();
+        let (mut kb, pipeline) = scratch_kb(settings.clone(), &scratch.join(name), &Remote::new())?;
+        if kb.stats().documents > 0 {
+            return Err(crate::Error::Invalid(format!(
+                "the {name} store already holds documents: give it an empty database"
+            )));
+        }
+        let t = Instant::now();
+        ingest::ingest_docs(&mut kb, &pipeline, docs, &mut (), &mut ingest::IngestReport::default())?;
+        kb.flush()?;
+        let rate = n as f64 / t.elapsed().as_secs_f64();
+        let (embedder, location) = (kb.embedder().clone(), kb.store().location().clone());
+        embedder_id = embedder.id();
+        drop(kb);
+        let t = Instant::now();
+        let kb = crate::kb::Kb::open_at(std::sync::Arc::new(settings), embedder, &location)?;
+        let open_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let mut times = Vec::new();
+        for round in 0..2 {
+            for q in &dataset.questions {
+                let t = Instant::now();
+                Retriever::new(&kb).retrieve(
+                    &q.question,
+                    RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 10 },
+                )?;
+                // The first round warms up (the PPR snapshot), as a running daemon would be.
+                if round == 1 {
+                    times.push(t.elapsed().as_secs_f64() * 1000.0);
+                }
+            }
+        }
+        rows.push((name, rate, open_ms, percentile(&times, 0.5)));
+    }
+    let (sled, pg) = (rows[0], rows[1]);
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|(name, rate, open, p50)| {
+            format!("  {name:<9} ingest {rate:>7.1} passages/s   open {open:>8.1} ms   retrieval p50 {p50:>6.2} ms")
+        })
+        .collect();
+    Ok(format!(
+        "store back ends on {} ({} questions, embedder {}):\n{}\n  postgres/sled: ingest rate {:.2}x, open time {:.2}x, retrieval p50 {:.2}x (target <= 1.2x)",
+        dataset.name,
+        dataset.questions.len(),
+        embedder_id,
+        lines.join("\n"),
+        pg.1 / sled.1.max(1e-9),
+        pg.2 / sled.2.max(1e-9),
+        pg.3 / sled.3.max(1e-9)
+    ))
+}

@@ -102,7 +102,7 @@ fn get_proposal(kb: &Kb, id: ProposalId) -> Result<Proposal> {
 fn scan_by_id<T: for<'de> Deserialize<'de>>(kb: &Kb, keyspace: Keyspace) -> impl Iterator<Item = Result<T>> + '_ {
     kb.store().scan_raw(keyspace).map(|item| {
         let (key, bytes) = item?;
-        decode(&bytes, key.as_ref().try_into().map_or(0, u64::from_be_bytes))
+        decode(&bytes, key.as_slice().try_into().map_or(0, u64::from_be_bytes))
     })
 }
 

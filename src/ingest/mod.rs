@@ -469,7 +469,7 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
             match prepared.and_then(|p| kb.write(|kb| kb.commit_document(p))) {
                 Ok(outcome) => report.record(outcome),
                 // Storage failures are not the document's fault: stop rather than skip.
-                Err(e @ Error::Store(_)) => return Err(e),
+                Err(e @ (Error::Store(_) | Error::Postgres(_))) => return Err(e),
                 Err(e) => report.errors.push(format!("document {id}: {e}")),
             }
             progress.advance(&id);

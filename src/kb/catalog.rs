@@ -1,22 +1,26 @@
-//! Several knowledge bases side by side under one data directory. The default KB is the data
-//! directory itself (the layout of a single-KB install, so its data stays readable); a KB
-//! named `NAME` is its own sled database in `DATA_DIR/kbs/NAME`, so no request for one ever
-//! touches another's documents, proposals or audit log.
+//! Several knowledge bases side by side in one store. With sled, the default KB is the data
+//! directory itself (the layout of a single-KB install, so its data stays readable) and a KB
+//! named `NAME` is its own sled database in `DATA_DIR/kbs/NAME`; with PostgreSQL every KB is
+//! keyed by its name in the same tables. Either way no request for one KB ever touches
+//! another's documents, proposals or audit log.
 //!
-//! A KB is opened on the first request that names it and stays open. Reads of a name that has
-//! no directory are refused; writes create it.
+//! A KB is opened on the first request that names it and stays open (followed, when other
+//! daemons share its store: see [`super::follow`]). Reads of a name that does not exist are
+//! refused; writes create it.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::RwLock;
 
 use super::Kb;
-use super::store::Store;
-use crate::config::Settings;
+use super::follow::{SyncReport, SyncState, follow};
+use super::store::Location;
+use crate::config::{Settings, StoreBackend};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 
@@ -117,22 +121,35 @@ pub struct Catalog {
     embedder: Arc<dyn Embedder>,
     default: SharedKb,
     slots: Mutex<HashMap<KbName, Slot>>,
+    /// The followed KBs' sync state, by name.
+    syncs: Mutex<Vec<(KbName, Arc<SyncState>)>>,
 }
 
 impl Catalog {
-    /// Opens (creating if needed) the default KB in `settings.data_dir`; named KBs open on
+    /// Opens (creating if needed) the default KB of the configured store; named KBs open on
     /// first use.
     pub fn open(settings: Arc<Settings>, embedder: Arc<dyn Embedder>) -> Result<Catalog> {
-        let default = Arc::new(RwLock::new(Kb::open(settings.clone(), embedder.clone())?));
-        Ok(Catalog { settings, embedder, default, slots: Mutex::new(HashMap::new()) })
+        let location = Location::of(&settings, &KbName::default());
+        let default = Arc::new(RwLock::new(Kb::open_at(settings.clone(), embedder.clone(), &location)?));
+        let catalog =
+            Catalog { settings, embedder, default, slots: Mutex::new(HashMap::new()), syncs: Mutex::new(Vec::new()) };
+        catalog.follow(&KbName::default(), &catalog.default.clone());
+        Ok(catalog)
     }
 
     pub fn default_kb(&self) -> &SharedKb {
         &self.default
     }
 
-    fn dir(&self, name: &KbName) -> PathBuf {
-        name.dir(&self.settings.data_dir)
+    fn follow(&self, name: &KbName, kb: &SharedKb) {
+        if let Some(state) = follow(kb, Duration::from_millis(self.settings.store.poll_ms)) {
+            self.syncs.lock().unwrap_or_else(|e| e.into_inner()).push((name.clone(), state));
+        }
+    }
+
+    /// How up to date each followed KB is with the shared store (empty for sled).
+    pub fn sync_reports(&self) -> Vec<(KbName, SyncReport)> {
+        self.syncs.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(n, s)| (n.clone(), s.report())).collect()
     }
 
     /// The KB called `name`, opened on first use. With [`Open::Existing`] a KB that does not
@@ -146,28 +163,31 @@ impl Catalog {
         if let Some(kb) = open.as_ref() {
             return Ok(kb.clone());
         }
-        let dir = self.dir(name);
-        if open_as == Open::Existing && !Store::exists(&dir) {
+        let location = Location::of(&self.settings, name);
+        let probe = location.clone();
+        let exists = tokio::task::spawn_blocking(move || probe.exists())
+            .await
+            .map_err(|e| Error::Internal(format!("looking up knowledge base `{name}` failed: {e}")))??;
+        if open_as == Open::Existing && !exists {
             let known: Vec<String> = self.names()?.iter().map(KbName::to_string).collect();
             return Err(Error::Invalid(format!(
                 "unknown knowledge base `{name}` (known: {}); ingest into it to create it",
                 known.join(", ")
             )));
         }
-        let mut settings = (*self.settings).clone();
-        settings.data_dir = dir;
-        let (settings, embedder) = (Arc::new(settings), self.embedder.clone());
-        let kb = tokio::task::spawn_blocking(move || Kb::open(settings, embedder))
+        let (settings, embedder) = (self.settings.clone(), self.embedder.clone());
+        let kb = tokio::task::spawn_blocking(move || Kb::open_at(settings, embedder, &location))
             .await
             .map_err(|e| Error::Internal(format!("opening knowledge base `{name}` failed: {e}")))??;
         let kb = Arc::new(RwLock::new(kb));
+        self.follow(name, &kb);
         *open = Some(kb.clone());
         Ok(kb)
     }
 
-    /// Every KB in the data directory, the default first, then by name.
+    /// Every KB in the store, the default first, then by name.
     pub fn names(&self) -> Result<Vec<KbName>> {
-        names(&self.settings.data_dir)
+        names(&self.settings)
     }
 
     /// Every KB open in this process (the default first), for flushing at shutdown.
@@ -179,9 +199,68 @@ impl Catalog {
     }
 }
 
-/// Every KB in `data_dir`, the default first, then by name. Reads the directory only: no KB
-/// is opened.
-pub fn names(data_dir: &Path) -> Result<Vec<KbName>> {
+/// Every KB of the configured store, the default first, then by name. Opens none of them.
+pub fn names(settings: &Settings) -> Result<Vec<KbName>> {
+    match settings.store.backend {
+        StoreBackend::Sled => sled_names(&settings.data_dir),
+        StoreBackend::Postgres => {
+            let mut names = super::store::postgres_kb_names(&settings.store)?;
+            names.retain(|n| !n.is_default());
+            names.insert(0, KbName::default());
+            Ok(names)
+        }
+    }
+}
+
+/// The settings of the store `to` names: a PostgreSQL connection string (a `postgres://` or
+/// `postgresql://` URL, or libpq `key=value` pairs), else a sled data directory.
+pub fn destination(settings: &Settings, to: &str) -> Settings {
+    let mut destination = settings.clone();
+    let postgres = to.starts_with("postgres://") || to.starts_with("postgresql://") || to.contains('=');
+    if postgres {
+        destination.store.backend = StoreBackend::Postgres;
+        destination.store.url = to.to_string();
+    } else {
+        destination.store.backend = StoreBackend::Sled;
+        destination.data_dir = PathBuf::from(to);
+    }
+    destination
+}
+
+/// Copies every KB of the store `from` configures into the one `to` configures (see
+/// [`super::store::copy_kb`]), reporting entries copied per KB as it goes.
+pub fn migrate(
+    from: &Settings,
+    to: &Settings,
+    mut progress: impl FnMut(&KbName, usize),
+) -> Result<Vec<(KbName, usize)>> {
+    let same = match (from.store.backend, to.store.backend) {
+        (StoreBackend::Sled, StoreBackend::Sled) => from.data_dir == to.data_dir,
+        (StoreBackend::Postgres, StoreBackend::Postgres) => from.store.url == to.store.url,
+        _ => false,
+    };
+    if same {
+        return Err(Error::Invalid(
+            "the destination is the configured store itself; name another one with --to".into(),
+        ));
+    }
+    if !Location::of(from, &KbName::default()).exists()? {
+        return Err(Error::Invalid(format!(
+            "no knowledge base in {}: nothing to migrate",
+            Location::of(from, &KbName::default())
+        )));
+    }
+    let mut copied = Vec::new();
+    for name in names(from)? {
+        let entries =
+            super::store::copy_kb(&Location::of(from, &name), &Location::of(to, &name), |n| progress(&name, n))?;
+        copied.push((name, entries));
+    }
+    Ok(copied)
+}
+
+/// The KBs in `data_dir`: reads the directory only.
+fn sled_names(data_dir: &Path) -> Result<Vec<KbName>> {
     let root = data_dir.join(NAMED_DIR);
     let mut names = Vec::new();
     match std::fs::read_dir(&root) {
@@ -189,7 +268,7 @@ pub fn names(data_dir: &Path) -> Result<Vec<KbName>> {
             for entry in entries {
                 let entry = entry.map_err(|e| Error::io(&root, e))?;
                 let name = entry.file_name().to_str().and_then(|n| KbName::new(n).ok());
-                if let Some(name) = name.filter(|n| !n.is_default() && Store::exists(&entry.path())) {
+                if let Some(name) = name.filter(|n| !n.is_default() && entry.path().join("db").is_dir()) {
                     names.push(name);
                 }
             }

@@ -7,6 +7,7 @@ pub mod align;
 pub mod bm25;
 pub mod catalog;
 pub mod explore;
+pub mod follow;
 pub mod graph;
 pub mod model;
 pub mod passage_graph;
@@ -26,11 +27,12 @@ use crate::embed::{EmbeddedQuery, Embedder};
 use crate::error::{Error, Result};
 use crate::rank::reciprocal_rank_fusion;
 use bm25::Bm25;
+use catalog::KbName;
 use graph::KnowledgeGraph;
 use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId};
 use passage_graph::PassageGraph;
 use relations::RelationLabels;
-use store::{Family, Store};
+use store::{Family, Location, Store};
 use vector::VectorIndex;
 
 pub use write::{IngestOutcome, PreparedChunk, PreparedDoc, PreparedTriple};
@@ -72,6 +74,8 @@ pub struct Kb {
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
     passage_graph: Mutex<Option<Arc<PassageGraph>>>,
+    /// The store's change log is applied up to this change (see [`follow`]).
+    applied_change: u64,
 }
 
 /// What makes two edges state the same fact: subject, relation label and object.
@@ -124,10 +128,17 @@ pub struct Stats {
 }
 
 impl Kb {
-    /// Opens the knowledge base in `settings.data_dir` and rebuilds the in-memory indexes.
-    /// Refuses a KB embedded by a different embedder (vectors would not be comparable).
+    /// Opens the default knowledge base of the configured store (`settings.data_dir` for
+    /// sled) and rebuilds the in-memory indexes.
     pub fn open(settings: Arc<Settings>, embedder: Arc<dyn Embedder>) -> Result<Kb> {
-        let store = Store::open(&settings.data_dir)?;
+        let location = Location::of(&settings, &KbName::default());
+        Kb::open_at(settings, embedder, &location)
+    }
+
+    /// Opens the knowledge base at `location` and rebuilds the in-memory indexes. Refuses a
+    /// KB embedded by a different embedder (vectors would not be comparable).
+    pub fn open_at(settings: Arc<Settings>, embedder: Arc<dyn Embedder>, location: &Location) -> Result<Kb> {
+        let store = Store::open(location)?;
         match store.embedder_id()? {
             Some(stored) if stored != embedder.id() => {
                 return Err(Error::EmbedderMismatch { stored, configured: embedder.id() });
@@ -158,13 +169,18 @@ impl Kb {
             rule_edges: 0,
             graph: KnowledgeGraph::default(),
             passage_graph: Mutex::new(None),
+            applied_change: 0,
         };
         kb.load()?;
         Ok(kb)
     }
 
+    /// Reads everything from one consistent state of the store, and notes the change it
+    /// follows from.
     fn load(&mut self) -> Result<()> {
         let started = std::time::Instant::now();
+        let _snapshot = self.store.snapshot_session()?;
+        self.applied_change = self.store.latest_change()?;
         for doc in self.store.docs() {
             let doc = doc?;
             self.doc_ids.insert(doc.id.clone(), doc.key);

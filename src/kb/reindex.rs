@@ -17,8 +17,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::catalog::KbName;
 use super::model::{Chunk, DocKey, Document, Edge, Node, NodeId, RawTriple, fact_text};
-use super::store::{Family, KbBatch, Store};
+use super::store::{Family, KbBatch, Location, Store};
 use crate::config::Settings;
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
@@ -42,12 +43,17 @@ pub struct ReindexReport {
     pub seconds: f64,
 }
 
-/// Re-embeds every chunk, document summary and node of the KB in `settings.data_dir` with
+/// Re-embeds every chunk, document summary and node of the configured store's default KB with
 /// `embedder` and records its id. Needs exclusive access (sled locks the directory, so a
 /// running server or a concurrent ingest makes this fail rather than interleave).
 pub fn reindex(settings: &Settings, embedder: Arc<dyn Embedder>) -> Result<ReindexReport> {
+    reindex_at(&Location::of(settings, &KbName::default()), embedder)
+}
+
+/// [`reindex`] for the KB at `location`.
+pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<ReindexReport> {
     let started = Instant::now();
-    let store = Store::open(&settings.data_dir)?;
+    let store = Store::open(location)?;
     let previous_embedder = store.embedder_id()?;
     let dim = embedder.dim();
 

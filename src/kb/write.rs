@@ -8,7 +8,7 @@ use super::align::{Mention, same_entity};
 use super::model::{
     Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple, fact_text, relation_label,
 };
-use super::store::{Family, KbBatch};
+use super::store::{self, Family, KbBatch};
 use crate::embed::Embedding;
 use crate::error::{Error, Result};
 use crate::text::normalize_entity;
@@ -57,24 +57,28 @@ pub enum IngestOutcome {
     Unchanged,
 }
 
+/// What a write changed, applied to memory once it is on disk: by this process's writes, or
+/// by [`super::follow`] for other daemons' writes.
 #[derive(Default)]
-struct Changes {
-    doc_removed: Option<Document>,
-    doc_added: Option<(Document, Vec<f32>)>,
-    /// A document whose record changed but whose chunks and summary did not.
-    doc_updated: Option<Document>,
-    chunks_removed: Vec<ChunkId>,
-    chunks_added: Vec<(Chunk, Vec<f32>)>,
+pub(super) struct Changes {
+    pub(super) docs_removed: Vec<Document>,
+    pub(super) docs_added: Vec<(Document, Vec<f32>)>,
+    /// Documents whose record changed but whose chunks and summary did not.
+    pub(super) docs_updated: Vec<Document>,
+    pub(super) chunks_removed: Vec<ChunkId>,
+    pub(super) chunks_added: Vec<(Chunk, Vec<f32>)>,
     /// Final state of every touched node; `None` = deleted.
-    nodes: HashMap<NodeId, Option<Node>>,
-    node_vectors: HashMap<NodeId, Vec<f32>>,
-    edges_removed: Vec<EdgeId>,
-    edges_added: Vec<Edge>,
+    pub(super) nodes: HashMap<NodeId, Option<Node>>,
+    pub(super) node_vectors: HashMap<NodeId, Vec<f32>>,
+    pub(super) edges_removed: Vec<EdgeId>,
+    pub(super) edges_added: Vec<Edge>,
     /// Fact vectors of the added edges.
-    fact_vectors: Vec<(EdgeId, Embedding)>,
+    pub(super) fact_vectors: Vec<(EdgeId, Embedding)>,
     /// Embeddings prepared with the document (see `PreparedDoc::text_vectors`): read for new
     /// nodes while staging, for relation labels new to the KB when applying.
-    text_vectors: HashMap<String, Embedding>,
+    pub(super) text_vectors: HashMap<String, Embedding>,
+    /// The store's number for this change, where it keeps a change log.
+    pub(super) change: Option<u64>,
 }
 
 struct Staging<'kb> {
@@ -161,7 +165,7 @@ impl<'kb> Staging<'kb> {
             }
         }
         self.batch.remove_doc(doc);
-        self.changes.doc_removed = Some(doc.clone());
+        self.changes.docs_removed.push(doc.clone());
     }
 
     /// Resolves a mention to a node (exact alias, confident hybrid match, or a new node) and
@@ -271,7 +275,7 @@ impl<'kb> Staging<'kb> {
                 self.batch.put_vector(Family::NodeVec, *id as u64, v);
             }
         }
-        self.kb.store.commit(self.batch)?;
+        self.changes.change = self.kb.store.commit(self.batch)?;
         Ok(self.changes)
     }
 }
@@ -279,6 +283,7 @@ impl<'kb> Staging<'kb> {
 impl Kb {
     /// Adds or replaces one document atomically. Unchanged content is a no-op.
     pub fn commit_document(&mut self, doc: PreparedDoc) -> Result<IngestOutcome> {
+        let _session = self.begin_write()?;
         let previous = self.doc_by_id(&doc.id).cloned();
         if previous.as_ref().is_some_and(|p| p.content_hash == doc.content_hash) {
             return Ok(IngestOutcome::Unchanged);
@@ -327,7 +332,7 @@ impl Kb {
         };
         staging.batch.put_doc(&document);
         staging.batch.put_vector(Family::SummaryVec, key as u64, &doc.summary_vector);
-        staging.changes.doc_added = Some((document, doc.summary_vector));
+        staging.changes.docs_added.push((document, doc.summary_vector));
         let changes = staging.finish()?;
         self.apply(changes)?;
         Ok(if previous.is_some() { IngestOutcome::Replaced } else { IngestOutcome::Added })
@@ -335,6 +340,7 @@ impl Kb {
 
     /// Removes a document with its chunks, edges, vectors and the nodes only it mentioned.
     pub fn delete_document(&mut self, id: &str) -> Result<bool> {
+        let _session = self.begin_write()?;
         let Some(doc) = self.doc_by_id(id).cloned() else {
             return Ok(false);
         };
@@ -354,6 +360,7 @@ impl Kb {
         chunk: ChunkId,
         record: impl FnOnce(EdgeId, &mut KbBatch) -> Result<()>,
     ) -> Result<EdgeId> {
+        let _session = self.begin_write()?;
         let chunk_rec = self.chunk(chunk).ok_or_else(|| Error::NotFound(format!("chunk {chunk}")))?;
         let mut doc =
             self.doc(chunk_rec.doc).cloned().ok_or_else(|| Error::NotFound(format!("document of chunk {chunk}")))?;
@@ -365,12 +372,24 @@ impl Kb {
         staging.batch.put_doc(&doc);
         record(edge.id, &mut staging.batch)?;
         let mut changes = staging.finish()?;
-        changes.doc_updated = Some(doc);
+        changes.docs_updated.push(doc);
         self.apply(changes)?;
         Ok(edge.id)
     }
 
-    fn apply(&mut self, changes: Changes) -> Result<()> {
+    /// Takes the store's write lock for this KB and brings memory up to date with every
+    /// change committed before it, so that staging sees all of them (the alias merges and
+    /// node reuse of a sequential run, whichever daemon writes).
+    fn begin_write(&mut self) -> Result<store::Session> {
+        let session = self.store.write_session()?;
+        self.catch_up()?;
+        Ok(session)
+    }
+
+    pub(super) fn apply(&mut self, changes: Changes) -> Result<()> {
+        if let Some(change) = changes.change {
+            self.applied_change = change;
+        }
         for id in &changes.edges_removed {
             self.forget_edge_in_memory(*id);
         }
@@ -380,17 +399,19 @@ impl Kb {
             self.bm25.remove(*id as u64);
             self.chunk_index.remove(*id as u64)?;
         }
-        if let Some(doc) = &changes.doc_removed {
+        for doc in &changes.docs_removed {
             self.docs.remove(&doc.key);
-            self.doc_ids.remove(&doc.id);
+            if self.doc_ids.get(&doc.id) == Some(&doc.key) {
+                self.doc_ids.remove(&doc.id);
+            }
             self.summary_index.remove(doc.key as u64)?;
         }
-        if let Some((doc, summary)) = changes.doc_added {
+        for (doc, summary) in changes.docs_added {
             self.summary_index.upsert(doc.key as u64, &summary)?;
             self.doc_ids.insert(doc.id.clone(), doc.key);
             self.docs.insert(doc.key, doc);
         }
-        if let Some(doc) = changes.doc_updated {
+        for doc in changes.docs_updated {
             self.docs.insert(doc.key, doc);
         }
         for (chunk, vector) in changes.chunks_added {

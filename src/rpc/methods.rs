@@ -68,6 +68,7 @@ pub fn immediate(server: &Server, method: &str, params: &Value) -> Option<Method
                 "uptime_ms": server.started.elapsed().as_millis() as u64,
                 "pending": server.max_pending - server.permits.available_permits(),
                 "max_pending": server.max_pending,
+                "store": server.engine.store_status(),
             })
         })),
         "shutdown" => Some(no_params().map(|_| {

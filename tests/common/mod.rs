@@ -23,6 +23,84 @@ pub fn datasets() -> Option<PathBuf> {
     }
 }
 
+/// A store back end a KB test runs against.
+#[derive(Debug, Clone)]
+pub enum TestStore {
+    Sled,
+    /// A fresh database of the test server, as a connection string.
+    Postgres(String),
+}
+
+impl TestStore {
+    /// sled, and PostgreSQL (a fresh database) where the test server runs
+    /// (`A2RAG_TEST_POSTGRES`, started by scripts/test.sh); its absence is said loudly.
+    pub fn all() -> Vec<TestStore> {
+        let mut stores = vec![TestStore::Sled];
+        stores.extend(postgres_database().map(TestStore::Postgres));
+        stores
+    }
+
+    /// A second, empty store of the same kind (for PostgreSQL, another fresh database).
+    pub fn another(&self) -> TestStore {
+        match self {
+            TestStore::Sled => TestStore::Sled,
+            TestStore::Postgres(_) => TestStore::Postgres(postgres_database().expect("the test server is up")),
+        }
+    }
+
+    /// Settings of a KB in this store (`dir`: its data directory).
+    pub fn settings(&self, dir: &std::path::Path) -> Settings {
+        let mut s = settings_in(dir);
+        if let TestStore::Postgres(url) = self {
+            s.store.backend = a2rag::config::StoreBackend::Postgres;
+            s.store.url = url.clone();
+        }
+        s
+    }
+
+    /// The environment that points an `a2rag` process at this store.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        match self {
+            TestStore::Sled => Vec::new(),
+            TestStore::Postgres(url) => {
+                vec![("A2RAG__STORE__BACKEND", "postgres".into()), ("A2RAG__STORE__URL", url.clone())]
+            }
+        }
+    }
+}
+
+/// A fresh database in the test server (`A2RAG_TEST_POSTGRES`: a libpq connection string
+/// without dbname), as a connection string; `None`, with a loud message, without a server.
+pub fn postgres_database() -> Option<String> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let Some(server) = std::env::var("A2RAG_TEST_POSTGRES").ok().filter(|s| !s.trim().is_empty()) else {
+        eprintln!(
+            "\n=== SKIPPED (PostgreSQL part): no test server; set A2RAG_TEST_POSTGRES (scripts/test.sh starts one with scripts/postgres.sh) ===\n"
+        );
+        return None;
+    };
+    let name = format!("a2rag_t{}_{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    postgres_admin(&server, &format!("CREATE DATABASE {name}"));
+    Some(format!("{server} dbname={name}"))
+}
+
+/// Runs `sql` in the test server's `postgres` database.
+pub fn postgres_admin(server: &str, sql: &str) {
+    run_sql(&format!("{server} dbname=postgres"), sql);
+}
+
+/// Runs `sql` in the database `url` names.
+pub fn run_sql(url: &str, sql: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+        let driver = tokio::spawn(connection);
+        client.batch_execute(sql).await.unwrap();
+        drop(client);
+        let _ = driver.await;
+    });
+}
+
 pub fn settings_in(dir: &std::path::Path) -> Settings {
     let mut s = Settings::defaults();
     s.data_dir = dir.to_path_buf();

@@ -1,0 +1,723 @@
+//! Persistence: the typed layer every KB write and read goes through, over a [`Backend`]
+//! that stores ordered key-value entries in keyspaces and commits a batch atomically.
+//!
+//! Two back ends: sled (the embedded default, one process on one disk) and PostgreSQL
+//! (several daemons on one database). Records live in the KB keyspace under typed key
+//! prefixes ([`Family`]) so that a whole document (chunks, nodes touched, edges, embeddings,
+//! manifest entry) commits in one atomic batch: a crash or a bad file never leaves half a
+//! document. Curation's records live in keyspaces of their own ([`Keyspace`]), and a
+//! [`KbBatch`] can write them in the same transaction.
+//!
+//! With PostgreSQL, every committed batch also appends the keys it touched to a change log
+//! under a per-KB sequence number, and writers serialise per KB on a database lock (see
+//! [`Store::write_session`]), so each daemon can bring its in-memory indexes up to date
+//! ([`Store::changes_since`]) and a write is staged against everything committed before it.
+
+mod postgres;
+mod sled_backend;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::catalog::KbName;
+use super::model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId};
+use crate::config::{Settings, StoreBackend, StoreSettings};
+use crate::error::{Error, Result};
+
+pub use postgres::kb_names as postgres_kb_names;
+
+/// Bump when the on-disk layout changes incompatibly.
+pub const SCHEMA_VERSION: u32 = 1;
+
+const META_EMBEDDER: &[u8] = b"meta/embedder";
+/// Keys under this prefix describe the store itself (schema, id offset, embedder); they are
+/// not KB records and are not copied as such by [`copy_kb`].
+const META_PREFIX: &[u8] = b"meta/";
+
+/// Key prefixes. Numeric ids are big-endian so that prefix scans return them in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    Doc,
+    DocId,
+    Chunk,
+    Node,
+    Edge,
+    ChunkVec,
+    SummaryVec,
+    NodeVec,
+    /// Fact vectors ("subject relation object") of edges, keyed by edge id.
+    FactVec,
+}
+
+impl Family {
+    /// The families keyed by a numeric id (all but [`Family::DocId`]).
+    const NUMERIC: [Family; 8] = [
+        Family::Doc,
+        Family::Chunk,
+        Family::Node,
+        Family::Edge,
+        Family::ChunkVec,
+        Family::SummaryVec,
+        Family::NodeVec,
+        Family::FactVec,
+    ];
+
+    fn prefix(self) -> &'static [u8] {
+        match self {
+            Family::Doc => b"doc/",
+            Family::DocId => b"docid/",
+            Family::Chunk => b"chunk/",
+            Family::Node => b"node/",
+            Family::Edge => b"edge/",
+            Family::ChunkVec => b"vec/c/",
+            Family::SummaryVec => b"vec/s/",
+            Family::NodeVec => b"vec/n/",
+            Family::FactVec => b"vec/f/",
+        }
+    }
+
+    pub fn key(self, id: u64) -> Vec<u8> {
+        let mut k = self.prefix().to_vec();
+        k.extend_from_slice(&id.to_be_bytes());
+        k
+    }
+
+    fn str_key(self, s: &str) -> Vec<u8> {
+        let mut k = self.prefix().to_vec();
+        k.extend_from_slice(s.as_bytes());
+        k
+    }
+
+    /// The family and id of a numeric key; `None` for any other key.
+    fn parse(key: &[u8]) -> Option<(Family, u64)> {
+        Family::NUMERIC.into_iter().find_map(|family| {
+            let id: [u8; 8] = key.strip_prefix(family.prefix())?.try_into().ok()?;
+            Some((family, u64::from_be_bytes(id)))
+        })
+    }
+
+    /// The family written together with this one for the same id: a record and its vector.
+    fn companion(self) -> Option<Family> {
+        match self {
+            Family::Doc => Some(Family::SummaryVec),
+            Family::SummaryVec => Some(Family::Doc),
+            Family::Chunk => Some(Family::ChunkVec),
+            Family::ChunkVec => Some(Family::Chunk),
+            Family::Node => Some(Family::NodeVec),
+            Family::NodeVec => Some(Family::Node),
+            Family::Edge => Some(Family::FactVec),
+            Family::FactVec => Some(Family::Edge),
+            Family::DocId => None,
+        }
+    }
+}
+
+/// Keyspaces beside the knowledge base proper: curation's records (see `curate`). A
+/// [`KbBatch`] can write them together with KB records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Keyspace {
+    /// Proposal id -> proposal.
+    Proposals,
+    /// Normalised triple -> decision (the dedupe key).
+    Decisions,
+    /// Monotonic id -> audit entry.
+    Audit,
+}
+
+impl Keyspace {
+    const ALL: [Keyspace; 3] = [Keyspace::Proposals, Keyspace::Decisions, Keyspace::Audit];
+}
+
+/// Every keyspace a back end stores: the KB records and curation's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Space {
+    Kb,
+    Curation(Keyspace),
+}
+
+impl Space {
+    const ALL: [Space; 4] = [
+        Space::Kb,
+        Space::Curation(Keyspace::Proposals),
+        Space::Curation(Keyspace::Decisions),
+        Space::Curation(Keyspace::Audit),
+    ];
+
+    /// The stable number a back end files the keyspace under.
+    fn code(self) -> i16 {
+        match self {
+            Space::Kb => 0,
+            Space::Curation(Keyspace::Proposals) => 1,
+            Space::Curation(Keyspace::Decisions) => 2,
+            Space::Curation(Keyspace::Audit) => 3,
+        }
+    }
+}
+
+/// One write of a batch: `value` `None` removes the key.
+#[derive(Debug, Clone)]
+struct Write {
+    space: Space,
+    key: Vec<u8>,
+    value: Option<Vec<u8>>,
+}
+
+type Entry = (Vec<u8>, Vec<u8>);
+type Entries<'a> = Box<dyn Iterator<Item = Result<Entry>> + 'a>;
+
+/// What a storage back end provides: ordered keyspaces of byte keys and values, atomic
+/// batches, and ids unique for the life of the store. The typed layer ([`Store`]) owns every
+/// key layout; a back end knows none of them.
+trait Backend: Send + Sync {
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// The values of `keys` (absent ones left out), in one round trip where that matters.
+    fn get_many(&self, space: Space, keys: &[Vec<u8>]) -> Result<HashMap<Vec<u8>, Vec<u8>>>;
+    /// Every entry of `space` whose key starts with `prefix`, in key order.
+    fn scan<'a>(&'a self, space: Space, prefix: &[u8]) -> Entries<'a>;
+    fn insert(&self, space: Space, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Inserts only if `key` is absent; `false` when it was there.
+    fn insert_new(&self, space: Space, key: &[u8], value: &[u8]) -> Result<bool>;
+    fn next_id(&self) -> Result<u64>;
+    /// Makes every id handed out from now on greater than `floor` (a copied KB's ids).
+    fn reserve_ids_through(&self, floor: u64) -> Result<()>;
+    /// Applies `writes` (one per key) atomically. A back end with a change log records the
+    /// KB keys written under the next sequence number and returns it.
+    fn commit(&self, writes: Vec<Write>) -> Result<Option<u64>>;
+    fn flush(&self) -> Result<()>;
+    /// Serialises writers of this KB across processes until the session ends or commits.
+    fn begin_write(&self) -> Result<Session>;
+    /// A consistent read of everything committed so far, until the session ends.
+    fn begin_snapshot(&self) -> Result<Session>;
+    /// The KB keys written after change `seq`, with the newest sequence number.
+    fn changes_since(&self, seq: u64) -> Result<ChangeLog>;
+    /// The newest change's sequence number (0: none, or no change log).
+    fn latest_change(&self) -> Result<u64>;
+    /// How long ago the change after `seq` was committed (zero if there is none).
+    fn waiting_since(&self, seq: u64) -> Result<std::time::Duration>;
+    /// Wakes the receiver when another process may have committed to this KB; `None` for a
+    /// back end only this process writes.
+    fn watch(&self) -> Option<Receiver<()>>;
+    fn kind(&self) -> StoreBackend;
+}
+
+/// A write or snapshot session of a back end, ended when dropped (a write session that did
+/// not commit is rolled back).
+pub struct Session(Option<Box<dyn FnOnce() + Send>>);
+
+impl Session {
+    fn none() -> Session {
+        Session(None)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(end) = self.0.take() {
+            end();
+        }
+    }
+}
+
+/// The change log since a sequence number.
+#[derive(Debug)]
+pub enum ChangeLog {
+    /// Nothing newer (always so for a back end only this process writes).
+    Current,
+    /// The KB keys written by the changes after the one asked about, up to `latest`.
+    Since { latest: u64, keys: Vec<Vec<u8>> },
+    /// Changes after the one asked about were pruned from the log: reload everything.
+    Pruned { latest: u64 },
+}
+
+/// Where a knowledge base is stored.
+#[derive(Debug, Clone)]
+pub enum Location {
+    /// A sled database in this directory.
+    Sled(PathBuf),
+    /// A knowledge base in a PostgreSQL database.
+    Postgres { store: StoreSettings, kb: KbName },
+}
+
+impl Location {
+    /// Where the configured store keeps the KB called `kb`.
+    pub fn of(settings: &Settings, kb: &KbName) -> Location {
+        match settings.store.backend {
+            StoreBackend::Sled => Location::Sled(kb.dir(&settings.data_dir)),
+            StoreBackend::Postgres => Location::Postgres { store: settings.store.clone(), kb: kb.clone() },
+        }
+    }
+
+    /// Whether a KB is stored there (commands that only read refuse to create one).
+    pub fn exists(&self) -> Result<bool> {
+        match self {
+            Location::Sled(dir) => Ok(dir.join("db").is_dir()),
+            Location::Postgres { store, kb } => Ok(postgres::kb_names(store)?.contains(kb)),
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Sled(dir) => write!(f, "{}", dir.display()),
+            // The URL may carry a password: name the KB only.
+            Location::Postgres { kb, .. } => write!(f, "PostgreSQL under the name `{kb}`"),
+        }
+    }
+}
+
+pub struct Store {
+    backend: Arc<dyn Backend>,
+    location: Location,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `location`, refusing a newer schema.
+    pub fn open(location: &Location) -> Result<Store> {
+        let backend: Arc<dyn Backend> = match location {
+            Location::Sled(dir) => Arc::new(sled_backend::SledBackend::open(dir)?),
+            Location::Postgres { store, kb } => Arc::new(postgres::PgBackend::open(store, kb)?),
+        };
+        Ok(Store { backend, location: location.clone() })
+    }
+
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    pub fn backend(&self) -> StoreBackend {
+        self.backend.kind()
+    }
+
+    pub fn get_raw(&self, keyspace: Keyspace, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.backend.get(Space::Curation(keyspace), key)
+    }
+
+    /// Every (key, value) of a keyspace in key order.
+    pub fn scan_raw(&self, keyspace: Keyspace) -> impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> + '_ {
+        self.backend.scan(Space::Curation(keyspace), b"")
+    }
+
+    pub fn insert_raw(&self, keyspace: Keyspace, key: &[u8], value: Vec<u8>) -> Result<()> {
+        self.backend.insert(Space::Curation(keyspace), key, &value)
+    }
+
+    /// Inserts `value` only if `key` is absent; `false` when it was already there.
+    pub fn insert_new_raw(&self, keyspace: Keyspace, key: &[u8], value: Vec<u8>) -> Result<bool> {
+        self.backend.insert_new(Space::Curation(keyspace), key, &value)
+    }
+
+    /// A fresh id, unique for the life of the store (gaps after a crash are harmless).
+    pub fn next_id(&self) -> Result<u64> {
+        self.backend.next_id()
+    }
+
+    pub fn embedder_id(&self) -> Result<Option<String>> {
+        Ok(self.backend.get(Space::Kb, META_EMBEDDER)?.map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    pub fn set_embedder_id(&self, id: &str) -> Result<()> {
+        self.backend.insert(Space::Kb, META_EMBEDDER, id.as_bytes())
+    }
+
+    pub fn doc_key_for(&self, id: &str) -> Result<Option<DocKey>> {
+        Ok(self
+            .backend
+            .get(Space::Kb, &Family::DocId.str_key(id))?
+            .and_then(|v| v.as_slice().try_into().ok().map(u32::from_be_bytes)))
+    }
+
+    pub fn get<T: DeserializeOwned>(&self, family: Family, id: u64) -> Result<Option<T>> {
+        let key = family.key(id);
+        self.backend.get(Space::Kb, &key)?.map(|raw| decode(&key, &raw)).transpose()
+    }
+
+    pub fn scan<T: DeserializeOwned>(&self, family: Family) -> impl Iterator<Item = Result<T>> + '_ {
+        self.backend.scan(Space::Kb, family.prefix()).map(|item| {
+            let (k, v) = item?;
+            decode(&k, &v)
+        })
+    }
+
+    /// The vector stored for `id` in `family`, if any.
+    pub fn get_vector(&self, family: Family, id: u64) -> Result<Option<Vec<f32>>> {
+        Ok(self.backend.get(Space::Kb, &family.key(id))?.map(|raw| bytes_to_vec(&raw)))
+    }
+
+    /// All vectors of one family as (id, vector).
+    pub fn scan_vectors(&self, family: Family) -> impl Iterator<Item = Result<(u64, Vec<f32>)>> + '_ {
+        let plen = family.prefix().len();
+        self.backend.scan(Space::Kb, family.prefix()).map(move |item| {
+            let (k, v) = item?;
+            let id_bytes: [u8; 8] = k[plen..].try_into().map_err(|_| Error::Corrupt {
+                key: String::from_utf8_lossy(&k).into_owned(),
+                message: "bad vector key".into(),
+            })?;
+            Ok((u64::from_be_bytes(id_bytes), bytes_to_vec(&v)))
+        })
+    }
+
+    /// Applies the batch atomically, with whatever curation records it carries. Returns the
+    /// change's sequence number where the back end keeps a change log.
+    pub fn commit(&self, batch: KbBatch) -> Result<Option<u64>> {
+        self.backend.commit(batch.into_writes())
+    }
+
+    /// Holds the KB's write lock (across processes, for PostgreSQL) until the next commit or
+    /// until the session is dropped, which rolls back what did not commit. Staging a write
+    /// inside one, after catching up with [`Store::changes_since`], makes every write see all
+    /// the writes committed before it, whichever daemon made them.
+    pub fn write_session(&self) -> Result<Session> {
+        self.backend.begin_write()
+    }
+
+    /// Reads from now until the session drops see one consistent state of the store.
+    pub fn snapshot_session(&self) -> Result<Session> {
+        self.backend.begin_snapshot()
+    }
+
+    /// What changed after change `seq`: the records and vectors written since, each with its
+    /// companion (a chunk with its vector, and so on), as they are now.
+    pub fn changes_since(&self, seq: u64) -> Result<Changed> {
+        let _snapshot = self.snapshot_session()?;
+        let keys = match self.backend.changes_since(seq)? {
+            ChangeLog::Current => return Ok(Changed::Nothing),
+            ChangeLog::Pruned { latest } => return Ok(Changed::Everything { latest }),
+            ChangeLog::Since { latest, keys } => (latest, keys),
+        };
+        let (latest, touched) = keys;
+        let mut ids: Vec<(Family, u64)> = Vec::new();
+        for key in &touched {
+            if let Some((family, id)) = Family::parse(key) {
+                ids.push((family, id));
+                ids.extend(family.companion().map(|c| (c, id)));
+            }
+        }
+        ids.sort_unstable_by_key(|(f, id)| (f.prefix(), *id));
+        ids.dedup();
+        let keys: Vec<Vec<u8>> = ids.iter().map(|(f, id)| f.key(*id)).collect();
+        let values = self.backend.get_many(Space::Kb, &keys)?;
+        let mut records = ChangedRecords::default();
+        for (family, id) in ids {
+            let key = family.key(id);
+            records.by_family.entry(family).or_default().push((id, values.get(&key).cloned()));
+        }
+        Ok(Changed::Records { latest, records })
+    }
+
+    /// The newest change's sequence number (0 for a store only this process writes).
+    pub fn latest_change(&self) -> Result<u64> {
+        self.backend.latest_change()
+    }
+
+    /// How long the first change after `seq` has been committed: the lag of a reader that has
+    /// applied up to `seq`.
+    pub fn waiting_since(&self, seq: u64) -> Result<std::time::Duration> {
+        self.backend.waiting_since(seq)
+    }
+
+    /// Wakes the receiver when another process may have written this KB (PostgreSQL only).
+    pub fn watch(&self) -> Option<Receiver<()>> {
+        self.backend.watch()
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        self.backend.flush()
+    }
+
+    pub fn docs(&self) -> impl Iterator<Item = Result<Document>> + '_ {
+        self.scan(Family::Doc)
+    }
+    pub fn chunks(&self) -> impl Iterator<Item = Result<Chunk>> + '_ {
+        self.scan(Family::Chunk)
+    }
+    pub fn nodes(&self) -> impl Iterator<Item = Result<Node>> + '_ {
+        self.scan(Family::Node)
+    }
+    pub fn edges(&self) -> impl Iterator<Item = Result<Edge>> + '_ {
+        self.scan(Family::Edge)
+    }
+}
+
+/// What [`Store::changes_since`] found.
+#[derive(Debug)]
+pub enum Changed {
+    Nothing,
+    /// The current state of every record and vector written since, up to change `latest`.
+    Records {
+        latest: u64,
+        records: ChangedRecords,
+    },
+    /// The log no longer reaches back far enough: the KB must be loaded again.
+    Everything {
+        latest: u64,
+    },
+}
+
+/// A stored value, `None` where the key is absent.
+type StoredValue = Option<Vec<u8>>;
+
+/// Changed records by family: each id with its stored value now (`None`: removed).
+#[derive(Debug, Default)]
+pub struct ChangedRecords {
+    by_family: HashMap<Family, Vec<(u64, StoredValue)>>,
+}
+
+impl ChangedRecords {
+    /// The records of `family` (not a vector family): each id with its record, if it exists.
+    pub fn records<T: DeserializeOwned>(&self, family: Family) -> Result<Vec<(u64, Option<T>)>> {
+        self.raw(family)
+            .map(|(id, value)| Ok((*id, value.as_deref().map(|raw| decode(&family.key(*id), raw)).transpose()?)))
+            .collect()
+    }
+
+    /// The vector of `family` stored for `id` now, if any.
+    pub fn vector(&self, family: Family, id: u64) -> Option<Vec<f32>> {
+        self.raw(family).find(|(i, _)| *i == id).and_then(|(_, v)| v.as_deref().map(bytes_to_vec))
+    }
+
+    fn raw(&self, family: Family) -> impl Iterator<Item = &(u64, StoredValue)> {
+        self.by_family.get(&family).into_iter().flatten()
+    }
+}
+
+/// Copies every record and curation entry of the KB at `from` into the empty KB at `to`, with
+/// the embedder id, and makes `to` hand out ids above all of `from`'s. Returns the entries
+/// copied. Refuses a destination that already holds documents.
+pub fn copy_kb(from: &Location, to: &Location, mut progress: impl FnMut(usize)) -> Result<usize> {
+    let source = Store::open(from)?;
+    let target = Store::open(to)?;
+    if target.docs().next().is_some() {
+        return Err(Error::Invalid(format!(
+            "{to} already holds documents: migrate into an empty store, or delete that knowledge base first"
+        )));
+    }
+    // Above every id the source has handed out; taken outside the read-only snapshot.
+    let id_floor = source.next_id()?;
+    let consistent = source.snapshot_session()?;
+    let mut copied = 0;
+    for space in Space::ALL {
+        let mut writes = Vec::with_capacity(COPY_BATCH);
+        for entry in source.backend.scan(space, b"") {
+            let (key, value) = entry?;
+            if space == Space::Kb && key.starts_with(META_PREFIX) {
+                continue;
+            }
+            writes.push(Write { space, key, value: Some(value) });
+            if writes.len() == COPY_BATCH {
+                copied += writes.len();
+                target.backend.commit(std::mem::take(&mut writes))?;
+                progress(copied);
+            }
+        }
+        copied += writes.len();
+        target.backend.commit(writes)?;
+        progress(copied);
+    }
+    if let Some(embedder) = source.embedder_id()? {
+        target.set_embedder_id(&embedder)?;
+    }
+    drop(consistent);
+    target.backend.reserve_ids_through(id_floor)?;
+    target.flush()?;
+    Ok(copied)
+}
+
+/// Entries per transaction when copying a KB.
+const COPY_BATCH: usize = 4096;
+
+fn decode<T: DeserializeOwned>(key: &[u8], raw: &[u8]) -> Result<T> {
+    serde_json::from_slice(raw)
+        .map_err(|e| Error::Corrupt { key: String::from_utf8_lossy(key).into_owned(), message: e.to_string() })
+}
+
+fn vec_to_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn bytes_to_vec(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// Typed writes that land together or not at all.
+#[derive(Default)]
+pub struct KbBatch {
+    writes: Vec<Write>,
+}
+
+impl KbBatch {
+    pub fn put_raw(&mut self, keyspace: Keyspace, key: &[u8], value: Vec<u8>) {
+        self.writes.push(Write { space: Space::Curation(keyspace), key: key.to_vec(), value: Some(value) });
+    }
+    fn insert(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.writes.push(Write { space: Space::Kb, key, value: Some(value) });
+    }
+    fn remove(&mut self, key: Vec<u8>) {
+        self.writes.push(Write { space: Space::Kb, key, value: None });
+    }
+    fn put<T: Serialize>(&mut self, key: Vec<u8>, value: &T) {
+        let bytes = serde_json::to_vec(value).expect("records serialise");
+        self.insert(key, bytes);
+    }
+
+    pub fn put_doc(&mut self, doc: &Document) {
+        self.put(Family::Doc.key(doc.key as u64), doc);
+        self.insert(Family::DocId.str_key(&doc.id), doc.key.to_be_bytes().to_vec());
+    }
+    pub fn remove_doc(&mut self, doc: &Document) {
+        self.remove(Family::Doc.key(doc.key as u64));
+        self.remove(Family::DocId.str_key(&doc.id));
+        self.remove(Family::SummaryVec.key(doc.key as u64));
+    }
+    pub fn put_chunk(&mut self, chunk: &Chunk) {
+        self.put(Family::Chunk.key(chunk.id as u64), chunk);
+    }
+    pub fn remove_chunk(&mut self, id: ChunkId) {
+        self.remove(Family::Chunk.key(id as u64));
+        self.remove(Family::ChunkVec.key(id as u64));
+    }
+    pub fn put_node(&mut self, node: &Node) {
+        self.put(Family::Node.key(node.id as u64), node);
+    }
+    pub fn remove_node(&mut self, id: NodeId) {
+        self.remove(Family::Node.key(id as u64));
+        self.remove(Family::NodeVec.key(id as u64));
+    }
+    pub fn put_edge(&mut self, edge: &Edge) {
+        self.put(Family::Edge.key(edge.id), edge);
+    }
+    pub fn remove_edge(&mut self, id: EdgeId) {
+        self.remove(Family::Edge.key(id));
+        self.remove(Family::FactVec.key(id));
+    }
+    pub fn put_vector(&mut self, family: Family, id: u64, v: &[f32]) {
+        self.insert(family.key(id), vec_to_bytes(v));
+    }
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty()
+    }
+
+    /// One write per key, the last one made: a batch that removes a key and writes it again
+    /// (a replaced document keeps its id mapping) leaves it written.
+    fn into_writes(self) -> Vec<Write> {
+        let mut last: HashMap<(Space, &[u8]), usize> = HashMap::with_capacity(self.writes.len());
+        for (i, w) in self.writes.iter().enumerate() {
+            last.insert((w.space, w.key.as_slice()), i);
+        }
+        let mut keep: Vec<usize> = last.into_values().collect();
+        keep.sort_unstable();
+        let mut writes: Vec<Option<Write>> = self.writes.into_iter().map(Some).collect();
+        keep.into_iter().filter_map(|i| writes[i].take()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn sled_store(dir: &Path) -> Store {
+        Store::open(&Location::Sled(dir.to_path_buf())).unwrap()
+    }
+
+    #[test]
+    fn a_batch_with_side_writes_lands_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sled_store(dir.path());
+        let mut b = KbBatch::default();
+        b.put_vector(Family::ChunkVec, 7, &[1.0]);
+        b.put_raw(Keyspace::Audit, b"k", b"v".to_vec());
+        store.commit(b).unwrap();
+        assert_eq!(store.scan_vectors(Family::ChunkVec).count(), 1);
+        assert_eq!(store.get_raw(Keyspace::Audit, b"k").unwrap().unwrap(), b"v");
+    }
+
+    #[test]
+    fn vectors_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sled_store(dir.path());
+        let mut b = KbBatch::default();
+        b.put_vector(Family::ChunkVec, 7, &[0.5, -1.25, 3.0]);
+        store.commit(b).unwrap();
+        let all: Vec<_> = store.scan_vectors(Family::ChunkVec).collect::<Result<_>>().unwrap();
+        assert_eq!(all, vec![(7, vec![0.5, -1.25, 3.0])]);
+    }
+
+    #[test]
+    fn the_last_write_of_a_key_in_a_batch_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sled_store(dir.path());
+        let doc = |key| Document {
+            key,
+            id: "d".into(),
+            title: String::new(),
+            source: String::new(),
+            content_hash: String::new(),
+            summary: String::new(),
+            chunks: Vec::new(),
+            edges: Vec::new(),
+        };
+        let mut b = KbBatch::default();
+        b.put_doc(&doc(1));
+        store.commit(b).unwrap();
+        let mut b = KbBatch::default();
+        b.remove_doc(&doc(1));
+        b.put_doc(&doc(2));
+        store.commit(b).unwrap();
+        assert_eq!(store.doc_key_for("d").unwrap(), Some(2));
+        assert_eq!(store.docs().count(), 1);
+    }
+
+    #[test]
+    fn numeric_keys_parse_back_and_name_their_companions() {
+        for family in Family::NUMERIC {
+            assert_eq!(Family::parse(&family.key(42)), Some((family, 42)));
+            let companion = family.companion().unwrap();
+            assert_eq!(companion.companion(), Some(family));
+        }
+        assert_eq!(Family::parse(&Family::DocId.str_key("doc")), None);
+        assert_eq!(Family::parse(META_EMBEDDER), None);
+    }
+
+    #[test]
+    fn a_copied_kb_has_every_entry_and_hands_out_fresh_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (Location::Sled(dir.path().join("a")), Location::Sled(dir.path().join("b")));
+        let used = {
+            let source = Store::open(&from).unwrap();
+            source.set_embedder_id("hash-64").unwrap();
+            let mut b = KbBatch::default();
+            b.put_doc(&Document {
+                key: 9,
+                id: "d".into(),
+                title: String::new(),
+                source: String::new(),
+                content_hash: String::new(),
+                summary: String::new(),
+                chunks: Vec::new(),
+                edges: Vec::new(),
+            });
+            b.put_vector(Family::NodeVec, 3, &[1.0, 2.0]);
+            b.put_raw(Keyspace::Proposals, b"p", b"proposal".to_vec());
+            source.commit(b).unwrap();
+            (0..100).map(|_| source.next_id().unwrap()).max().unwrap()
+        };
+        assert_eq!(copy_kb(&from, &to, |_| {}).unwrap(), 4);
+        let target = Store::open(&to).unwrap();
+        assert_eq!(target.embedder_id().unwrap().as_deref(), Some("hash-64"));
+        assert_eq!(target.get_vector(Family::NodeVec, 3).unwrap(), Some(vec![1.0, 2.0]));
+        assert_eq!(target.get_raw(Keyspace::Proposals, b"p").unwrap().unwrap(), b"proposal");
+        assert!(target.next_id().unwrap() > used);
+        assert_eq!(target.doc_key_for("d").unwrap(), Some(9));
+        drop(target);
+        let err = copy_kb(&from, &to, |_| {}).unwrap_err().to_string();
+        assert!(err.contains("already holds documents"), "{err}");
+    }
+}

@@ -1,0 +1,274 @@
+//! The embedded back end: one sled database per KB directory, one tree per keyspace. Only
+//! this process writes it (sled locks the directory), so it keeps no change log.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::mpsc::Receiver;
+
+use super::{Backend, ChangeLog, Entries, Keyspace, SCHEMA_VERSION, Session, Space, Write};
+use crate::config::StoreBackend;
+use crate::error::{Error, Result};
+
+const META_SCHEMA: &[u8] = b"meta/schema";
+/// Added to sled's id generator: set when a KB is copied in, so that new ids stay above the
+/// copied ones.
+const META_ID_OFFSET: &[u8] = b"meta/id-offset";
+
+pub(super) struct SledBackend {
+    db: sled::Db,
+    kb: sled::Tree,
+    /// One tree per [`Keyspace`], in `Keyspace::ALL` order.
+    keyspaces: [sled::Tree; 3],
+    id_offset: std::sync::atomic::AtomicU64,
+}
+
+impl SledBackend {
+    pub(super) fn open(dir: &Path) -> Result<SledBackend> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let db = sled::Config::new().path(dir.join("db")).open()?;
+        // The KB holds the users' documents: owner-only, whatever the umask. Only sled's own
+        // files are touched below `dir`.
+        set_mode(dir, 0o700)?;
+        restrict_to_owner(&dir.join("db"))?;
+        let kb = db.open_tree("kb")?;
+        let keyspaces = [
+            db.open_tree(tree_name(Keyspace::ALL[0]))?,
+            db.open_tree(tree_name(Keyspace::ALL[1]))?,
+            db.open_tree(tree_name(Keyspace::ALL[2]))?,
+        ];
+        match kb.get(META_SCHEMA)? {
+            Some(raw) => {
+                let found = read_u64_or_u32(&raw, "meta/schema")? as u32;
+                if found > SCHEMA_VERSION {
+                    return Err(Error::SchemaTooNew {
+                        place: format!("data directory {}", dir.display()),
+                        found,
+                        supported: SCHEMA_VERSION,
+                    });
+                }
+            }
+            None => {
+                kb.insert(META_SCHEMA, &SCHEMA_VERSION.to_be_bytes())?;
+            }
+        }
+        let id_offset = kb.get(META_ID_OFFSET)?.map(|raw| read_u64_or_u32(&raw, "meta/id-offset")).transpose()?;
+        Ok(SledBackend { db, kb, keyspaces, id_offset: id_offset.unwrap_or(0).into() })
+    }
+
+    fn tree(&self, space: Space) -> &sled::Tree {
+        match space {
+            Space::Kb => &self.kb,
+            Space::Curation(keyspace) => &self.keyspaces[keyspace as usize],
+        }
+    }
+}
+
+fn tree_name(keyspace: Keyspace) -> &'static str {
+    match keyspace {
+        Keyspace::Proposals => "proposals",
+        Keyspace::Decisions => "decisions",
+        Keyspace::Audit => "audit",
+    }
+}
+
+fn read_u64_or_u32(raw: &[u8], key: &str) -> Result<u64> {
+    let corrupt = || Error::Corrupt { key: key.into(), message: "not a big-endian integer".into() };
+    match raw.len() {
+        4 => Ok(u32::from_be_bytes(raw.try_into().map_err(|_| corrupt())?).into()),
+        8 => Ok(u64::from_be_bytes(raw.try_into().map_err(|_| corrupt())?)),
+        _ => Err(corrupt()),
+    }
+}
+
+impl Backend for SledBackend {
+    fn get(&self, space: Space, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.tree(space).get(key)?.map(|v| v.to_vec()))
+    }
+
+    fn get_many(&self, space: Space, keys: &[Vec<u8>]) -> Result<HashMap<Vec<u8>, Vec<u8>>> {
+        let mut found = HashMap::with_capacity(keys.len());
+        for key in keys {
+            if let Some(value) = self.get(space, key)? {
+                found.insert(key.clone(), value);
+            }
+        }
+        Ok(found)
+    }
+
+    fn scan<'a>(&'a self, space: Space, prefix: &[u8]) -> Entries<'a> {
+        Box::new(self.tree(space).scan_prefix(prefix).map(|item| {
+            let (k, v) = item?;
+            Ok((k.to_vec(), v.to_vec()))
+        }))
+    }
+
+    fn insert(&self, space: Space, key: &[u8], value: &[u8]) -> Result<()> {
+        self.tree(space).insert(key, value)?;
+        Ok(())
+    }
+
+    fn insert_new(&self, space: Space, key: &[u8], value: &[u8]) -> Result<bool> {
+        Ok(self.tree(space).compare_and_swap(key, None as Option<&[u8]>, Some(value))?.is_ok())
+    }
+
+    fn next_id(&self) -> Result<u64> {
+        Ok(self.db.generate_id()? + self.id_offset.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn reserve_ids_through(&self, floor: u64) -> Result<()> {
+        let offset = floor.saturating_add(1);
+        if offset > self.id_offset.load(std::sync::atomic::Ordering::Relaxed) {
+            self.kb.insert(META_ID_OFFSET, &offset.to_be_bytes())?;
+            self.id_offset.store(offset, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// KB writes alone are one `apply_batch`; with curation writes, one sled transaction
+    /// over every tree, so a crash keeps all or none of it.
+    fn commit(&self, writes: Vec<Write>) -> Result<Option<u64>> {
+        use sled::Transactional;
+        use sled::transaction::{ConflictableTransactionError, TransactionError};
+        let mut kb_batch = sled::Batch::default();
+        let mut side = Vec::new();
+        for w in writes {
+            match (w.space, w.value) {
+                (Space::Kb, Some(value)) => kb_batch.insert(w.key, value),
+                (Space::Kb, None) => kb_batch.remove(w.key),
+                (Space::Curation(keyspace), value) => side.push((keyspace, w.key, value)),
+            }
+        }
+        if side.is_empty() {
+            self.kb.apply_batch(kb_batch)?;
+            return Ok(None);
+        }
+        let [proposals, decisions, audit] = &self.keyspaces;
+        (&self.kb, proposals, decisions, audit)
+            .transaction(|(kb, proposals, decisions, audit)| {
+                kb.apply_batch(&kb_batch)?;
+                for (keyspace, key, value) in &side {
+                    let tree = match keyspace {
+                        Keyspace::Proposals => proposals,
+                        Keyspace::Decisions => decisions,
+                        Keyspace::Audit => audit,
+                    };
+                    match value {
+                        Some(value) => tree.insert(key.as_slice(), value.as_slice())?,
+                        None => tree.remove(key.as_slice())?,
+                    };
+                }
+                Ok::<_, ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| match e {
+                TransactionError::Storage(e) => Error::Store(e),
+                TransactionError::Abort(()) => Error::Invalid("transaction aborted".into()),
+            })?;
+        Ok(None)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// sled locks its directory: this process is the only writer already.
+    fn begin_write(&self) -> Result<Session> {
+        Ok(Session::none())
+    }
+
+    /// Reads run while no write can interleave (writes take the KB's lock in this process).
+    fn begin_snapshot(&self) -> Result<Session> {
+        Ok(Session::none())
+    }
+
+    fn changes_since(&self, _seq: u64) -> Result<ChangeLog> {
+        Ok(ChangeLog::Current)
+    }
+
+    fn latest_change(&self) -> Result<u64> {
+        Ok(0)
+    }
+
+    fn waiting_since(&self, _seq: u64) -> Result<std::time::Duration> {
+        Ok(std::time::Duration::ZERO)
+    }
+
+    fn watch(&self) -> Option<Receiver<()>> {
+        None
+    }
+
+    fn kind(&self) -> StoreBackend {
+        StoreBackend::Sled
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| Error::io(path, e))
+}
+
+/// Mode 0700 on `dir` and its subdirectories, 0600 on its files.
+fn restrict_to_owner(dir: &Path) -> Result<()> {
+    set_mode(dir, 0o700)?;
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io(&path, e))?;
+        if meta.is_dir() {
+            restrict_to_owner(&path)?;
+        } else if meta.is_file() {
+            set_mode(&path, 0o600)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newer_schema_is_refused_with_a_clear_message() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = SledBackend::open(dir.path()).unwrap();
+            store.kb.insert(META_SCHEMA, &(SCHEMA_VERSION + 1).to_be_bytes()).unwrap();
+            store.flush().unwrap();
+        }
+        let err = SledBackend::open(dir.path()).err().unwrap();
+        assert!(matches!(err, Error::SchemaTooNew { .. }));
+        assert!(err.to_string().contains("upgrade a2rag"));
+    }
+
+    #[test]
+    fn the_data_directory_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+        drop(SledBackend::open(&data).unwrap());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&data), 0o700);
+        let mut files = 0;
+        for entry in std::fs::read_dir(data.join("db")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                assert_eq!(mode(&path), 0o600, "{}", path.display());
+                files += 1;
+            }
+        }
+        assert!(files > 0);
+    }
+
+    #[test]
+    fn reserved_ids_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = SledBackend::open(dir.path()).unwrap();
+            store.reserve_ids_through(1_000_000).unwrap();
+            assert!(store.next_id().unwrap() > 1_000_000);
+            store.flush().unwrap();
+        }
+        assert!(SledBackend::open(dir.path()).unwrap().next_id().unwrap() > 1_000_000);
+    }
+}
