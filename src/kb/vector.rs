@@ -17,6 +17,12 @@
 //!   results independent of how a graph happened to be built. Above it, the graph is linked
 //!   on `index.build_threads` threads; one thread (the default) builds the same graph from
 //!   the same inserts, so retrieval stays reproducible at any size.
+//! - Graphs are bounded: once one holds [`GRAPH_MAX`] vectors, linking starts the next, and a
+//!   search asks every graph. One HNSW insertion searches the graph it joins, and on
+//!   near-orthogonal vectors (hashed embeddings of unrelated facts) that search visits more
+//!   nodes the larger the graph (linking cost per vector tripled from 16k to 200k vectors), so
+//!   one unbounded graph made a large document's ingest super-linear. Bounded graphs keep the
+//!   cost per linked vector flat; a search costs one small-graph search per graph.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -30,10 +36,15 @@ use crate::error::{Error, Result};
 const OVERSAMPLE: usize = 2;
 /// Extra candidates on top, so that small `k` still gets a margin.
 const OVERSAMPLE_MIN_EXTRA: usize = 8;
+/// Vectors per HNSW graph (see the module docs): small enough that linking one vector costs
+/// about the same at any index size, large enough that a big index is a handful of graphs.
+const GRAPH_MAX: usize = 32_768;
 
 pub struct VectorIndex {
-    /// Candidate generator over quantised codes of the linked vectors.
-    graph: Index,
+    /// Candidate generators over quantised codes of the linked vectors, each of at most
+    /// [`GRAPH_MAX`]; only the last is linked into. Never empty.
+    graphs: Vec<Index>,
+    options: IndexOptions,
     dim: usize,
     /// Every stored vector, exact; the source of all scores.
     vectors: HashMap<u64, Vec<f32>>,
@@ -42,6 +53,8 @@ pub struct VectorIndex {
     build_threads: usize,
     /// Up to this many vectors, searches scan every vector and nothing is linked.
     exact_max: usize,
+    /// Vectors per graph: [`GRAPH_MAX`] (smaller in tests).
+    graph_max: usize,
 }
 
 impl VectorIndex {
@@ -67,14 +80,16 @@ impl VectorIndex {
             n => n,
         };
         let index = VectorIndex {
-            graph,
+            graphs: vec![graph],
+            options,
             dim,
             vectors: HashMap::new(),
             staged: BTreeSet::new(),
             build_threads,
             exact_max: settings.exact_search_max,
+            graph_max: GRAPH_MAX,
         };
-        index.reserve(1024)?;
+        index.reserve(&index.graphs[0], 1024)?;
         Ok(index)
     }
 
@@ -92,7 +107,8 @@ impl VectorIndex {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.graph.memory_usage() + self.vectors.len() * self.dim * std::mem::size_of::<f32>()
+        self.graphs.iter().map(Index::memory_usage).sum::<usize>()
+            + self.vectors.len() * self.dim * std::mem::size_of::<f32>()
     }
 
     /// Inserts or replaces the vector stored under `key` (staged until the next link pass).
@@ -117,30 +133,55 @@ impl VectorIndex {
     }
 
     fn unlink(&mut self, key: u64) -> Result<()> {
-        if self.graph.contains(key) {
-            self.graph.remove(key).map_err(index_error)?;
+        if let Some(graph) = self.graphs.iter().find(|g| g.contains(key)) {
+            graph.remove(key).map_err(index_error)?;
         }
         Ok(())
     }
 
-    /// Links every staged vector into the HNSW graph, on `index.build_threads` threads, in
-    /// key order. With more than one thread the graph's shape depends on scheduling, so
-    /// candidate lists may differ between two builds in rare near-ties.
+    /// Vectors linked into the graphs.
+    fn linked(&self) -> usize {
+        self.graphs.iter().map(Index::size).sum()
+    }
+
+    /// Links every staged vector into the HNSW graphs, on `index.build_threads` threads, in
+    /// key order, filling the last graph up to [`GRAPH_MAX`] and then starting another. With
+    /// more than one thread a graph's shape depends on scheduling, so candidate lists may
+    /// differ between two builds in rare near-ties.
     /// Does nothing while the index is small enough to be searched exactly.
     pub fn link_staged(&mut self) -> Result<()> {
         if self.staged.is_empty() || self.vectors.len() <= self.exact_max {
             return Ok(());
         }
         let staged: Vec<u64> = std::mem::take(&mut self.staged).into_iter().collect();
-        let needed = self.graph.size() + staged.len();
-        if needed >= self.graph.capacity() {
-            self.reserve(needed.next_power_of_two())?;
+        let mut rest = staged.as_slice();
+        while !rest.is_empty() {
+            let last = self.graphs.len() - 1;
+            let room = self.graph_max.saturating_sub(self.graphs[last].size());
+            if room == 0 {
+                let graph = Index::new(&self.options).map_err(index_error)?;
+                self.graphs.push(graph);
+                continue;
+            }
+            let (part, later) = rest.split_at(room.min(rest.len()));
+            self.link_into(last, part)?;
+            rest = later;
         }
-        let (graph, vectors) = (&self.graph, &self.vectors);
-        let threads = self.build_threads.clamp(1, staged.len());
-        let share = staged.len().div_ceil(threads);
+        Ok(())
+    }
+
+    /// Links `keys` into graph `at`, which has room for them.
+    fn link_into(&self, at: usize, keys: &[u64]) -> Result<()> {
+        let graph = &self.graphs[at];
+        let needed = graph.size() + keys.len();
+        if needed >= graph.capacity() {
+            self.reserve(graph, needed.next_power_of_two().min(self.graph_max))?;
+        }
+        let vectors = &self.vectors;
+        let threads = self.build_threads.clamp(1, keys.len());
+        let share = keys.len().div_ceil(threads);
         std::thread::scope(|scope| {
-            let workers: Vec<_> = staged
+            let workers: Vec<_> = keys
                 .chunks(share)
                 .map(|part| {
                     scope.spawn(move || {
@@ -159,23 +200,25 @@ impl VectorIndex {
         if self.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
-        if self.graph.size() == 0 {
+        if self.is_exact() {
             // Nothing linked: every vector is staged, so score them all in one pass over
             // the map instead of looking each staged key up.
             let hits = self.vectors.iter().map(|(key, v)| (*key, cosine(query, v))).collect();
             return Ok(best(hits, k));
         }
         let mut candidates: Vec<u64> = self.staged.iter().copied().collect();
-        let wanted = (k * OVERSAMPLE + OVERSAMPLE_MIN_EXTRA).min(self.graph.size());
-        candidates.extend(self.graph.search(query, wanted).map_err(index_error)?.keys);
+        for graph in self.graphs.iter().filter(|g| g.size() > 0) {
+            let wanted = (k * OVERSAMPLE + OVERSAMPLE_MIN_EXTRA).min(graph.size());
+            candidates.extend(graph.search(query, wanted).map_err(index_error)?.keys);
+        }
         let hits: Vec<(u64, f32)> =
             candidates.into_iter().filter_map(|key| self.vectors.get(&key).map(|v| (key, cosine(query, v)))).collect();
         Ok(best(hits, k))
     }
 
-    /// Whether searches are exact scans (the graph holds nothing yet).
+    /// Whether searches are exact scans (the graphs hold nothing yet).
     pub fn is_exact(&self) -> bool {
-        self.graph.size() == 0
+        self.linked() == 0
     }
 
     /// The stored vector of `key`, if any.
@@ -188,9 +231,10 @@ impl VectorIndex {
         self.vectors.get(&key).map(|v| cosine(query, v))
     }
 
-    /// Room for `capacity` vectors, with one add/search context per build thread or core.
-    fn reserve(&self, capacity: usize) -> Result<()> {
-        self.graph.reserve_capacity_and_threads(capacity, self.build_threads.max(cores())).map_err(index_error)
+    /// Room for `capacity` vectors in `graph`, with one add/search context per build thread
+    /// or core.
+    fn reserve(&self, graph: &Index, capacity: usize) -> Result<()> {
+        graph.reserve_capacity_and_threads(capacity, self.build_threads.max(cores())).map_err(index_error)
     }
 }
 
@@ -320,6 +364,36 @@ mod tests {
             assert!(overlap >= 4, "HNSW top-5 should nearly match the exact top-5: {approx:?} vs {exact:?}");
             assert_eq!(linked.get(key as u64).as_deref(), Some(v.as_slice()));
         }
+    }
+
+    #[test]
+    fn full_graphs_start_new_ones_and_searches_ask_them_all() {
+        let data = vectors(500, 16);
+        let mut idx = index(16);
+        idx.graph_max = 120;
+        for (key, v) in data.iter().enumerate().take(100) {
+            idx.upsert(key as u64, v).unwrap();
+        }
+        idx.link_staged().unwrap();
+        for (key, v) in data.iter().enumerate().skip(100) {
+            idx.upsert(key as u64, v).unwrap();
+        }
+        idx.link_staged().unwrap();
+        let sizes: Vec<usize> = idx.graphs.iter().map(Index::size).collect();
+        assert_eq!(sizes, vec![120, 120, 120, 120, 20], "the first graph is topped up, then new ones are filled");
+        for (key, v) in data.iter().enumerate().step_by(7) {
+            assert_eq!(idx.search(v, 3).unwrap()[0].0, key as u64, "vector {key} is found in whichever graph holds it");
+        }
+        // Replacing a vector of a full graph unlinks it there and links it into the last one.
+        idx.upsert(3, &data[400]).unwrap();
+        idx.link_staged().unwrap();
+        let sizes: Vec<usize> = idx.graphs.iter().map(Index::size).collect();
+        assert_eq!(sizes, vec![119, 120, 120, 120, 21]);
+        let hits = idx.search(&data[400], 2).unwrap();
+        assert_eq!(hits.iter().map(|h| h.0).collect::<BTreeSet<_>>(), BTreeSet::from([3, 400]));
+        idx.remove(3).unwrap();
+        assert_eq!(idx.len(), 499);
+        assert!(idx.search(&data[400], 5).unwrap().iter().all(|h| h.0 != 3));
     }
 
     #[test]
