@@ -10,7 +10,7 @@ use std::process::Command;
 
 use a2rag::ingest::triples::TripleImport;
 use a2rag::kb::catalog::KbName;
-use a2rag::kb::store::{Location, Store};
+use a2rag::kb::store::{Family, Location, Store};
 use common::*;
 
 #[test]
@@ -348,6 +348,7 @@ fn a_repeated_fact_is_indexed_once_until_its_last_edge_goes_on(store: &TestStore
     let two = kb.stats();
     assert!(two.edges > one.edges, "the second document adds edges");
     assert!(two.fact_vectors < two.edges, "the shared fact has two edges and one vector: {two:?}");
+    assert_eq!(kb.store().scan_vectors(Family::FactVec).count(), two.fact_vectors, "one stored vector per fact");
     let violations = kb.integrity_violations();
     assert!(violations.is_empty(), "{violations:?}");
     let founded = |kb: &a2rag::kb::Kb| {
@@ -363,6 +364,16 @@ fn a_repeated_fact_is_indexed_once_until_its_last_edge_goes_on(store: &TestStore
     let (relation, then_doc) = founded(&kb).expect("the fact is still indexed, under document b's edge");
     assert!(relation.contains("founded"), "{relation}");
     assert_ne!(first_doc, then_doc);
+    // The store holds one vector per distinct fact, and the delete stored the shared fact's
+    // vector under b's edge: a reopened KB indexes it from there.
+    let stored_facts = |kb: &a2rag::kb::Kb| kb.store().scan_vectors(Family::FactVec).count();
+    assert_eq!(stored_facts(&kb), kb.stats().fact_vectors);
+    drop(kb);
+    let (mut kb, _) = open(&store.settings(&dir.path().join("kb")));
+    let violations = kb.integrity_violations();
+    assert!(violations.is_empty(), "{violations:?}");
+    assert_eq!(founded(&kb).map(|(_, doc)| doc), Some(then_doc), "indexed under b's edge after reopening");
+    assert_eq!(stored_facts(&kb), kb.stats().fact_vectors);
     assert!(kb.delete_document("b").unwrap());
     assert_eq!(kb.stats().fact_vectors, 0);
     assert!(kb.integrity_violations().is_empty());

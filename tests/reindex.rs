@@ -208,3 +208,37 @@ fn reindex_of_an_empty_directory_records_the_embedder() {
     assert_eq!((report.chunks, report.summaries, report.nodes), (0, 0, 0));
     open(&s, &e).unwrap();
 }
+
+/// A document's fact vectors commit ahead of its records (`KbBatch::put_fact_vector_ahead`),
+/// so a crash in between leaves vectors no edge owns: opening skips them and reindex removes
+/// them.
+#[test]
+fn fact_vectors_no_edge_owns_are_skipped_on_open_and_removed_by_reindex() {
+    use a2rag::kb::store::{Family, KbBatch};
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(dir.path(), 64);
+    let e: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(64));
+    ingest(&s, e.clone());
+    let kb = open(&s, &e).unwrap();
+    let facts = kb.stats().fact_vectors;
+    assert!(facts > 0, "the documents state facts");
+    let stored = |kb: &Kb| kb.store().scan_vectors(Family::FactVec).count();
+    assert_eq!(stored(&kb), facts);
+    let mut crashed = KbBatch::default();
+    crashed.put_fact_vector_ahead(1 << 40, &e.embed_one("Danube flows through Atlantis").unwrap());
+    kb.store().commit(crashed).unwrap();
+    drop(kb);
+
+    let kb = open(&s, &e).unwrap();
+    assert_eq!(kb.stats().fact_vectors, facts, "the orphan is not indexed");
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+    assert_eq!(stored(&kb), facts + 1);
+    drop(kb);
+
+    let report = reindex_retry(&s, &e).unwrap();
+    assert_eq!(report.orphans_removed, 1);
+    assert_eq!(report.facts, facts, "one vector per distinct fact");
+    let kb = open(&s, &e).unwrap();
+    assert_eq!(stored(&kb), facts);
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+}

@@ -135,7 +135,9 @@ impl Kb {
                 changes.edges_removed.push(id);
             }
             if let Some(edge) = edge {
-                changes.fact_vectors.push((id, vector(Family::FactVec, id)?));
+                if let Some(vector) = records.vector(Family::FactVec, id) {
+                    changes.fact_vectors.insert(id, vector);
+                }
                 changes.edges_added.push(edge);
             }
         }

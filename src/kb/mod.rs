@@ -29,7 +29,7 @@ use crate::rank::reciprocal_rank_fusion;
 use bm25::Bm25;
 use catalog::KbName;
 use graph::KnowledgeGraph;
-use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId};
+use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId, RawTriple, fact_text};
 use passage_graph::PassageGraph;
 use relations::RelationLabels;
 use store::{Family, Location, Store};
@@ -66,10 +66,11 @@ pub struct Kb {
     /// distinct fact, keyed by its representative edge (see `fact_edges`).
     fact_index: VectorIndex,
     /// The edges stating each distinct fact (same subject, relation label and object; one
-    /// per chunk it was read from). Only the first (lowest id) is in `fact_index`: a fact
-    /// repeated across a large document is indexed once, so index cost follows distinct
-    /// facts, and linking's top facts are not copies of one another. Every edge keeps its
-    /// stored vector, so the next edge takes over when the first is deleted.
+    /// per chunk it was read from). Only the first (lowest id) has a vector, in `fact_index`
+    /// and in the store: a fact repeated across a large document is embedded, stored and
+    /// indexed once, so memory and index cost follow distinct facts, and linking's top facts
+    /// are not copies of one another. When the first edge goes, the next one inherits its
+    /// vector (the write that deletes it stores the vector under the successor).
     fact_edges: HashMap<FactKey, BTreeSet<EdgeId>>,
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
@@ -81,6 +82,9 @@ pub struct Kb {
 /// What makes two edges state the same fact: subject, relation label and object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct FactKey(NodeId, String, NodeId);
+
+/// Each touched fact with the edge it was indexed under before a change (`None`: new fact).
+struct FactRepresentatives(HashMap<FactKey, Option<EdgeId>>);
 
 impl FactKey {
     fn of(edge: &Edge) -> FactKey {
@@ -298,46 +302,79 @@ impl Kb {
     fn represents_fact(&self, id: EdgeId) -> bool {
         self.edges
             .get(&id)
-            .and_then(|edge| self.fact_edges.get(&FactKey::of(edge)))
-            .and_then(|ids| ids.first())
-            .is_some_and(|first| *first == id)
+            .and_then(|edge| self.fact_representative(&FactKey::of(edge)))
+            .is_some_and(|first| first == id)
     }
 
-    /// Drops `edge` from its fact; when it was the indexed one, the next edge stating the
-    /// fact is indexed in its place, with its own stored vector.
-    fn forget_fact(&mut self, edge: &Edge) {
-        let key = FactKey::of(edge);
-        let Some(ids) = self.fact_edges.get_mut(&key) else {
-            return;
-        };
-        let was_first = ids.first() == Some(&edge.id);
-        ids.remove(&edge.id);
-        let next = ids.first().copied();
-        if next.is_none() {
-            self.fact_edges.remove(&key);
+    /// The fact `edge` states, in its nodes' names (a triple's own surface forms are not
+    /// stored).
+    fn fact_text_of(&self, edge: &Edge) -> String {
+        let name = |id: NodeId| self.nodes.get(&id).map_or_else(String::new, |n| n.name.clone());
+        fact_text(&RawTriple {
+            subject: name(edge.subject),
+            relation: edge.relation.clone(),
+            object: name(edge.object),
+        })
+    }
+
+    fn fact_representative(&self, key: &FactKey) -> Option<EdgeId> {
+        self.fact_edges.get(key).and_then(|ids| ids.first()).copied()
+    }
+
+    /// The representative edge of each fact in `facts` before a change, to hand to
+    /// [`Kb::move_fact_vectors`] once the change is in `fact_edges`.
+    fn fact_representatives(&self, facts: Vec<FactKey>) -> FactRepresentatives {
+        let mut before = HashMap::new();
+        for key in facts {
+            let first = self.fact_representative(&key);
+            before.entry(key).or_insert(first);
         }
-        if !was_first {
-            return;
+        FactRepresentatives(before)
+    }
+
+    /// The facts of the edges among `ids` that are in memory.
+    fn facts_of(&self, ids: &[EdgeId]) -> Vec<FactKey> {
+        ids.iter().filter_map(|id| self.edges.get(id)).map(FactKey::of).collect()
+    }
+
+    /// Brings `fact_index` in line with `fact_edges` for the facts in `before`: each fact's
+    /// vector moves to its representative now, taken from `written` (vectors the change
+    /// stored) or inherited from the previous representative.
+    fn move_fact_vectors(&mut self, before: FactRepresentatives, mut written: HashMap<EdgeId, Vec<f32>>) -> Result<()> {
+        for (key, previous) in before.0 {
+            let now = self.fact_representative(&key);
+            let stored = now.and_then(|id| written.remove(&id));
+            if previous == now {
+                // Another daemon's write may have stored the vector again; same fact, same
+                // representative, so this only refreshes it.
+                if let (Some(id), Some(vector)) = (now, stored) {
+                    self.fact_index.upsert(id, &vector)?;
+                }
+                continue;
+            }
+            let inherited = previous.and_then(|id| self.fact_index.get(id));
+            if let Some(id) = previous {
+                self.fact_index.remove(id)?;
+            }
+            match (now, stored.or(inherited)) {
+                (Some(id), Some(vector)) => self.fact_index.upsert(id, &vector)?,
+                (Some(id), None) => tracing::warn!(edge = id, "a fact has no vector; `a2rag reindex` rebuilds it"),
+                (None, _) => {}
+            }
         }
-        // Only fails on an index error; a lingering fact vector names a missing edge, which
-        // fact linking skips.
-        if let Err(e) = self.fact_index.remove(edge.id) {
-            tracing::warn!(edge = edge.id, error = %e, "could not drop an edge's fact vector");
-        }
-        // A successor removed in the same write has no stored vector left; it is then
-        // forgotten in turn and hands on to the next.
-        if let Some(next) = next
-            && let Ok(Some(vector)) = self.store.get_vector(Family::FactVec, next)
-            && let Err(e) = self.fact_index.upsert(next, &vector)
-        {
-            tracing::warn!(edge = next, error = %e, "could not index a fact under its next edge");
-        }
+        Ok(())
     }
 
     fn forget_edge_in_memory(&mut self, id: EdgeId) {
         if let Some(edge) = self.edges.remove(&id) {
             self.graph.remove_edge(id);
-            self.forget_fact(&edge);
+            let key = FactKey::of(&edge);
+            if let Some(ids) = self.fact_edges.get_mut(&key) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    self.fact_edges.remove(&key);
+                }
+            }
             self.rule_edges -= usize::from(edge.origin == model::EdgeOrigin::Extracted);
             // Only fails on an index error for a label it knows; the label's vector then
             // lingers in the index, which costs memory, not correctness.
@@ -565,9 +602,12 @@ impl Kb {
                 continue;
             };
             self.unblock_node(&node);
-            for step in self.graph.steps(*id) {
-                self.forget_edge_in_memory(step.edge);
+            let edges: Vec<EdgeId> = self.graph.steps(*id).into_iter().map(|step| step.edge).collect();
+            let facts = self.fact_representatives(self.facts_of(&edges));
+            for edge in edges {
+                self.forget_edge_in_memory(edge);
             }
+            self.move_fact_vectors(facts, HashMap::new())?;
             self.graph.remove_node(*id);
             self.node_index.remove(*id as u64)?;
             for alias in &node.aliases {

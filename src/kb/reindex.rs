@@ -11,12 +11,13 @@
 //! with the new embedder keeps failing with the "run `a2rag reindex`" message, and running
 //! reindex again simply redoes the whole rewrite (it is idempotent).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
 
+use super::FactKey;
 use super::catalog::KbName;
 use super::model::{Chunk, DocKey, Document, Edge, Node, NodeId, RawTriple, fact_text};
 use super::store::{Family, KbBatch, Location, Store};
@@ -97,8 +98,16 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
     // stored); the names are the first surface form of each entity, so the text barely moves.
     let names: HashMap<u64, String> = store.nodes().map(|n| n.map(|n| (n.id as u64, n.name))).collect::<Result<_>>()?;
     let mut facts = 0;
+    // One vector per distinct fact, under its first edge (see `Kb::fact_edges`); vectors an
+    // older build stored under the other edges would keep the previous embedder's numbers.
+    let mut seen = HashSet::new();
+    let mut duplicates = KbBatch::default();
     for edge in store.edges() {
         let edge: Edge = edge?;
+        if !seen.insert(FactKey::of(&edge)) {
+            duplicates.remove_fact_vector(edge.id);
+            continue;
+        }
         let name = |id: NodeId| names.get(&(id as u64)).cloned().unwrap_or_default();
         let triple = RawTriple { subject: name(edge.subject), relation: edge.relation, object: name(edge.object) };
         pending.push((edge.id, fact_text(&triple)));
@@ -107,6 +116,7 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
         }
     }
     facts += write_vectors(&store, embedder.as_ref(), Family::FactVec, &mut pending, dim)?;
+    store.commit(duplicates)?;
 
     let orphans_removed = remove_orphans(&store, &docs)?;
 
@@ -185,6 +195,15 @@ fn remove_orphans(store: &Store, docs: &HashMap<DocKey, Document>) -> Result<usi
         };
         if store.get::<Node>(Family::Node, id)?.is_none() {
             batch.remove_node(node_id);
+            removed += 1;
+        }
+    }
+    // Fact vectors commit ahead of their edges (see `KbBatch::put_fact_vector_ahead`): a
+    // crash in between leaves some that no edge owns.
+    for item in store.scan_vectors(Family::FactVec) {
+        let (id, _) = item?;
+        if store.get::<Edge>(Family::Edge, id)?.is_none() {
+            batch.remove_fact_vector(id);
             removed += 1;
         }
     }

@@ -3,12 +3,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::Kb;
 use super::align::{Mention, same_entity};
 use super::model::{
     Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple, fact_text, relation_label,
 };
 use super::store::{self, Family, KbBatch};
+use super::{FactKey, Kb};
 use crate::embed::Embedding;
 use crate::error::{Error, Result};
 use crate::text::normalize_entity;
@@ -72,8 +72,9 @@ pub(super) struct Changes {
     pub(super) node_vectors: HashMap<NodeId, Vec<f32>>,
     pub(super) edges_removed: Vec<EdgeId>,
     pub(super) edges_added: Vec<Edge>,
-    /// Fact vectors of the added edges.
-    pub(super) fact_vectors: Vec<(EdgeId, Embedding)>,
+    /// Fact vectors this write stored, by edge: only for edges that come first for their
+    /// fact (see `Kb::fact_edges`).
+    pub(super) fact_vectors: HashMap<EdgeId, Embedding>,
     /// Embeddings prepared with the document (see `PreparedDoc::text_vectors`): read for new
     /// nodes while staging, for relation labels new to the KB when applying.
     pub(super) text_vectors: HashMap<String, Embedding>,
@@ -91,6 +92,10 @@ struct Staging<'kb> {
     /// finding a merge target costs the size of one block, not of everything staged (a large
     /// document creates tens of thousands of nodes).
     blocks: HashMap<String, Vec<NodeId>>,
+    /// Edges this write deletes.
+    removed_edges: HashSet<EdgeId>,
+    /// The first edge this write adds for each fact it states.
+    new_facts: HashMap<FactKey, EdgeId>,
 }
 
 impl<'kb> Staging<'kb> {
@@ -101,6 +106,8 @@ impl<'kb> Staging<'kb> {
             changes: Changes::default(),
             keys: HashMap::new(),
             blocks: HashMap::new(),
+            removed_edges: HashSet::new(),
+            new_facts: HashMap::new(),
         }
     }
 
@@ -142,6 +149,7 @@ impl<'kb> Staging<'kb> {
         for edge in &doc.edges {
             self.batch.remove_edge(*edge);
             self.changes.edges_removed.push(*edge);
+            self.removed_edges.insert(*edge);
         }
         // Each node loses all of the document's chunks in one pass: a node mentioned in
         // thousands of the chunks of a large document is copied and filtered once, not once
@@ -252,18 +260,74 @@ impl<'kb> Staging<'kb> {
         }
         let edge = Edge { id: self.kb.store.next_id()?, subject, relation, object, chunk, origin };
         self.batch.put_edge(&edge);
-        let fact = fact_text(triple);
-        let vector = match self.changes.text_vectors.get(&fact) {
-            Some(v) => v.clone(),
-            None => self.kb.embedder.embed_one(&fact)?,
-        };
-        self.batch.put_vector(Family::FactVec, edge.id, &vector);
-        self.changes.fact_vectors.push((edge.id, vector));
+        let fact = FactKey::of(&edge);
+        if !self.new_facts.contains_key(&fact) {
+            self.new_facts.insert(fact.clone(), edge.id);
+            // The fact's vector is stored once, under its first edge (see `Kb::fact_edges`):
+            // here only when no edge that stays comes before this one.
+            let first_kept = self.first_kept_edge(&fact);
+            if first_kept.is_none_or(|first| edge.id < first) {
+                let text = fact_text(triple);
+                // Taken, not copied: a large document's fact vectors are most of its memory.
+                let vector = match self.changes.text_vectors.remove(&text) {
+                    Some(v) => v,
+                    None => self.kb.embedder.embed_one(&text)?,
+                };
+                self.batch.put_fact_vector_ahead(edge.id, &vector);
+                if let Some(first) = first_kept {
+                    self.batch.remove_fact_vector(first);
+                }
+                self.changes.fact_vectors.insert(edge.id, vector);
+            }
+        }
         self.changes.edges_added.push(edge.clone());
         Ok(Some(edge))
     }
 
+    /// The first committed edge stating `fact` that this write keeps.
+    fn first_kept_edge(&self, fact: &FactKey) -> Option<EdgeId> {
+        let ids = self.kb.fact_edges.get(fact)?;
+        ids.iter().find(|id| !self.removed_edges.contains(id)).copied()
+    }
+
+    /// Where this write deletes the edge a fact's vector is stored under and a committed edge
+    /// of the fact stays first, stores the vector under that edge.
+    fn hand_fact_vectors_on(&mut self) -> Result<()> {
+        let mut inherited = Vec::new();
+        for id in &self.removed_edges {
+            let Some(edge) = self.kb.edges.get(id) else {
+                continue;
+            };
+            let fact = FactKey::of(edge);
+            if self.kb.fact_representative(&fact) != Some(*id) {
+                continue;
+            }
+            let Some(next) = self.first_kept_edge(&fact) else {
+                continue;
+            };
+            if self.new_facts.get(&fact).is_some_and(|new| *new < next) {
+                continue;
+            }
+            let vector = match self.kb.fact_index.get(*id) {
+                Some(v) => v,
+                None => self.kb.embedder.embed_one(&self.kb.fact_text_of(edge))?,
+            };
+            inherited.push((next, vector));
+        }
+        for (next, vector) in inherited {
+            self.batch.put_vector(Family::FactVec, next, &vector);
+            self.changes.fact_vectors.insert(next, vector);
+        }
+        Ok(())
+    }
+
     fn finish(mut self) -> Result<Changes> {
+        self.hand_fact_vectors_on()?;
+        // Applying needs only the vectors of relation labels; the rest would be held through
+        // the commit, which for a large document is its peak of memory.
+        let Changes { edges_added, text_vectors, .. } = &mut self.changes;
+        let labels: HashSet<&str> = edges_added.iter().map(|e| e.relation.as_str()).collect();
+        text_vectors.retain(|text, _| labels.contains(text.as_str()));
         for (id, node) in &self.changes.nodes {
             match node {
                 Some(node) => self.batch.put_node(node),
@@ -390,6 +454,9 @@ impl Kb {
         if let Some(change) = changes.change {
             self.applied_change = change;
         }
+        let mut touched_facts = self.facts_of(&changes.edges_removed);
+        touched_facts.extend(changes.edges_added.iter().map(FactKey::of));
+        let facts = self.fact_representatives(touched_facts);
         for id in &changes.edges_removed {
             self.forget_edge_in_memory(*id);
         }
@@ -456,11 +523,7 @@ impl Kb {
         for edge in changes.edges_added {
             self.index_edge_in_memory(edge, &vectors)?;
         }
-        for (id, vector) in &changes.fact_vectors {
-            if self.represents_fact(*id) {
-                self.fact_index.upsert(*id, vector)?;
-            }
-        }
+        self.move_fact_vectors(facts, changes.fact_vectors)?;
         // Writes outside a batch (curation, the daemon's single documents) never call the
         // link pass; bound the exact scan over what they leave staged.
         let staged = [

@@ -186,9 +186,10 @@ trait Backend: Send + Sync {
     fn next_id(&self) -> Result<u64>;
     /// Makes every id handed out from now on greater than `floor` (a copied KB's ids).
     fn reserve_ids_through(&self, floor: u64) -> Result<()>;
-    /// Applies `writes` (one per key) atomically. A back end with a change log records the
-    /// KB keys written under the next sequence number and returns it.
-    fn commit(&self, writes: Vec<Write>) -> Result<Option<u64>>;
+    /// Applies the commit's `writes` (one per key) atomically, after its `ahead` writes. A
+    /// back end with a change log records the KB keys written under the next sequence number
+    /// and returns it.
+    fn commit(&self, commit: Commit) -> Result<Option<u64>>;
     fn flush(&self) -> Result<()>;
     /// Serialises writers of this KB across processes until the session ends or commits.
     fn begin_write(&self) -> Result<Session>;
@@ -366,7 +367,7 @@ impl Store {
     /// Applies the batch atomically, with whatever curation records it carries. Returns the
     /// change's sequence number where the back end keeps a change log.
     pub fn commit(&self, batch: KbBatch) -> Result<Option<u64>> {
-        self.backend.commit(batch.into_writes())
+        self.backend.commit(batch.into_commit())
     }
 
     /// Holds the KB's write lock (across processes, for PostgreSQL) until the next commit or
@@ -512,12 +513,12 @@ pub fn copy_kb(from: &Location, to: &Location, mut progress: impl FnMut(usize)) 
             writes.push(Write { space, key, value: Some(value) });
             if writes.len() == COPY_BATCH {
                 copied += writes.len();
-                target.backend.commit(std::mem::take(&mut writes))?;
+                target.backend.commit(Commit { ahead: Vec::new(), writes: std::mem::take(&mut writes) })?;
                 progress(copied);
             }
         }
         copied += writes.len();
-        target.backend.commit(writes)?;
+        target.backend.commit(Commit { ahead: Vec::new(), writes })?;
         progress(copied);
     }
     if let Some(embedder) = source.embedder_id()? {
@@ -548,6 +549,15 @@ fn bytes_to_vec(b: &[u8]) -> Vec<f32> {
 /// Typed writes that land together or not at all.
 #[derive(Default)]
 pub struct KbBatch {
+    writes: Vec<Write>,
+    /// Writes nothing reads until `writes` commit (see [`KbBatch::put_fact_vector_ahead`]).
+    ahead: Vec<Write>,
+}
+
+/// A batch as a back end commits it: `ahead` (KB writes only) may commit first, in parts,
+/// then `writes` atomically.
+struct Commit {
+    ahead: Vec<Write>,
     writes: Vec<Write>,
 }
 
@@ -596,16 +606,29 @@ impl KbBatch {
         self.remove(Family::Edge.key(id));
         self.remove(Family::FactVec.key(id));
     }
+    /// Drops the stored fact vector of edge `id`, which stays: the fact's vector moved to an
+    /// edge that now comes first (see `Kb::fact_edges`).
+    pub fn remove_fact_vector(&mut self, id: EdgeId) {
+        self.remove(Family::FactVec.key(id));
+    }
+    /// The fact vector of an edge this batch creates. Nothing reads it before the edge
+    /// exists, so a back end may commit it ahead of the batch, in parts: a large document's
+    /// fact vectors are most of its bytes, and one atomic batch holds every byte in memory
+    /// several times over. A crash in between leaves vectors that no edge owns, which
+    /// loading skips and `reindex` removes.
+    pub fn put_fact_vector_ahead(&mut self, id: EdgeId, v: &[f32]) {
+        self.ahead.push(Write { space: Space::Kb, key: Family::FactVec.key(id), value: Some(vec_to_bytes(v)) });
+    }
     pub fn put_vector(&mut self, family: Family, id: u64, v: &[f32]) {
         self.insert(family.key(id), vec_to_bytes(v));
     }
     pub fn is_empty(&self) -> bool {
-        self.writes.is_empty()
+        self.writes.is_empty() && self.ahead.is_empty()
     }
 
     /// One write per key, the last one made: a batch that removes a key and writes it again
     /// (a replaced document keeps its id mapping) leaves it written.
-    fn into_writes(self) -> Vec<Write> {
+    fn into_commit(self) -> Commit {
         let mut last: HashMap<(Space, &[u8]), usize> = HashMap::with_capacity(self.writes.len());
         for (i, w) in self.writes.iter().enumerate() {
             last.insert((w.space, w.key.as_slice()), i);
@@ -613,7 +636,7 @@ impl KbBatch {
         let mut keep: Vec<usize> = last.into_values().collect();
         keep.sort_unstable();
         let mut writes: Vec<Option<Write>> = self.writes.into_iter().map(Some).collect();
-        keep.into_iter().filter_map(|i| writes[i].take()).collect()
+        Commit { ahead: self.ahead, writes: keep.into_iter().filter_map(|i| writes[i].take()).collect() }
     }
 }
 

@@ -26,7 +26,7 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMappedMutexGuard, OwnedMutexGuard};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use super::super::catalog::KbName;
-use super::{Backend, ChangeLog, Entries, Entry, Session, Space, Write};
+use super::{Backend, ChangeLog, Commit, Entries, Entry, Session, Space, Write};
 use crate::config::{StoreBackend, StoreSettings};
 use crate::error::{Error, Result};
 
@@ -464,9 +464,12 @@ impl Backend for PgBackend {
         Ok(())
     }
 
-    /// One transaction: the entries, the change record with the KB keys touched, the
+    /// One transaction: the entries (the ahead part too: the server holds a large
+    /// transaction, not this process), the change record with the KB keys touched, the
     /// notification (delivered on commit). Inside a write session it ends the session.
-    fn commit(&self, writes: Vec<Write>) -> Result<Option<u64>> {
+    fn commit(&self, Commit { mut ahead, writes }: Commit) -> Result<Option<u64>> {
+        ahead.extend(writes);
+        let writes = ahead;
         let (pool, pinned, kb) = (self.pool.clone(), self.pinned.clone(), self.kb.clone());
         block_on(async move {
             let held = pinned.lock().await.take();

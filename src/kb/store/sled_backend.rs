@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::Receiver;
 
-use super::{Backend, ChangeLog, Entries, Keyspace, SCHEMA_VERSION, Session, Space, Write};
+use super::{Backend, ChangeLog, Commit, Entries, Keyspace, SCHEMA_VERSION, Session, Space};
 use crate::config::StoreBackend;
 use crate::error::{Error, Result};
 
@@ -13,6 +13,8 @@ const META_SCHEMA: &[u8] = b"meta/schema";
 /// Added to sled's id generator: set when a KB is copied in, so that new ids stay above the
 /// copied ones.
 const META_ID_OFFSET: &[u8] = b"meta/id-offset";
+/// Writes per sled batch of a commit's ahead part: a few MB of vectors.
+const AHEAD_PART: usize = 2048;
 
 pub(super) struct SledBackend {
     db: sled::Db,
@@ -126,9 +128,22 @@ impl Backend for SledBackend {
 
     /// KB writes alone are one `apply_batch`; with curation writes, one sled transaction
     /// over every tree, so a crash keeps all or none of it.
-    fn commit(&self, writes: Vec<Write>) -> Result<Option<u64>> {
+    fn commit(&self, Commit { ahead, writes }: Commit) -> Result<Option<u64>> {
         use sled::Transactional;
         use sled::transaction::{ConflictableTransactionError, TransactionError};
+        // sled keeps a batch's whole log in memory until the batch ends; in parts, a large
+        // document's vectors cost one part's memory at a time.
+        for part in ahead.chunks(AHEAD_PART) {
+            let mut batch = sled::Batch::default();
+            for w in part {
+                match &w.value {
+                    Some(value) => batch.insert(w.key.as_slice(), value.as_slice()),
+                    None => batch.remove(w.key.as_slice()),
+                }
+            }
+            self.kb.apply_batch(batch)?;
+        }
+        drop(ahead);
         let mut kb_batch = sled::Batch::default();
         let mut side = Vec::new();
         for w in writes {
