@@ -20,7 +20,7 @@ use crate::config::{ExtractorKind, Settings, SummarizerKind};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::kb::PreparedChunk;
-use crate::kb::model::{EdgeOrigin, fact_text, relation_label};
+use crate::kb::model::{EdgeOrigin, fact_text, passage_text, relation_label};
 use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
 use crate::net::Remote;
 use extract::{Extractor, RuleExtractor};
@@ -166,7 +166,8 @@ impl Pipeline {
             .iter()
             .flat_map(|d| {
                 let title = &d.doc.title;
-                d.doc.chunks.iter().map(move |c| format!("{title}\n{}", c.text)).chain([d.doc.summary.clone()])
+                let summary = summary_has_own_vector(&d.doc).then(|| d.doc.summary.clone());
+                d.doc.chunks.iter().map(move |c| passage_text(title, &c.text)).chain(summary)
             })
             .collect();
         let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
@@ -183,7 +184,10 @@ impl Pipeline {
             for chunk in &mut doc.chunks {
                 chunk.vector = passage_vectors.next().ok_or_else(missing_vector)?;
             }
-            doc.summary_vector = passage_vectors.next().ok_or_else(missing_vector)?;
+            doc.summary_vector = match doc.chunks.as_slice() {
+                [whole] if !summary_has_own_vector(&doc) => whole.vector.clone(),
+                _ => passage_vectors.next().ok_or_else(missing_vector)?,
+            };
             for text in short_texts {
                 let vector = short_vectors.next().ok_or_else(missing_vector)?;
                 doc.text_vectors.insert(text, vector);
@@ -233,6 +237,13 @@ impl EmbedClock {
     fn snapshot(&self) -> EmbedTime {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Whether a document's summary is embedded on its own. A document that fits in one chunk
+/// is embedded whole by that chunk, the better document vector; a pass over its summary
+/// would double the embedding work of a corpus of short passages.
+fn summary_has_own_vector(doc: &PreparedDoc) -> bool {
+    doc.chunks.len() != 1
 }
 
 /// Every mention, relation label and fact (a triple read as text, for query-to-fact linking)
@@ -594,7 +605,11 @@ mod tests {
             }
         }
         let time = pipeline.embed_time();
-        assert_eq!(time.passage_texts, 2 * 5 + 2 * 5, "a chunk and a summary per document, twice");
+        assert_eq!(time.passage_texts, 5 + 5, "one chunk per document, which is also its summary vector, twice");
+        for doc in &together {
+            assert_eq!(doc.chunks.len(), 1);
+            assert_eq!(doc.summary_vector, doc.chunks[0].vector, "a one-chunk document is its chunk");
+        }
         assert!(time.short_texts > 0);
     }
 

@@ -80,6 +80,12 @@ pub fn fact_text(triple: &RawTriple) -> String {
     format!("{} {} {}", triple.subject.trim(), relation_label(&triple.relation), triple.object.trim())
 }
 
+/// The text a chunk is embedded and BM25-indexed as: its document's title, then the chunk, so
+/// that a passage that never repeats its subject's name still matches it.
+pub fn passage_text(title: &str, chunk: &str) -> String {
+    format!("{title}\n{chunk}")
+}
+
 /// A triple as extracted, before its mentions are resolved to nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RawTriple {

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::FactKey;
 use super::catalog::KbName;
-use super::model::{Chunk, DocKey, Document, Edge, Node, NodeId, RawTriple, fact_text};
+use super::model::{Chunk, DocKey, Document, Edge, Node, NodeId, RawTriple, fact_text, passage_text};
 use super::store::{Family, KbBatch, Location, Store};
 use crate::config::Settings;
 use crate::embed::Embedder;
@@ -62,10 +62,16 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
 
     let mut chunks = 0;
     let mut pending: Vec<(u64, String)> = Vec::with_capacity(RECORDS_PER_COMMIT);
+    // A one-chunk document's summary vector is its chunk's (as ingest embeds it).
+    let mut whole_documents: HashMap<DocKey, String> = HashMap::new();
     for chunk in store.chunks() {
         let chunk: Chunk = chunk?;
-        let title = docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
-        pending.push((chunk.id as u64, format!("{title}\n{}", chunk.text)));
+        let doc = docs.get(&chunk.doc);
+        let text = passage_text(doc.map_or("", |d| d.title.as_str()), &chunk.text);
+        if doc.is_some_and(|d| d.chunks.len() == 1) {
+            whole_documents.insert(chunk.doc, text.clone());
+        }
+        pending.push((chunk.id as u64, text));
         if pending.len() == RECORDS_PER_COMMIT {
             chunks += write_vectors(&store, embedder.as_ref(), Family::ChunkVec, &mut pending, dim)?;
         }
@@ -77,7 +83,8 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
     keys.sort_unstable();
     for key in keys {
         let doc = &docs[key];
-        pending.push((doc.key as u64, doc.summary.clone()));
+        let text = whole_documents.remove(key).unwrap_or_else(|| doc.summary.clone());
+        pending.push((doc.key as u64, text));
         if pending.len() == RECORDS_PER_COMMIT {
             summaries += write_vectors(&store, embedder.as_ref(), Family::SummaryVec, &mut pending, dim)?;
         }

@@ -483,7 +483,7 @@ impl Kb {
         }
         for (chunk, vector) in changes.chunks_added {
             let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
-            self.bm25.insert(chunk.id as u64, &format!("{title}\n{}", chunk.text));
+            self.bm25.insert(chunk.id as u64, &super::model::passage_text(title, &chunk.text));
             self.chunk_index.upsert(chunk.id as u64, &vector)?;
             self.chunks.insert(chunk.id, chunk);
         }
