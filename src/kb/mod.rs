@@ -233,12 +233,22 @@ impl Kb {
 
     /// Links the vectors written since the last pass into the HNSW graphs (see
     /// [`vector`]): the end of an ingest batch calls it; searches are exact before it too.
+    /// The indexes link at the same time, one thread each: they share nothing, and each
+    /// builds the graph it would build alone, so retrieval stays reproducible.
     pub fn link_staged_vectors(&mut self) -> Result<()> {
-        self.chunk_index.link_staged()?;
-        self.summary_index.link_staged()?;
-        self.node_index.link_staged()?;
-        self.fact_index.link_staged()?;
-        self.relations.link_staged()
+        let Kb { chunk_index, summary_index, node_index, fact_index, relations, .. } = self;
+        std::thread::scope(|scope| {
+            let linking = [
+                scope.spawn(|| chunk_index.link_staged()),
+                scope.spawn(|| summary_index.link_staged()),
+                scope.spawn(|| node_index.link_staged()),
+                scope.spawn(|| fact_index.link_staged()),
+                scope.spawn(|| relations.link_staged()),
+            ];
+            linking.into_iter().try_for_each(|job| {
+                job.join().map_err(|_| Error::Index("linking a vector index panicked".into()))?
+            })
+        })
     }
 
     /// Indexes `node`, whose provenance was `indexed_chunks` (sorted) before this write:
