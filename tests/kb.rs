@@ -379,6 +379,57 @@ fn a_repeated_fact_is_indexed_once_until_its_last_edge_goes_on(store: &TestStore
     assert!(kb.integrity_violations().is_empty());
 }
 
+/// On PostgreSQL each daemon takes ids in blocks, so a daemon can add an edge with a lower id
+/// than another daemon's edge of the same fact: the new edge takes the fact's vector over,
+/// in both daemons' memory and in the store, and hands it back when it goes.
+#[test]
+fn a_fact_moves_to_a_lower_edge_id_from_another_daemons_block() {
+    let Some(url) = postgres_database() else {
+        return;
+    };
+    let store = TestStore::Postgres(url);
+    let dir = tempfile::tempdir().unwrap();
+    let settings = store.settings(&dir.path().join("kb"));
+    let (mut a, pipeline) = open(&settings);
+    let (mut b, _) = open(&settings);
+    let doc = |id: &str, text: &str| a2rag::ingest::source::SourceDoc {
+        id: id.into(),
+        title: format!("Note {id}"),
+        text: text.into(),
+        source: "test".into(),
+    };
+    // A takes the first block of ids, B the next; A's later edges sort before B's.
+    ingest_doc(&mut a, &pipeline, doc("warm-up", "Ravi Rao lives in Lyon."));
+    ingest_doc(&mut b, &pipeline, doc("from-b", "Alpha Corp was founded by Jane Doe. Alpha Corp sells lenses."));
+    let founded = |kb: &a2rag::kb::Kb| {
+        let q = kb.embedder().embed_one("Alpha Corp founded by Jane Doe").unwrap();
+        let (id, _) = kb.fact_index().search(&q, 1).unwrap()[0];
+        kb.chunk(kb.edge(id).unwrap().chunk).map(|c| kb.doc(c.doc).unwrap().id.clone())
+    };
+    let consistent = |kb: &mut a2rag::kb::Kb| {
+        kb.catch_up().unwrap();
+        let violations = kb.integrity_violations();
+        assert!(violations.is_empty(), "{violations:?}");
+        assert_eq!(kb.store().scan_vectors(Family::FactVec).count(), kb.stats().fact_vectors, "one per fact");
+    };
+    consistent(&mut a);
+    assert_eq!(founded(&a).as_deref(), Some("from-b"));
+    ingest_doc(&mut a, &pipeline, doc("from-a", "Alpha Corp was founded by Jane Doe. Jane Doe lives in Paris."));
+    for kb in [&mut a, &mut b] {
+        consistent(kb);
+        assert_eq!(founded(kb).as_deref(), Some("from-a"), "A's new edge has a lower id than B's and takes over");
+    }
+    assert!(b.delete_document("from-a").unwrap());
+    for kb in [&mut a, &mut b] {
+        consistent(kb);
+        assert_eq!(founded(kb).as_deref(), Some("from-b"), "and hands the fact back when it goes");
+    }
+    drop((a, b));
+    let (mut reopened, _) = open(&settings);
+    consistent(&mut reopened);
+    assert_eq!(founded(&reopened).as_deref(), Some("from-b"));
+}
+
 #[test]
 fn replacing_and_deleting_a_large_document_keeps_every_index_in_step() {
     for store in TestStore::all() {

@@ -46,7 +46,7 @@ pub fn ingest(settings: Settings, corpus: &Path, scratch: &Path) -> Result<Strin
     let (passages, short) = (embed.passages.as_secs_f64(), embed.short.as_secs_f64());
     Ok(format!(
         "ingest {} with {}: {n} passages ({chunks} chunks) in {secs:.2} s = {rate:.1} passages/s (target >= {target})\n  \
-         embedding thread: passages (chunks + summaries, {} texts) {passages:.2} s, names/labels ({} texts) {short:.2} s; \
+         embedding thread: passages (chunks + summaries, {} texts) {passages:.2} s, names/labels/facts ({} texts) {short:.2} s; \
          the rest of the wall time (drafting and commits not overlapped, HNSW link) {:.2} s\n  \
          baseline parse+chunk only: {baseline:.0} passages/s; full ingest is {:.1}x slower than the floor\n  \
          KB: {} nodes, {} edges, {} aliases merged",

@@ -20,7 +20,7 @@ use crate::config::{ExtractorKind, Settings, SummarizerKind};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::kb::PreparedChunk;
-use crate::kb::model::{EdgeOrigin, fact_text, passage_text, relation_label};
+use crate::kb::model::{EdgeOrigin, fact_text, passage_text, relation_label, summary_embedded_apart};
 use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
 use crate::net::Remote;
 use extract::{Extractor, RuleExtractor};
@@ -166,7 +166,7 @@ impl Pipeline {
             .iter()
             .flat_map(|d| {
                 let title = &d.doc.title;
-                let summary = summary_has_own_vector(&d.doc).then(|| d.doc.summary.clone());
+                let summary = summary_embedded_apart(d.doc.chunks.len()).then(|| d.doc.summary.clone());
                 d.doc.chunks.iter().map(move |c| passage_text(title, &c.text)).chain(summary)
             })
             .collect();
@@ -185,7 +185,7 @@ impl Pipeline {
                 chunk.vector = passage_vectors.next().ok_or_else(missing_vector)?;
             }
             doc.summary_vector = match doc.chunks.as_slice() {
-                [whole] if !summary_has_own_vector(&doc) => whole.vector.clone(),
+                [whole] => whole.vector.clone(),
                 _ => passage_vectors.next().ok_or_else(missing_vector)?,
             };
             for text in short_texts {
@@ -237,13 +237,6 @@ impl EmbedClock {
     fn snapshot(&self) -> EmbedTime {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-/// Whether a document's summary is embedded on its own. A document that fits in one chunk
-/// is embedded whole by that chunk, the better document vector; a pass over its summary
-/// would double the embedding work of a corpus of short passages.
-fn summary_has_own_vector(doc: &PreparedDoc) -> bool {
-    doc.chunks.len() != 1
 }
 
 /// Every mention, relation label and fact (a triple read as text, for query-to-fact linking)

@@ -1,7 +1,8 @@
 //! The knowledge base: sled as the source of truth plus the in-memory indexes derived from
 //! it (graph, HNSW vectors, BM25). All writes go through [`Kb::commit_document`],
 //! [`Kb::delete_document`] and [`Kb::add_curated_triple`], which stage every change, commit it
-//! to sled in one batch, and only then update memory, so memory never runs ahead of disk.
+//! to the store in one atomic batch (new edges' fact vectors may commit ahead of it), and only
+//! then update memory, so memory never runs ahead of disk.
 
 pub mod align;
 pub mod bm25;
@@ -70,7 +71,8 @@ pub struct Kb {
     /// and in the store: a fact repeated across a large document is embedded, stored and
     /// indexed once, so memory and index cost follow distinct facts, and linking's top facts
     /// are not copies of one another. When the first edge goes, the next one inherits its
-    /// vector (the write that deletes it stores the vector under the successor).
+    /// vector (the write that deletes it stores the vector under the successor); a new edge
+    /// with a lower id (another daemon's block of ids, on PostgreSQL) takes it over.
     fact_edges: HashMap<FactKey, BTreeSet<EdgeId>>,
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
@@ -245,9 +247,9 @@ impl Kb {
                 scope.spawn(|| fact_index.link_staged()),
                 scope.spawn(|| relations.link_staged()),
             ];
-            linking.into_iter().try_for_each(|job| {
-                job.join().map_err(|_| Error::Index("linking a vector index panicked".into()))?
-            })
+            linking
+                .into_iter()
+                .try_for_each(|job| job.join().map_err(|_| Error::Index("linking a vector index panicked".into()))?)
         })
     }
 
@@ -357,8 +359,12 @@ impl Kb {
             if previous == now {
                 // Another daemon's write may have stored the vector again; same fact, same
                 // representative, so this only refreshes it.
-                if let (Some(id), Some(vector)) = (now, stored) {
-                    self.fact_index.upsert(id, &vector)?;
+                match (now, stored) {
+                    (Some(id), Some(vector)) => self.fact_index.upsert(id, &vector)?,
+                    (Some(id), None) if self.fact_index.get(id).is_none() => {
+                        tracing::warn!(edge = id, "a fact has no vector; `a2rag reindex` rebuilds it")
+                    }
+                    _ => {}
                 }
                 continue;
             }

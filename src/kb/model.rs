@@ -86,6 +86,13 @@ pub fn passage_text(title: &str, chunk: &str) -> String {
     format!("{title}\n{chunk}")
 }
 
+/// Whether a document of `chunks` chunks has a summary vector of its own. One that fits in
+/// one chunk is embedded whole by that chunk, the better document vector; a pass over its
+/// summary would double the embedding work of a corpus of short passages.
+pub fn summary_embedded_apart(chunks: usize) -> bool {
+    chunks != 1
+}
+
 /// A triple as extracted, before its mentions are resolved to nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RawTriple {

@@ -3,8 +3,9 @@
 //! [`Kb::open`](super::Kb::open) refuses a KB whose recorded embedder differs from the
 //! configured one, because vectors from two embedding spaces are not comparable. Reindexing
 //! rewrites every stored vector from the stored text, exactly as ingest computed it:
-//! chunks as "title\ntext", document summaries, node names (a node's vector is its first
-//! mention, which is its name), and edge facts ("subject relation object").
+//! chunks as "title\ntext", document summaries (a one-chunk document's is its chunk's text),
+//! node names (a node's vector is its first mention, which is its name), and one vector per
+//! distinct edge fact ("subject relation object", under the fact's first edge).
 //!
 //! Crash safety: vectors are written in batches and the new embedder id only after all of
 //! them are on disk. An interrupted reindex therefore still carries the old id, so opening
@@ -19,7 +20,9 @@ use serde::Serialize;
 
 use super::FactKey;
 use super::catalog::KbName;
-use super::model::{Chunk, DocKey, Document, Edge, Node, NodeId, RawTriple, fact_text, passage_text};
+use super::model::{
+    Chunk, DocKey, Document, Edge, Node, NodeId, RawTriple, fact_text, passage_text, summary_embedded_apart,
+};
 use super::store::{Family, KbBatch, Location, Store};
 use crate::config::Settings;
 use crate::embed::Embedder;
@@ -68,7 +71,7 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
         let chunk: Chunk = chunk?;
         let doc = docs.get(&chunk.doc);
         let text = passage_text(doc.map_or("", |d| d.title.as_str()), &chunk.text);
-        if doc.is_some_and(|d| d.chunks.len() == 1) {
+        if doc.is_some_and(|d| !summary_embedded_apart(d.chunks.len())) {
             whole_documents.insert(chunk.doc, text.clone());
         }
         pending.push((chunk.id as u64, text));
@@ -105,16 +108,16 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
     // stored); the names are the first surface form of each entity, so the text barely moves.
     let names: HashMap<u64, String> = store.nodes().map(|n| n.map(|n| (n.id as u64, n.name))).collect::<Result<_>>()?;
     let mut facts = 0;
-    // One vector per distinct fact, under its first edge (see `Kb::fact_edges`); vectors an
-    // older build stored under the other edges would keep the previous embedder's numbers.
+    // One vector per distinct fact, under its first edge (see `Kb::fact_edges`).
     let mut seen = HashSet::new();
-    let mut duplicates = KbBatch::default();
+    let (mut edge_ids, mut representatives) = (HashSet::new(), HashSet::new());
     for edge in store.edges() {
         let edge: Edge = edge?;
+        edge_ids.insert(edge.id);
         if !seen.insert(FactKey::of(&edge)) {
-            duplicates.remove_fact_vector(edge.id);
             continue;
         }
+        representatives.insert(edge.id);
         let name = |id: NodeId| names.get(&(id as u64)).cloned().unwrap_or_default();
         let triple = RawTriple { subject: name(edge.subject), relation: edge.relation, object: name(edge.object) };
         pending.push((edge.id, fact_text(&triple)));
@@ -123,9 +126,21 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
         }
     }
     facts += write_vectors(&store, embedder.as_ref(), Family::FactVec, &mut pending, dim)?;
-    store.commit(duplicates)?;
+    // Any other fact vector would keep the previous embedder's numbers: one an older build
+    // stored under a later edge of its fact, or one committed ahead of edges a crash lost
+    // (see `KbBatch::put_fact_vector_ahead`), which no edge owns.
+    let mut stale = KbBatch::default();
+    let mut fact_orphans = 0;
+    for item in store.scan_vectors(Family::FactVec) {
+        let (id, _) = item?;
+        if !representatives.contains(&id) {
+            stale.remove_fact_vector(id);
+            fact_orphans += usize::from(!edge_ids.contains(&id));
+        }
+    }
+    store.commit(stale)?;
 
-    let orphans_removed = remove_orphans(&store, &docs)?;
+    let orphans_removed = remove_orphans(&store, &docs)? + fact_orphans;
 
     // Vectors must be durable before the id that vouches for them.
     store.flush()?;
@@ -177,8 +192,9 @@ fn write_vectors(
     Ok(n)
 }
 
-/// Drops vectors without an owning chunk, document or node. The KB's writers remove vectors
-/// together with their records, so this only finds leftovers of older builds or manual edits.
+/// Drops vectors without an owning chunk, document or node (fact vectors are settled while
+/// they are rewritten). The KB's writers remove vectors together with their records, so this
+/// only finds leftovers of older builds or manual edits.
 fn remove_orphans(store: &Store, docs: &HashMap<DocKey, Document>) -> Result<usize> {
     let mut batch = KbBatch::default();
     let mut removed = 0;
@@ -202,15 +218,6 @@ fn remove_orphans(store: &Store, docs: &HashMap<DocKey, Document>) -> Result<usi
         };
         if store.get::<Node>(Family::Node, id)?.is_none() {
             batch.remove_node(node_id);
-            removed += 1;
-        }
-    }
-    // Fact vectors commit ahead of their edges (see `KbBatch::put_fact_vector_ahead`): a
-    // crash in between leaves some that no edge owns.
-    for item in store.scan_vectors(Family::FactVec) {
-        let (id, _) = item?;
-        if store.get::<Edge>(Family::Edge, id)?.is_none() {
-            batch.remove_fact_vector(id);
             removed += 1;
         }
     }

@@ -1,5 +1,6 @@
 //! Staged writes. A [`Staging`] reads the committed KB, records every change in an overlay
-//! and a sled batch; the batch commits atomically, then [`Changes`] are applied to memory.
+//! and a [`KbBatch`]; the batch commits atomically (new edges' fact vectors may go ahead of
+//! it, see [`KbBatch::put_fact_vector_ahead`]), then [`Changes`] are applied to memory.
 
 use std::collections::{HashMap, HashSet};
 
@@ -72,8 +73,8 @@ pub(super) struct Changes {
     pub(super) node_vectors: HashMap<NodeId, Vec<f32>>,
     pub(super) edges_removed: Vec<EdgeId>,
     pub(super) edges_added: Vec<Edge>,
-    /// Fact vectors this write stored, by edge: only for edges that come first for their
-    /// fact (see `Kb::fact_edges`).
+    /// Fact vectors this write stored, by edge (see `Kb::fact_edges`; applying reads only
+    /// the entries of edges that come first for their fact).
     pub(super) fact_vectors: HashMap<EdgeId, Embedding>,
     /// Embeddings prepared with the document (see `PreparedDoc::text_vectors`): read for new
     /// nodes while staging, for relation labels new to the KB when applying.
@@ -308,6 +309,8 @@ impl<'kb> Staging<'kb> {
             if self.new_facts.get(&fact).is_some_and(|new| *new < next) {
                 continue;
             }
+            // Re-embedding repairs a fact whose vector memory lost (an index error); it only
+            // runs in that case.
             let vector = match self.kb.fact_index.get(*id) {
                 Some(v) => v,
                 None => self.kb.embedder.embed_one(&self.kb.fact_text_of(edge))?,

@@ -32,8 +32,9 @@ use crate::error::{Error, Result};
 
 pub use postgres::kb_names as postgres_kb_names;
 
-/// Bump when the on-disk layout changes incompatibly.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bump when the on-disk layout changes so that an older build would misread it (a newer
+/// build reads every older layout). 2: one fact vector per distinct fact, not per edge.
+pub const SCHEMA_VERSION: u32 = 2;
 
 const META_EMBEDDER: &[u8] = b"meta/embedder";
 /// Keys under this prefix describe the store itself (schema, id offset, embedder); they are
@@ -633,10 +634,13 @@ impl KbBatch {
         for (i, w) in self.writes.iter().enumerate() {
             last.insert((w.space, w.key.as_slice()), i);
         }
+        // The main writes win over an ahead write of the same key, which commits before them.
+        let mut ahead = self.ahead;
+        ahead.retain(|w| !last.contains_key(&(w.space, w.key.as_slice())));
         let mut keep: Vec<usize> = last.into_values().collect();
         keep.sort_unstable();
         let mut writes: Vec<Option<Write>> = self.writes.into_iter().map(Some).collect();
-        Commit { ahead: self.ahead, writes: keep.into_iter().filter_map(|i| writes[i].take()).collect() }
+        Commit { ahead, writes: keep.into_iter().filter_map(|i| writes[i].take()).collect() }
     }
 }
 

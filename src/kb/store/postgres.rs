@@ -52,6 +52,9 @@ const MIGRATIONS: &[&str] = &[
          PRIMARY KEY (kb, seq)
      );
      CREATE SEQUENCE a2rag_ids INCREMENT BY 1024 MINVALUE 1;",
+    // 2: one fact vector per distinct fact, no longer one per edge. No table changes; the
+    // version keeps an older build, which expects a vector under every edge, off the database.
+    "COMMENT ON TABLE a2rag_entries IS 'a2rag KB records; schema 2: one fact vector per distinct fact'",
 ];
 
 /// The notification channel commits announce themselves on (payload: the KB's name).

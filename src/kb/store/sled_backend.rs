@@ -48,6 +48,11 @@ impl SledBackend {
                         supported: SCHEMA_VERSION,
                     });
                 }
+                // This build reads the older layout as it is and writes its own from now on,
+                // which an older build would misread: it must refuse the directory.
+                if found < SCHEMA_VERSION {
+                    kb.insert(META_SCHEMA, &SCHEMA_VERSION.to_be_bytes())?;
+                }
             }
             None => {
                 kb.insert(META_SCHEMA, &SCHEMA_VERSION.to_be_bytes())?;
