@@ -8,7 +8,7 @@ pub type ChunkId = u32;
 pub type NodeId = u32;
 pub type EdgeId = u64;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Document {
     pub key: DocKey,
     /// The caller-visible identity (given id, title, or path); re-ingesting the same id

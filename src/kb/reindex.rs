@@ -233,16 +233,7 @@ fn remove_orphans(store: &Store, docs: &HashMap<DocKey, Document>) -> Result<usi
             if store.doc_key_for(&placeholder)?.is_some() {
                 continue;
             }
-            batch.remove_doc(&Document {
-                key,
-                id: placeholder,
-                title: String::new(),
-                source: String::new(),
-                content_hash: String::new(),
-                summary: String::new(),
-                chunks: Vec::new(),
-                edges: Vec::new(),
-            });
+            batch.remove_doc(&Document { key, id: placeholder, ..Document::default() });
             removed += 1;
         }
     }

@@ -656,16 +656,7 @@ mod tests {
 
     /// A document record with no content.
     fn document(key: DocKey, id: &str) -> Document {
-        Document {
-            key,
-            id: id.into(),
-            title: String::new(),
-            source: String::new(),
-            content_hash: String::new(),
-            summary: String::new(),
-            chunks: Vec::new(),
-            edges: Vec::new(),
-        }
+        Document { key, id: id.into(), ..Document::default() }
     }
 
     #[test]
