@@ -21,7 +21,9 @@ impl HashEmbedder {
 
     fn embed_text(&self, input: &str) -> Embedding {
         let mut v = vec![0f32; self.dim];
-        let mut counts: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+        // Sorted: f32 sums depend on their order, and a stored vector must come out the same
+        // bits every time its text is embedded (in another process too).
+        let mut counts: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
         for term in text::content_terms(input) {
             *counts.entry(term).or_default() += 1;
         }
@@ -85,6 +87,19 @@ mod tests {
         let near = e.embed_one("Eiffel Tower in Paris, France").unwrap();
         let far = e.embed_one("Photosynthesis in green plants").unwrap();
         assert!(cosine(&a, &near) > cosine(&a, &far) + 0.3);
+    }
+
+    #[test]
+    fn a_text_embeds_to_the_same_bits_every_time() {
+        let e = HashEmbedder::new(64);
+        let text = "Ingrid Halden founded Halden Optics in 1928, which built the Aurora Observatory \
+                    near Tromsø; its director Lena Varga discovered a comet with the Aurora Telescope.";
+        let first = e.embed_one(text).unwrap();
+        for _ in 0..50 {
+            let again = e.embed_one(text).unwrap();
+            let bits = |v: &Embedding| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&again), bits(&first));
+        }
     }
 
     #[test]
