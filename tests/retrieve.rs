@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use a2rag::control::{Controller, QueryRequest};
-use a2rag::embed::{EmbeddedQuery, Embedder, Embedding, HashEmbedder};
+use a2rag::embed::{EmbeddedQuery, Embedder, EmbedderKind, Embedding, HashEmbedder};
 use a2rag::ingest::triples::TripleImport;
 use a2rag::kb::passage_graph::{PassageGraph, synonym_pairs};
 use a2rag::kb::{Kb, SearchMode};
@@ -120,24 +120,53 @@ fn map_back_ranks_chunks_by_their_evidence_and_escalation_is_monotonic() {
     assert_eq!(fallback.chunks[0].doc_id, "d4", "dense + BM25 still find text");
 }
 
+/// The hash embedder's vectors under a trained model's kind, to see which text list the
+/// fusion picks for each kind on the same KB.
+struct DeclaredSemantic(HashEmbedder);
+
+impl Embedder for DeclaredSemantic {
+    fn id(&self) -> String {
+        self.0.id()
+    }
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn kind(&self) -> EmbedderKind {
+        EmbedderKind::Semantic
+    }
+    fn embed(&self, texts: &[&str]) -> a2rag::Result<Vec<Embedding>> {
+        self.0.embed(texts)
+    }
+}
+
 #[test]
-fn without_seeds_or_facts_retrieval_falls_back_to_text() {
+fn without_seeds_or_facts_retrieval_falls_back_to_the_embedders_text_list() {
     let dir = tempfile::tempdir().unwrap();
-    let kb = graph_kb(dir.path());
-    let query = embedded(&kb, "zzz qqq located");
-    let seeds = seeds::find_seeds(&kb, &kb.settings().retrieve, &query).unwrap();
-    assert!(seeds.entities.is_empty() && seeds.facts.is_empty(), "{seeds:?}");
-    let retriever = Retriever::new(&kb);
+    drop(graph_kb(dir.path()));
+    let settings = Arc::new(settings_in(&dir.path().join("kb")));
+    let lexical: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(512));
+    let semantic: Arc<dyn Embedder> = Arc::new(DeclaredSemantic(HashEmbedder::new(512)));
     let ids = |r: a2rag::retrieve::Retrieval| r.chunks.iter().map(|c| c.chunk).collect::<Vec<_>>();
     let options = |strategy| RetrieveOptions { strategy, min_stage: Stage::Local, top_k: 4 };
-    let adaptive = retriever.retrieve_embedded(&query, options(Strategy::Adaptive)).unwrap();
-    assert_eq!((adaptive.stage, adaptive.graph_share, adaptive.stages.len()), (Stage::Fallback, 0.0, 0));
-    let hybrid = retriever.retrieve_embedded(&query, options(Strategy::Text(SearchMode::Hybrid))).unwrap();
-    assert_eq!(ids(adaptive), ids(hybrid), "the adaptive fallback is the hybrid text ranking");
-    let ppr = retriever.retrieve_embedded(&query, options(Strategy::PprAlways)).unwrap();
-    let dense = retriever.retrieve_embedded(&query, options(Strategy::Text(SearchMode::Vector))).unwrap();
-    assert_eq!(ppr.stage, Stage::Fallback);
-    assert_eq!(ids(ppr), ids(dense), "the HippoRAG baseline falls back to dense retrieval");
+    let mut fallbacks = Vec::new();
+    for (embedder, list) in [(lexical, SearchMode::Bm25), (semantic, SearchMode::Hybrid)] {
+        let kb = Kb::open(settings.clone(), embedder).unwrap();
+        let query = embedded(&kb, "zzz qqq located");
+        let seeds = seeds::find_seeds(&kb, &kb.settings().retrieve, &query).unwrap();
+        assert!(seeds.entities.is_empty() && seeds.facts.is_empty(), "{seeds:?}");
+        let retriever = Retriever::new(&kb);
+        let adaptive = retriever.retrieve_embedded(&query, options(Strategy::Adaptive)).unwrap();
+        assert_eq!((adaptive.stage, adaptive.graph_share, adaptive.stages.len()), (Stage::Fallback, 0.0, 0));
+        let text = retriever.retrieve_embedded(&query, options(Strategy::Text(list))).unwrap();
+        let adaptive = ids(adaptive);
+        assert_eq!(adaptive, ids(text), "the adaptive fallback is the {list:?} ranking");
+        fallbacks.push(adaptive);
+        let ppr = retriever.retrieve_embedded(&query, options(Strategy::PprAlways)).unwrap();
+        let dense = retriever.retrieve_embedded(&query, options(Strategy::Text(SearchMode::Vector))).unwrap();
+        assert_eq!(ppr.stage, Stage::Fallback);
+        assert_eq!(ids(ppr), ids(dense), "the HippoRAG baseline falls back to dense retrieval");
+    }
+    assert_ne!(fallbacks[0], fallbacks[1], "BM25 alone and hybrid rank this query differently");
 }
 
 #[test]
@@ -246,6 +275,9 @@ impl Embedder for Counting {
     }
     fn dim(&self) -> usize {
         self.inner.dim()
+    }
+    fn kind(&self) -> EmbedderKind {
+        self.inner.kind()
     }
     fn embed(&self, texts: &[&str]) -> a2rag::Result<Vec<Embedding>> {
         self.seen.fetch_add(texts.iter().filter(|t| **t == self.text).count(), Ordering::SeqCst);

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{Embedder, Embedding};
+use super::{Embedder, EmbedderKind, Embedding};
 use crate::error::{Error, Result};
 
 /// Texts up to this many bytes are cached: names, labels and questions, not passages.
@@ -65,6 +65,10 @@ impl Embedder for CachedEmbedder {
 
     fn dim(&self) -> usize {
         self.inner.dim()
+    }
+
+    fn kind(&self) -> EmbedderKind {
+        self.inner.kind()
     }
 
     /// Cached texts are answered from memory; the others, each distinct text once, go to the

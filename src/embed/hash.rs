@@ -4,7 +4,7 @@
 //! corpus-independent (sublinear TF, stopwords dropped, trigrams down-weighted). Corpus IDF
 //! enters retrieval through BM25 in the hybrid ranker instead.
 
-use super::{Embedder, Embedding, l2_normalize};
+use super::{Embedder, EmbedderKind, Embedding, l2_normalize};
 use crate::error::Result;
 use crate::text;
 
@@ -65,6 +65,10 @@ impl Embedder for HashEmbedder {
 
     fn dim(&self) -> usize {
         self.dim
+    }
+
+    fn kind(&self) -> EmbedderKind {
+        EmbedderKind::Lexical
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>> {

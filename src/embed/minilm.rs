@@ -21,7 +21,7 @@ use serde::Deserialize;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use super::bert::Encoder;
-use super::{Embedder, Embedding, hub, l2_normalize};
+use super::{Embedder, EmbedderKind, Embedding, hub, l2_normalize};
 use crate::config::EmbedSettings;
 use crate::error::{Error, Result};
 use crate::net::Remote;
@@ -196,6 +196,10 @@ impl Embedder for MiniLmEmbedder {
 
     fn dim(&self) -> usize {
         self.dim
+    }
+
+    fn kind(&self) -> EmbedderKind {
+        EmbedderKind::Semantic
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>> {

@@ -24,11 +24,23 @@ use crate::net::Remote;
 
 pub type Embedding = Vec<f32>;
 
+/// What an embedding space knows beyond the words a text contains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbedderKind {
+    /// Hashed surface features (words, character trigrams): it matches what two texts spell
+    /// alike and nothing else, which BM25 over the same words (with IDF, length normalisation
+    /// and no hash collisions) ranks better than its vectors do.
+    Lexical,
+    /// A trained model: it matches meaning that shares no word, which BM25 cannot.
+    Semantic,
+}
+
 pub trait Embedder: Send + Sync {
     /// Stable identity of the embedding space ("hash-512", "minilm:all-MiniLM-L6-v2").
     /// A knowledge base records it; vectors from two identities are never mixed.
     fn id(&self) -> String;
     fn dim(&self) -> usize;
+    fn kind(&self) -> EmbedderKind;
     /// One L2-normalised vector per input, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>>;
 
@@ -154,6 +166,9 @@ impl Embedder for CountingEmbedder {
     }
     fn dim(&self) -> usize {
         self.inner.dim()
+    }
+    fn kind(&self) -> EmbedderKind {
+        self.inner.kind()
     }
     fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>> {
         use std::sync::atomic::Ordering;

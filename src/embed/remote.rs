@@ -13,7 +13,7 @@
 use rig_core::DynModel;
 use rig_core::operation::Embedding as EmbeddingOp;
 
-use super::{Embedder, Embedding, l2_normalize};
+use super::{Embedder, EmbedderKind, Embedding, l2_normalize};
 use crate::config::{EmbedProvider, EmbedSettings};
 use crate::error::{Error, Result};
 use crate::net::rig::{Endpoint, map_provider_error, ollama_config, openai_config};
@@ -124,6 +124,10 @@ impl Embedder for RemoteEmbedder {
 
     fn dim(&self) -> usize {
         self.dim
+    }
+
+    fn kind(&self) -> EmbedderKind {
+        EmbedderKind::Semantic
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Embedding>> {

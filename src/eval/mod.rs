@@ -83,6 +83,8 @@ pub struct Report {
     pub synonym_edges: usize,
     pub rule_edge_share: f32,
     pub graph_share: f32,
+    /// The text list a2rag fuses the graph's ranking with (it follows the embedder).
+    pub fusion_text: SearchMode,
     /// `None` when the KB of an earlier run was reused.
     pub ingest_seconds: Option<f64>,
     /// Median time to embed a question (the first time, uncached). The retrieval latencies
@@ -372,6 +374,7 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         synonym_edges,
         rule_edge_share,
         graph_share,
+        fusion_text: crate::retrieve::fusion::text_mode(kb.embedder().kind()),
         ingest_seconds,
         query_embedding_p50_ms,
         systems,

@@ -46,11 +46,12 @@ pub fn markdown(r: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "PPR graph: {:.0}% of passages in the largest component, {} synonym edges, {:.0}% rule-extracted edges; graph share in a2rag's fusion {:.2}.\n",
+        "PPR graph: {:.0}% of passages in the largest component, {} synonym edges, {:.0}% rule-extracted edges; graph share in a2rag's fusion {:.2}, with the {} text list.\n",
         r.largest_component_share * 100.0,
         r.synonym_edges,
         r.rule_edge_share * 100.0,
-        r.graph_share
+        r.graph_share,
+        r.fusion_text.name()
     );
     let _ = writeln!(
         out,

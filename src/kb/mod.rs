@@ -102,6 +102,17 @@ pub enum SearchMode {
     Hybrid,
 }
 
+impl SearchMode {
+    /// The mode's wire name (as it serialises).
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchMode::Bm25 => "bm25",
+            SearchMode::Vector => "vector",
+            SearchMode::Hybrid => "hybrid",
+        }
+    }
+}
+
 /// How [`Kb::search`] fuses its two text retrievers: candidates taken from each, and the
 /// reciprocal-rank-fusion constant (`retrieve.text_candidates`, `retrieve.rrf_k`).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -2,8 +2,8 @@
 //! most once per call; a sufficiency check after each stage decides whether to stop. Local
 //! and bridge evidence is mapped back to source chunks; the global stage ranks passages by
 //! PPR mass over the graph of entities and passages ([`global`]). The graph's ranking is
-//! fused with dense + BM25 text retrieval ([`fusion`]), which also carries queries where no
-//! seed aligns and no fact links.
+//! fused with text retrieval ([`fusion`]: dense + BM25, or BM25 alone with a lexical
+//! embedder), which also carries queries where no seed aligns and no fact links.
 //!
 //! [`Retriever::retrieve`] judges with a synchronous [`SufficiencyCheck`]; a caller with an
 //! async judge (the controller's LLM judge) drives a [`RetrievalRun`] stage by stage.
@@ -395,7 +395,7 @@ impl<'kb> RetrievalRun<'kb> {
             Strategy::Adaptive => {
                 let text = kb.search_reusing(
                     &self.query,
-                    SearchMode::Hybrid,
+                    fusion::text_mode(kb.embedder().kind()),
                     settings.text_candidates,
                     settings.into(),
                     &self.dense,
