@@ -5,8 +5,8 @@
 
 use super::Stage;
 use crate::embed::EmbedderKind;
-use crate::kb::{Kb, SearchMode};
 use crate::kb::model::ChunkId;
+use crate::kb::{Kb, SearchMode};
 use crate::rank::weighted_rank_fusion;
 
 /// `text` and `graph` (each best first) fused with graph share `s`; ties on chunk id.
