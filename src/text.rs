@@ -108,6 +108,13 @@ fn ends_with_abbreviation(sentence: &str) -> bool {
     is_initial || ABBREVIATIONS.contains(&lower.as_str())
 }
 
+/// The entity a document's title names: bracketed qualifiers dropped ("Lilu (mythology)" ->
+/// "Lilu").
+pub fn title_entity(title: &str) -> Option<String> {
+    let cut = title.find(['(', '[']).map_or(title, |i| &title[..i]).trim();
+    (!cut.is_empty()).then(|| cut.to_string())
+}
+
 /// Canonical key of an entity mention: lowercased, bracketed tags removed ("[GUI] CFH" ->
 /// "cfh"), punctuation dropped, whitespace collapsed.
 pub fn normalize_entity(mention: &str) -> String {
@@ -163,6 +170,12 @@ pub const MONTHS: [&str; 12] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn title_entity_drops_qualifiers() {
+        assert_eq!(title_entity("Lilu (mythology)").as_deref(), Some("Lilu"));
+        assert_eq!(title_entity("(x)"), None);
+    }
 
     #[test]
     fn content_terms_drop_stopwords() {

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use super::answer_type::{self, AnswerType};
 use super::question::{Question, same_word};
 use super::roles::{AnswerForm, ReaderAnswer};
-use crate::ingest::extract::{entity_mentions, title_entity};
+use crate::ingest::extract::entity_mentions;
 use crate::kb::Kb;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
 use crate::retrieve::{PathHop, Retrieval};
@@ -188,7 +188,8 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
     let tie = sentences
         .iter()
         .filter(|s| {
-            let about = |e: &String| mentions(s.text, e) || title_entity(s.title).is_some_and(|t| same_name(&t, e));
+            let about =
+                |e: &String| mentions(s.text, e) || text::title_entity(s.title).is_some_and(|t| same_name(&t, e));
             mentions(s.text, &best.surface) && question.entities.iter().any(about)
         })
         .max_by(|a, b| a.overlap.total_cmp(&b.overlap).then(b.rank.cmp(&a.rank)));
@@ -234,7 +235,7 @@ fn chains(question: &Question, sentences: &[Sentence<'_>]) -> Vec<Chain> {
     let padded: Vec<String> = sentences.iter().map(|s| format!(" {} ", text::normalize_answer(s.text))).collect();
     let subjects: Vec<Option<String>> = sentences
         .iter()
-        .map(|s| title_entity(s.title).map(|t| text::normalize_answer(&t)).filter(|t| !t.is_empty()))
+        .map(|s| text::title_entity(s.title).map(|t| text::normalize_answer(&t)).filter(|t| !t.is_empty()))
         .collect();
     sentences
         .iter()
@@ -253,8 +254,8 @@ fn chains(question: &Question, sentences: &[Sentence<'_>]) -> Vec<Chain> {
                 }
             }
             let link = best.1.map(|j| {
-                let from = title_entity(sentences[j].title).unwrap_or_else(|| sentences[j].title.to_string());
-                let bridge = title_entity(s.title).unwrap_or_else(|| s.title.to_string());
+                let from = text::title_entity(sentences[j].title).unwrap_or_else(|| sentences[j].title.to_string());
+                let bridge = text::title_entity(s.title).unwrap_or_else(|| s.title.to_string());
                 (from, bridge)
             });
             Chain { coverage: best.0 as f32 / terms, link, link_sentence: best.1.unwrap_or(0) }
@@ -556,7 +557,7 @@ fn yes_no(question: &Question, sentences: &[Sentence<'_>]) -> ReaderAnswer {
     // The entities the question asks about have passages of their own; a name without one
     // ("British" in "are both magazines British publications?") is part of the property.
     let titles: HashSet<String> =
-        sentences.iter().filter_map(|s| title_entity(s.title)).map(|t| text::normalize_answer(&t)).collect();
+        sentences.iter().filter_map(|s| text::title_entity(s.title)).map(|t| text::normalize_answer(&t)).collect();
     let (subjects, property): (Vec<&String>, Vec<&String>) =
         named.iter().partition(|e| titles.contains(&text::normalize_answer(e)));
     let (entities, property) = if subjects.is_empty() { (named, Vec::new()) } else { (subjects, property) };

@@ -119,15 +119,9 @@ pub fn entity_mentions(input: &str) -> Vec<String> {
     out
 }
 
-/// The entity a title names: bracketed qualifiers dropped ("Lilu (mythology)" -> "Lilu").
-pub fn title_entity(title: &str) -> Option<String> {
-    let cut = title.find(['(', '[']).map_or(title, |i| &title[..i]).trim();
-    (!cut.is_empty()).then(|| cut.to_string())
-}
-
 impl Extractor for RuleExtractor {
     fn extract(&self, title: &str, chunk: &str) -> crate::error::Result<Extraction> {
-        let title_entity = title_entity(title);
+        let title_entity = text::title_entity(title);
         let mut entities = Vec::new();
         let mut seen_entities = HashSet::new();
         let mut triples = Vec::new();
@@ -209,11 +203,5 @@ mod tests {
             ]
         );
         assert!(x.entities.contains(&"1961".to_string()));
-    }
-
-    #[test]
-    fn title_entity_drops_qualifiers() {
-        assert_eq!(title_entity("Lilu (mythology)").as_deref(), Some("Lilu"));
-        assert_eq!(title_entity("(x)"), None);
     }
 }

@@ -2,7 +2,12 @@
 //! (chunk) nodes in one undirected, weighted graph, so that passages are ranked by their own
 //! PPR mass. Three kinds of edges:
 //! - a triple links its two entities (weight 1 per triple);
-//! - every passage links to each entity it mentions (the node's provenance, weight 1);
+//! - every passage links to each entity it mentions (the node's provenance), with weight 1,
+//!   except its topic, the entity its document's title names, which weighs as much as all its
+//!   other mentions together (at least 1). A passage is about its topic and only mentions the
+//!   rest, so a walk leaving it goes to its topic at least half the time, and a walk at an
+//!   entity prefers the passages about it to those that name it in passing: the second hop
+//!   of a bridge question is the page of the entity the first hop's passage names;
 //! - a synonym edge links two entities whose name embeddings are close (cosine at least
 //!   `retrieve.synonym_threshold`, weight = cosine), beyond the alias merges, which need the
 //!   names to be spelled alike too. Candidate pairs are the nodes sharing an alias blocking
@@ -17,6 +22,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::Kb;
 use super::graph::Csr;
 use super::model::{ChunkId, NodeId};
+use crate::text;
 
 /// Blocks with more nodes than this share only a common word prefix ("john", "univ"); their
 /// pairs are not plausible synonyms and would cost quadratic time.
@@ -61,17 +67,27 @@ impl PassageGraph {
         let mut mentions: Vec<(NodeId, ChunkId)> =
             kb.nodes.values().flat_map(|n| n.chunks.iter().map(move |c| (n.id, *c))).collect();
         mentions.sort_unstable();
-        PassageGraph::assemble(nodes, chunks, &triples, &mentions, &synonym_pairs(kb, synonym_threshold))
+        let topics: Vec<(NodeId, ChunkId)> = kb
+            .chunks
+            .iter()
+            .filter_map(|(id, chunk)| {
+                let node = kb.node_by_alias(&text::title_entity(kb.chunk_title(chunk))?)?;
+                Some((node, *id))
+            })
+            .collect();
+        PassageGraph::assemble(nodes, chunks, &triples, &mentions, &topics, &synonym_pairs(kb, synonym_threshold))
     }
 
     /// The graph of these entities and passages: `triples` link two entities, `mentions`
-    /// an entity and a passage (weight 1 each), `synonyms` two entities (weight = cosine).
-    /// Links naming an unknown entity or passage are left out.
+    /// an entity and a passage (weight 1, or [`mention_weights`]'s for a passage's topic among
+    /// `topics`), `synonyms` two entities (weight = cosine). Links naming an unknown entity or
+    /// passage are left out.
     pub fn assemble(
         mut nodes: Vec<NodeId>,
         mut chunks: Vec<ChunkId>,
         triples: &[(NodeId, NodeId)],
         mentions: &[(NodeId, ChunkId)],
+        topics: &[(NodeId, ChunkId)],
         synonyms: &[(NodeId, NodeId, f32)],
     ) -> PassageGraph {
         nodes.sort_unstable();
@@ -82,7 +98,12 @@ impl PassageGraph {
         let mut edges: Vec<(u32, u32, f32)> = Vec::with_capacity(triples.len() + mentions.len() + synonyms.len());
         let entity_pair = |a: &NodeId, b: &NodeId| Some((*node_rows.get(a)?, *node_rows.get(b)?));
         edges.extend(triples.iter().filter_map(|(a, b)| entity_pair(a, b)).map(|(a, b)| (a, b, 1.0)));
-        edges.extend(mentions.iter().filter_map(|(n, c)| Some((*node_rows.get(n)?, *chunk_rows.get(c)?, 1.0))));
+        edges.extend(
+            mentions
+                .iter()
+                .zip(mention_weights(mentions, topics))
+                .filter_map(|((n, c), w)| Some((*node_rows.get(n)?, *chunk_rows.get(c)?, w))),
+        );
         let before = edges.len();
         edges.extend(synonyms.iter().filter_map(|(a, b, cos)| entity_pair(a, b).map(|(a, b)| (a, b, *cos))));
         let synonym_edges = edges.len() - before;
@@ -90,6 +111,25 @@ impl PassageGraph {
         let largest_component_share = largest_component_share(&csr, nodes.len());
         PassageGraph { csr, nodes, chunks, node_rows, chunk_rows, synonym_edges, largest_component_share }
     }
+}
+
+/// The weight of each of `mentions` (entity, passage), in order: 1, except a passage's topic
+/// (a pair also in `topics`), which weighs as much as the passage's other mentions together,
+/// and at least 1. A topic the passage does not mention gets no edge: the link is the
+/// extraction's, only its weight is the title's.
+fn mention_weights(mentions: &[(NodeId, ChunkId)], topics: &[(NodeId, ChunkId)]) -> Vec<f32> {
+    let topics: BTreeSet<(NodeId, ChunkId)> = topics.iter().copied().collect();
+    let mut per_passage: HashMap<ChunkId, usize> = HashMap::new();
+    for (_, chunk) in mentions {
+        *per_passage.entry(*chunk).or_default() += 1;
+    }
+    mentions
+        .iter()
+        .map(|pair| match topics.contains(pair) {
+            true => per_passage[&pair.1].saturating_sub(1).max(1) as f32,
+            false => 1.0,
+        })
+        .collect()
 }
 
 /// Pairs of distinct nodes sharing a blocking key whose name vectors have a cosine of at
@@ -142,4 +182,22 @@ fn largest_component_share(csr: &Csr, first_passage: usize) -> f32 {
         }
     }
     passages_in.iter().copied().max().unwrap_or(0) as f32 / (n - first_passage) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_passages_topic_weighs_as_much_as_its_other_mentions() {
+        // Passage 10 is about 1 and names 2 and 3; 11 names 1 in passing; 12 is about 4 and
+        // names nothing else; 13 is about 5, which it never mentions.
+        let mentions = [(1, 10), (2, 10), (3, 10), (1, 11), (4, 12)];
+        let topics = [(1, 10), (4, 12), (5, 13)];
+        assert_eq!(mention_weights(&mentions, &topics), vec![2.0, 1.0, 1.0, 1.0, 1.0]);
+        assert_eq!(mention_weights(&mentions, &[]), vec![1.0; 5]);
+        let graph = PassageGraph::assemble(vec![1, 2, 3, 4, 5], vec![10, 11, 12, 13], &[], &mentions, &topics, &[]);
+        let row = graph.node_row(5).unwrap();
+        assert!(graph.csr.neighbours(row).is_empty(), "a title adds no link the passage lacks");
+    }
 }

@@ -190,6 +190,7 @@ mod tests {
             vec![13, 11, 10, 12],
             &[(1, 2), (2, 3)],
             &[(1, 10), (2, 11), (3, 11), (4, 12)],
+            &[],
             &[(3, 4, 0.9)],
         );
         assert_eq!(
@@ -232,5 +233,24 @@ mod tests {
             rank_on(&graph, &settings, &[(99, 1.0)], &dense).is_empty(),
             "no phrase seed in the graph: nothing to add"
         );
+    }
+
+    #[test]
+    fn a_walk_at_an_entity_prefers_the_passage_about_it() {
+        // The question names entity 1; passage 10 (about 1) names 2. Passage 11 is about 2
+        // and names 3 and 4; passage 12 names 2, 5 and 6 in passing. Without topics 11 and 12
+        // are mirror images; with them, the walk at 2 takes the edge to 2's own page.
+        let mentions = [(1, 10), (2, 10), (2, 11), (3, 11), (4, 11), (2, 12), (5, 12), (6, 12)];
+        let graph = |topics: &[(NodeId, ChunkId)]| {
+            PassageGraph::assemble(vec![1, 2, 3, 4, 5, 6], vec![10, 11, 12], &[], &mentions, topics, &[])
+        };
+        let settings = Settings::defaults().retrieve;
+        let score = |ranked: &[(ChunkId, f32)], c: ChunkId| ranked.iter().find(|(x, _)| *x == c).unwrap().1;
+        let plain = rank_on(&graph(&[]), &settings, &[(1, 1.0)], &[]);
+        assert!((score(&plain, 11) - score(&plain, 12)).abs() < 1e-6, "{plain:?}");
+        let topical = rank_on(&graph(&[(1, 10), (2, 11)]), &settings, &[(1, 1.0)], &[]);
+        let order: Vec<ChunkId> = topical.iter().map(|(c, _)| *c).collect();
+        assert_eq!(order, vec![10, 11, 12], "the bridge entity's own page comes second");
+        assert!(score(&topical, 11) > 1.5 * score(&topical, 12), "{topical:?}");
     }
 }
