@@ -207,6 +207,9 @@ pub struct RetrieveSettings {
     pub passage_seed_candidates: usize,
     /// Cosine between entity names above which a synonym edge links them in the PPR graph.
     pub synonym_threshold: f32,
+    /// Passages of the fused ranking among which the page the lead passage links to is
+    /// looked for (see `retrieve::lead`).
+    pub link_candidates: usize,
 }
 
 /// Why `retrieve.sufficiency_judge = "llm"` is refused without a model.

@@ -115,6 +115,31 @@ pub fn title_entity(title: &str) -> Option<String> {
     (!cut.is_empty()).then(|| cut.to_string())
 }
 
+/// Does `text` name `name` as a whole name: its words in order, case aside, with no
+/// capitalised word run on before or after it ("Virginia" is not named in "West Virginia",
+/// "Young, New South Wales" is named in "born in Young, New South Wales")?
+pub fn names_whole(text: &str, name: &str) -> bool {
+    let wanted: Vec<String> = words(name).collect();
+    let spans = word_spans(text);
+    if wanted.is_empty() || spans.len() < wanted.len() {
+        return false;
+    }
+    // A capitalised word separated from the match by spaces alone continues the name.
+    let runs_on = |word: &str, gap: &str| {
+        gap.chars().all(char::is_whitespace)
+            && word.chars().next().is_some_and(char::is_uppercase)
+            && !is_stopword(&word.to_lowercase())
+    };
+    (0..=spans.len() - wanted.len()).any(|i| {
+        let matched = spans[i..i + wanted.len()].iter().zip(&wanted).all(|((_, w), x)| w.to_lowercase() == *x);
+        let (first, last) = (spans[i], spans[i + wanted.len() - 1]);
+        let end = last.0 + last.1.len();
+        let before = i.checked_sub(1).map(|p| spans[p]).is_some_and(|(at, w)| runs_on(w, &text[at + w.len()..first.0]));
+        let after = spans.get(i + wanted.len()).is_some_and(|(at, w)| runs_on(w, &text[end..*at]));
+        matched && !before && !after
+    })
+}
+
 /// Canonical key of an entity mention: lowercased, bracketed tags removed ("[GUI] CFH" ->
 /// "cfh"), punctuation dropped, whitespace collapsed.
 pub fn normalize_entity(mention: &str) -> String {
@@ -170,6 +195,21 @@ pub const MONTHS: [&str; 12] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_is_named_whole_not_inside_a_longer_one() {
+        assert!(names_whole("He was born in Young, New South Wales, in 1961.", "Young, New South Wales"));
+        assert!(names_whole("It was shot in Leland. maximum overdrive followed.", "Maximum Overdrive"));
+        assert!(names_whole("Kim Jong-il's wife", "Kim Jong-il"));
+        assert!(
+            names_whole("The Virginia Company sailed.", "Virginia Company"),
+            "a capitalised stopword opens a sentence"
+        );
+        assert!(!names_whole("a county in West Virginia", "Virginia"));
+        assert!(!names_whole("Virginia Beach is a city", "Virginia"));
+        assert!(!names_whole("Kim Jong-il's wife", "Jong"));
+        assert!(!names_whole("anything", ""));
+    }
 
     #[test]
     fn title_entity_drops_qualifiers() {

@@ -554,6 +554,41 @@ const PREPARED_AHEAD: usize = 16;
 /// that the committer is never long without work.
 pub const EMBED_WINDOW: usize = 32;
 
+/// A KB of small documents for unit tests above `ingest`.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::sync::Arc;
+
+    use super::{IngestReport, Pipeline, ingest_docs, source::SourceDoc};
+    use crate::config::Settings;
+    use crate::embed::HashEmbedder;
+    use crate::kb::Kb;
+    use crate::net::Remote;
+
+    /// A fresh KB in a temporary directory (kept alive by the returned guard) with one
+    /// document per (title, text), embedded pipeline and hash embedder.
+    pub fn kb_with_docs(docs: &[(&str, &str)]) -> (tempfile::TempDir, Kb) {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut settings = Settings::defaults();
+        settings.data_dir = dir.path().to_path_buf();
+        let embedder = Arc::new(HashEmbedder::new(settings.embed.dim));
+        let mut kb = Kb::open(Arc::new(settings.clone()), embedder.clone()).expect("open the KB");
+        let pipeline = Pipeline::from_settings(&settings, embedder, None, &Remote::new()).expect("pipeline");
+        let docs = docs
+            .iter()
+            .enumerate()
+            .map(|(i, (title, text))| SourceDoc {
+                id: format!("doc{i}"),
+                title: title.to_string(),
+                text: text.to_string(),
+                source: "test".into(),
+            })
+            .collect();
+        ingest_docs(&mut kb, &pipeline, docs, &mut (), &mut IngestReport::default()).expect("ingest");
+        (dir, kb)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,17 +29,20 @@ pub fn text_mode(embedder: EmbedderKind) -> SearchMode {
 }
 
 /// The graph's share `s` in the fusion, from what the corpus's graph can be trusted with:
-/// `s = L (2 - r) / 3`, where `L` is the share of passages in the graph's largest connected
+/// `s = L (3 - 2r) / 3`, where `L` is the share of passages in the graph's largest connected
 /// component (a walk can only add passages it can reach) and `r` the share of edges made by
-/// the rule extractor (co-occurrence grade, counted half as much as relation-grade edges
+/// the rule extractor (co-occurrence grade, trusted a third as much as relation-grade edges
 /// from an LLM, an import or a curator). A fully connected graph of relation-grade edges
-/// gets 2/3, above the text list, since its ranking already starts from the dense scores; a
-/// rule-made one gets 1/3. Without graph evidence (`Fallback`) the share is 0.
+/// ranks alone (`s = 1`): its walk already starts from the dense scores, and the text list
+/// still leads the final ranking with its best passage ([`super::lead`]); fusing the text
+/// list's later ranks in again would only push the passages the walk reached, the later
+/// hops, below passages that merely look like the question. A rule-made graph gets 1/3.
+/// Without graph evidence (`Fallback`) the share is 0.
 pub fn graph_share(kb: &Kb, stage: Stage) -> f32 {
     if stage == Stage::Fallback {
         return 0.0;
     }
     let connected = kb.passage_graph().largest_component_share;
     let rule = kb.rule_edge_share();
-    connected * (2.0 - rule) / 3.0
+    connected * (3.0 - 2.0 * rule) / 3.0
 }

@@ -3,7 +3,9 @@
 //! and bridge evidence is mapped back to source chunks; the global stage ranks passages by
 //! PPR mass over the graph of entities and passages ([`global`]). The graph's ranking is
 //! fused with text retrieval ([`fusion`]: dense + BM25, or BM25 alone with a lexical
-//! embedder), which also carries queries where no seed aligns and no fact links.
+//! embedder), which also carries queries where no seed aligns and no fact links; the text
+//! list's best passage leads the final ranking and the page of an entity it names follows
+//! it ([`lead`]).
 //!
 //! [`Retriever::retrieve`] judges with a synchronous [`SufficiencyCheck`]; a caller with an
 //! async judge (the controller's LLM judge) drives a [`RetrievalRun`] stage by stage.
@@ -12,6 +14,7 @@ pub mod bridge;
 pub mod facts;
 pub mod fusion;
 pub mod global;
+pub mod lead;
 pub mod local;
 pub mod mapback;
 pub mod ppr;
@@ -401,7 +404,11 @@ impl<'kb> RetrievalRun<'kb> {
                     &self.dense,
                 )?;
                 graph_share = fusion::graph_share(kb, self.stage);
-                fusion::fuse(&text, &graph_ranked, graph_share, settings.rrf_k)
+                let fused = fusion::fuse(&text, &graph_ranked, graph_share, settings.rrf_k);
+                let (ranking, link) =
+                    lead::lead_with_link(kb, text.first().map(|(c, _)| *c), fused, settings.link_candidates);
+                self.evidence.paths.extend(link.map(|hop| vec![hop]));
+                ranking
             }
             // HippoRAG 2 falls back to dense retrieval when nothing seeds the graph.
             Strategy::PprAlways if graph_ranked.is_empty() => self.dense.clone(),

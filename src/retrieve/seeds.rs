@@ -16,8 +16,8 @@ use crate::kb::align::edit_similarity;
 use crate::kb::model::NodeId;
 use crate::text::{self, normalize_entity};
 
-/// Query n-grams up to this many words are looked up as exact aliases, which catches
-/// entities written in lower case ("the green performer").
+/// Query n-grams up to this many words, written as names, are looked up as exact aliases,
+/// which catches names the entity extractor splits ("Hello Love's performer", "f(x)").
 const MAX_NGRAM: usize = 4;
 const MAX_RELATION_SEEDS: usize = 32;
 const WH_WORDS: &[&str] = &["who", "what", "when", "where", "which", "why", "how", "whom", "whose"];
@@ -63,10 +63,17 @@ struct QueryParts {
 fn query_parts(kb: &Kb, query: &str) -> QueryParts {
     let mut exact = Vec::new();
     let mut mentioned_words: HashSet<String> = HashSet::new();
-    // Exact alias hits on query n-grams.
+    // Exact alias hits on the query's n-grams written as names, longest first; a word
+    // belongs to one hit at most ("Limpopo River" leaves no "River" seed behind it).
     let words: Vec<&str> = query.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).collect();
+    let named: Vec<bool> = words.iter().enumerate().map(|(i, w)| written_as_name(i, w)).collect();
+    let mut taken = vec![false; words.len()];
     for n in (1..=MAX_NGRAM).rev() {
-        for window in words.windows(n) {
+        for (start, window) in words.windows(n).enumerate() {
+            let span = start..start + n;
+            if !named[span.clone()].iter().any(|n| *n) || taken[span.clone()].iter().any(|t| *t) {
+                continue;
+            }
             let phrase = window.join(" ");
             let key = normalize_entity(&phrase);
             let content = text::content_terms(&key);
@@ -76,6 +83,7 @@ fn query_parts(kb: &Kb, query: &str) -> QueryParts {
             if let Some(node) = kb.node_by_alias(&phrase) {
                 let name = kb.node(node).map_or_else(String::new, |n| n.name.clone());
                 mentioned_words.extend(text::words(&phrase));
+                taken[span].iter_mut().for_each(|t| *t = true);
                 exact.push(EntitySeed { node, name, mention: phrase, score: 1.0 });
             }
         }
@@ -90,6 +98,19 @@ fn query_parts(kb: &Kb, query: &str) -> QueryParts {
         .collect::<Vec<_>>()
         .join(" ");
     QueryParts { exact, mentions, relation_phrase }
+}
+
+/// Is the query's `index`-th word written as (part of) a name: a digit in it, or a capital
+/// letter (the opening word's capital only when it is not a question or function word). A
+/// common word the corpus also has as an entity ("country", "located", "independent") is
+/// not what the question names, and as a seed it sends the walk to a hub.
+fn written_as_name(index: usize, word: &str) -> bool {
+    let capital = word.chars().any(char::is_uppercase);
+    let opening_common = index == 0 && {
+        let lower = word.to_lowercase();
+        WH_WORDS.contains(&lower.as_str()) || text::is_stopword(&lower)
+    };
+    word.chars().any(|c| c.is_ascii_digit()) || (capital && !opening_common)
 }
 
 impl QueryParts {
@@ -179,6 +200,25 @@ mod tests {
     use crate::kb::Kb;
     use crate::net::Remote;
     use crate::retrieve::{RetrieveOptions, Retriever, Stage, Strategy, embed_query};
+
+    #[test]
+    fn only_words_written_as_names_seed_and_the_longest_name_wins() {
+        assert!(super::written_as_name(3, "Limpopo") && super::written_as_name(5, "1986"));
+        assert!(super::written_as_name(0, "Aschenbrodel"), "a name may open the question");
+        assert!(!super::written_as_name(0, "When") && !super::written_as_name(0, "The"));
+        assert!(!super::written_as_name(4, "country") && !super::written_as_name(6, "located"));
+
+        let (_dir, kb) = crate::ingest::testing::kb_with_docs(&[
+            ("Limpopo River", "The Limpopo River rises in South Africa and flows to Mozambique."),
+            ("Limpopo", "Limpopo is the northernmost province of South Africa."),
+        ]);
+        assert!(kb.node_by_alias("Limpopo River").is_some() && kb.node_by_alias("Limpopo").is_some());
+        let parts =
+            super::query_parts(&kb, "When did the country where the Limpopo River is located become independent?");
+        let mentions: Vec<&str> = parts.exact.iter().map(|s| s.mention.as_str()).collect();
+        assert_eq!(mentions, ["Limpopo River"], "no seed for the \"Limpopo\" inside it");
+        assert_eq!(parts.relation_phrase, "country located become independent");
+    }
 
     /// Issue 12: a neural embedder runs one forward pass per retrieval, not one for the
     /// question and another for its mentions and relation phrase.
