@@ -115,14 +115,15 @@ pub fn title_entity(title: &str) -> Option<String> {
     (!cut.is_empty()).then(|| cut.to_string())
 }
 
-/// Does `text` name `name` as a whole name: its words in order, case aside, with no
+/// Where `text` names `name` as a whole name: its words in order, case aside, with no
 /// capitalised word run on before or after it ("Virginia" is not named in "West Virginia",
-/// "Young, New South Wales" is named in "born in Young, New South Wales")?
-pub fn names_whole(text: &str, name: &str) -> bool {
+/// "Young, New South Wales" is named in "born in Young, New South Wales"). The byte range of
+/// the first such mention, as `text` writes it.
+pub fn find_name(text: &str, name: &str) -> Option<Range<usize>> {
     let wanted: Vec<String> = words(name).collect();
     let spans = word_spans(text);
     if wanted.is_empty() || spans.len() < wanted.len() {
-        return false;
+        return None;
     }
     // A capitalised word separated from the match by spaces alone continues the name.
     let runs_on = |word: &str, gap: &str| {
@@ -130,14 +131,19 @@ pub fn names_whole(text: &str, name: &str) -> bool {
             && word.chars().next().is_some_and(char::is_uppercase)
             && !is_stopword(&word.to_lowercase())
     };
-    (0..=spans.len() - wanted.len()).any(|i| {
+    (0..=spans.len() - wanted.len()).find_map(|i| {
         let matched = spans[i..i + wanted.len()].iter().zip(&wanted).all(|((_, w), x)| w.to_lowercase() == *x);
         let (first, last) = (spans[i], spans[i + wanted.len() - 1]);
         let end = last.0 + last.1.len();
         let before = i.checked_sub(1).map(|p| spans[p]).is_some_and(|(at, w)| runs_on(w, &text[at + w.len()..first.0]));
         let after = spans.get(i + wanted.len()).is_some_and(|(at, w)| runs_on(w, &text[end..*at]));
-        matched && !before && !after
+        (matched && !before && !after).then_some(first.0..end)
     })
+}
+
+/// Does `text` name `name` as a whole name ([`find_name`])?
+pub fn names_whole(text: &str, name: &str) -> bool {
+    find_name(text, name).is_some()
 }
 
 /// Canonical key of an entity mention: lowercased, bracketed tags removed ("[GUI] CFH" ->
@@ -209,6 +215,8 @@ mod tests {
         assert!(!names_whole("Virginia Beach is a city", "Virginia"));
         assert!(!names_whole("Kim Jong-il's wife", "Jong"));
         assert!(!names_whole("anything", ""));
+        let text = "The comet was named after the astronomer Lena Varga.";
+        assert_eq!(find_name(text, "lena_varga").map(|r| &text[r]), Some("Lena Varga"));
     }
 
     #[test]

@@ -159,15 +159,69 @@ pub fn looks_like_date(answer: &str) -> bool {
         (w.len() == 4 && w.chars().all(|c| c.is_ascii_digit()))
             || crate::text::MONTHS.contains(&w.to_lowercase().as_str())
             || w.ends_with("s") && w.len() == 5 && w[..4].chars().all(|c| c.is_ascii_digit())
+            || matches!(w.to_lowercase().as_str(), "century" | "centuries" | "millennium")
     })
 }
 
+/// Is `answer` a date and nothing else ("14 March 1879", "1920s", "early twentieth
+/// century"), rather than a name with a year in it ("2011 Korean", "1999 World Series")?
+pub fn only_a_date(answer: &str) -> bool {
+    const DATE_WORDS: &[&str] =
+        &["century", "centuries", "millennium", "early", "mid", "late", "and", "bc", "ad", "bce", "ce", "of", "the"];
+    looks_like_date(answer)
+        && text::words(answer).all(|w| {
+            w.chars().next().is_some_and(|c| c.is_ascii_digit())
+                || crate::text::MONTHS.contains(&w.as_str())
+                || DATE_WORDS.contains(&w.as_str())
+                || is_ordinal(&w)
+        })
+}
+
+/// Numbers written as words.
+pub const NUMBER_WORDS: &[&str] = &[
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "hundred",
+    "thousand", "million", "billion",
+];
+
+/// Digits, a number word, or a count ("twice", "two-time").
 pub fn looks_like_number(answer: &str) -> bool {
-    const WORDS: &[&str] = &[
-        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "hundred",
-        "thousand", "million", "billion",
+    answer.chars().any(|c| c.is_ascii_digit())
+        || text::words(answer)
+            .any(|w| NUMBER_WORDS.contains(&w.as_str()) || matches!(w.as_str(), "once" | "twice" | "thrice"))
+}
+
+/// "19th", "1st", "twentieth": an ordinal number.
+pub fn is_ordinal(word: &str) -> bool {
+    const ORDINALS: &[&str] = &[
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "sixth",
+        "seventh",
+        "eighth",
+        "ninth",
+        "tenth",
+        "eleventh",
+        "twelfth",
+        "thirteenth",
+        "fourteenth",
+        "fifteenth",
+        "sixteenth",
+        "seventeenth",
+        "eighteenth",
+        "nineteenth",
+        "twentieth",
+        "twenty-first",
     ];
-    answer.chars().any(|c| c.is_ascii_digit()) || text::words(answer).any(|w| WORDS.contains(&w.as_str()))
+    let lower = word.to_lowercase();
+    let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &lower[digits.len()..];
+    ORDINALS.contains(&lower.as_str())
+        || (!digits.is_empty()
+            && digits.chars().all(|c| c.is_ascii_digit())
+            && matches!(suffix, "st" | "nd" | "rd" | "th"))
 }
 
 /// Does `answer` have the shape `kind` asks for?
@@ -246,5 +300,17 @@ mod tests {
         assert!(fits(&AnswerType::YesNo, "Yes."));
         assert!(fits(&AnswerType::Choice(vec!["A Bc".into(), "D Ef".into()]), "d ef"));
         assert!(!fits(&AnswerType::Entity, ""));
+    }
+
+    #[test]
+    fn a_date_alone_is_told_from_a_name_with_a_year() {
+        for date in ["14 March 1879", "1920s", "early twentieth century", "19th century", "March 2 and 3, 2012"] {
+            assert!(only_a_date(date), "{date}");
+        }
+        for name in ["2011 Korean", "1999 World Series", "Albert Einstein", "North 1990"] {
+            assert!(!only_a_date(name), "{name}");
+        }
+        assert!(is_ordinal("21st") && is_ordinal("twentieth") && !is_ordinal("21") && !is_ordinal("north"));
+        assert!(looks_like_number("twice") && looks_like_number("two-time") && !looks_like_number("Paris"));
     }
 }

@@ -82,11 +82,7 @@ fn grounding(q: &Question, answer: &ReaderAnswer, r: &Retrieval) -> (bool, f32, 
             );
         }
         (AnswerType::YesNo, _) | (AnswerType::Choice(_), _) => {
-            let named = |e: &String| {
-                cited
-                    .iter()
-                    .any(|s| contains_words(s.text, e) || text::normalize_answer(s.title) == text::normalize_answer(e))
-            };
+            let named = |e: &String| cited.iter().any(|s| contains_words(s.text, e) || s.is_about(e));
             let missing: Vec<&String> = q.entities.iter().filter(|e| !named(e)).collect();
             let pass = missing.is_empty() || (matches!(q.kind, AnswerType::Choice(_)) && named(&answer.answer));
             return (
@@ -148,7 +144,7 @@ fn relation_between(q: &Question, s: &Sentence<'_>, anchor: &str, answer: &str) 
     let range = match find_words(&lower, &anchor.to_lowercase()) {
         Some(anchor_at) if anchor_at.0 < answer_at.0 => anchor_at.1..answer_at.0,
         Some(anchor_at) => answer_at.1..anchor_at.0,
-        None if text::normalize_answer(s.title) == text::normalize_answer(anchor) => 0..lower.len(),
+        None if s.is_about(anchor) => 0..lower.len(),
         None => return None,
     };
     let between = &lower[range.start.min(range.end)..range.end.max(range.start)];

@@ -33,6 +33,12 @@ const TEMPERATURE: f32 = 0.05;
 const CONTENDERS: usize = 10;
 /// Paths explored per seed; hubs in the evidence graph would otherwise explode at 3 hops.
 const MAX_PATHS_PER_SEED: usize = 20_000;
+/// Most confidence in a sentence answer to a free-form question, for a sentence stating all
+/// of its words. The sentence that restates a question best is where its answer may be, not
+/// an answer the embedded checks can verify ("how are X and Y connected?" is best matched by
+/// a sentence naming both), so it stays below the default `gate.min_answer_confidence`: the
+/// query abstains with the sentence as its candidate and the evidence to read.
+const SENTENCE_CONFIDENCE: f32 = 0.25;
 /// Words in a passage that show it is about a person.
 const PERSON_WORDS: &[&str] = &["he", "she", "his", "her", "born"];
 
@@ -48,10 +54,28 @@ pub(crate) struct Sentence<'a> {
     pub rank: usize,
 }
 
+impl Sentence<'_> {
+    /// Is its passage about `entity`: its title names it, a parenthesised qualifier aside
+    /// ("Lilu (mythology)" is about Lilu)? Such a passage says "he" or "it" for the entity.
+    pub(crate) fn is_about(&self, entity: &str) -> bool {
+        let key = text::normalize_answer(entity);
+        !key.is_empty()
+            && (text::normalize_answer(self.title) == key
+                || text::title_entity(self.title).is_some_and(|t| text::normalize_answer(&t) == key))
+    }
+}
+
+/// The answer a name or span stands for: a parenthesised qualifier ("Michael Edwards (born
+/// 1963)") and a possessive ending ("India's") are not part of it.
+fn answer_surface(span: &str) -> String {
+    let name = text::title_entity(span).unwrap_or_else(|| span.trim().to_string());
+    let name = name.strip_suffix("'s").or_else(|| name.strip_suffix("’s")).unwrap_or(&name);
+    name.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | ':')).to_string()
+}
+
 /// The sentences of the retrieved chunks, Markdown headings left out.
 pub(crate) fn sentences<'a>(question: &Question, retrieval: &'a Retrieval) -> Vec<Sentence<'a>> {
-    let mut terms: Vec<&String> = question.terms.iter().collect();
-    terms.sort();
+    let terms = sorted_terms(question);
     let mut out = Vec::new();
     for (rank, chunk) in retrieval.chunks.iter().enumerate() {
         let title_terms: Vec<String> = text::content_terms(&chunk.title);
@@ -65,7 +89,6 @@ pub(crate) fn sentences<'a>(question: &Question, retrieval: &'a Retrieval) -> Ve
                     text::content_terms(sentence).into_iter().chain(title_terms.iter().cloned()).collect();
                 let covered = terms
                     .iter()
-                    .take(64)
                     .enumerate()
                     .filter(|(_, t)| words.iter().any(|w| w == **t || same_word(w, t)))
                     .fold(0u64, |mask, (k, _)| mask | 1 << k);
@@ -107,7 +130,7 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
                 return ReaderAnswer {
                     answer,
                     used: vec![best.chunk],
-                    confidence: best.overlap * 0.5,
+                    confidence: best.overlap * SENTENCE_CONFIDENCE,
                     form: AnswerForm::Sentence,
                     path: Vec::new(),
                 };
@@ -123,18 +146,19 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
         .filter(|s| text::words(s.text).any(|w| PERSON_WORDS.contains(&w.as_str())))
         .map(|s| text::normalize_answer(s.title))
         .collect();
-    let chains = chains(question, &sentences);
+    let chains = chains(&sentences, &TermWeights::new(kb, question));
     for (s, chain) in sentences.iter().zip(&chains) {
-        for (start, surface) in spans(s.text) {
+        for (start, span) in spans(s.text, &question.kind) {
+            let surface = answer_surface(&span);
             if question.names(&surface) {
                 continue;
             }
             let key = text::normalize_answer(&surface);
-            let proximity = proximity(question, s.text, start, surface.len());
+            let proximity = proximity(question, s.text, start, span.len());
             // Coverage counts twice: a sentence chain that states most of the question is
             // worth far more than one that states half of it.
             let support = chain.coverage * chain.coverage * proximity / (1.0 + 0.05 * s.rank as f32);
-            let typed = question.type_noun.as_deref().is_some_and(|noun| near_word(s.text, start, surface.len(), noun));
+            let typed = question.type_noun.as_deref().is_some_and(|noun| near_word(s.text, start, span.len(), noun));
             let c = candidates.entry(key).or_default();
             if c.surface.is_empty() {
                 c.surface = surface.clone();
@@ -188,8 +212,7 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
     let tie = sentences
         .iter()
         .filter(|s| {
-            let about =
-                |e: &String| mentions(s.text, e) || text::title_entity(s.title).is_some_and(|t| same_name(&t, e));
+            let about = |e: &String| mentions(s.text, e) || s.is_about(e);
             mentions(s.text, &best.surface) && question.entities.iter().any(about)
         })
         .max_by(|a, b| a.overlap.total_cmp(&b.overlap).then(b.rank.cmp(&a.rank)));
@@ -207,13 +230,43 @@ fn mentions(sentence: &str, name: &str) -> bool {
     !n.is_empty() && format!(" {} ", text::normalize_answer(sentence)).contains(&format!(" {n} "))
 }
 
-fn same_name(a: &str, b: &str) -> bool {
-    text::normalize_answer(a) == text::normalize_answer(b)
-}
-
 /// Relation label of a sentence-chain hop: the sentence of one passage names the entity
 /// another passage is about.
 const LINK_RELATION: &str = "mentions";
+
+/// How much each of the question's content words (in the order of [`Sentence::covered`])
+/// tells: its inverse document frequency in the KB, so that a sentence stating the rare
+/// words of a question ("Faversham", "translated") outweighs one stating its common ones
+/// ("books", "era").
+pub(crate) struct TermWeights(Vec<f32>);
+
+impl TermWeights {
+    pub fn new(kb: &Kb, question: &Question) -> TermWeights {
+        TermWeights(sorted_terms(question).iter().map(|t| kb.bm25().idf(t)).collect())
+    }
+
+    /// Every word weighs the same (no KB at hand).
+    #[cfg(test)]
+    pub fn uniform(question: &Question) -> TermWeights {
+        TermWeights(vec![1.0; sorted_terms(question).len()])
+    }
+
+    /// The weighted share of the question's words that `covered` states.
+    fn share(&self, covered: u64) -> f32 {
+        let total: f32 = self.0.iter().sum();
+        let said: f32 = self.0.iter().enumerate().filter(|(k, _)| covered & (1 << k) != 0).map(|(_, w)| w).sum();
+        if total > 0.0 { said / total } else { 0.0 }
+    }
+}
+
+/// The question's content words in sorted order, the first 64: the bit order of
+/// [`Sentence::covered`].
+fn sorted_terms(question: &Question) -> Vec<&String> {
+    let mut terms: Vec<&String> = question.terms.iter().collect();
+    terms.sort();
+    terms.truncate(64);
+    terms
+}
 
 /// The sentences a candidate's sentence stands on, and what of the question they state.
 struct Chain {
@@ -230,8 +283,7 @@ struct Chain {
 /// another passage that names the entity this passage is about (the bridge of a two-hop
 /// question: "Toad Hall is a hall in Australian National University" leads to "The
 /// Australian National University is located in Canberra").
-fn chains(question: &Question, sentences: &[Sentence<'_>]) -> Vec<Chain> {
-    let terms = question.terms.len().clamp(1, 64) as f32;
+fn chains(sentences: &[Sentence<'_>], weights: &TermWeights) -> Vec<Chain> {
     let padded: Vec<String> = sentences.iter().map(|s| format!(" {} ", text::normalize_answer(s.text))).collect();
     let subjects: Vec<Option<String>> = sentences
         .iter()
@@ -241,12 +293,12 @@ fn chains(question: &Question, sentences: &[Sentence<'_>]) -> Vec<Chain> {
         .iter()
         .zip(&subjects)
         .map(|(s, subject)| {
-            let mut best = (s.covered.count_ones(), None);
+            let mut best = (weights.share(s.covered), None);
             if let Some(subject) = subject {
                 let needle = format!(" {subject} ");
                 for (j, l) in sentences.iter().enumerate() {
                     if l.chunk != s.chunk && padded[j].contains(&needle) {
-                        let covered = (s.covered | l.covered).count_ones();
+                        let covered = weights.share(s.covered | l.covered);
                         if covered > best.0 {
                             best = (covered, Some(j));
                         }
@@ -255,10 +307,13 @@ fn chains(question: &Question, sentences: &[Sentence<'_>]) -> Vec<Chain> {
             }
             let link = best.1.map(|j| {
                 let from = text::title_entity(sentences[j].title).unwrap_or_else(|| sentences[j].title.to_string());
-                let bridge = text::title_entity(s.title).unwrap_or_else(|| s.title.to_string());
-                (from, bridge)
+                let topic = text::title_entity(s.title).unwrap_or_else(|| s.title.to_string());
+                // The bridge as the linking sentence writes it ("Comet Kell-Varga" for a
+                // passage titled "kell_varga").
+                let written = text::find_name(sentences[j].text, &topic).map(|r| sentences[j].text[r].to_string());
+                (from, written.unwrap_or(topic))
             });
-            Chain { coverage: best.0 as f32 / terms, link, link_sentence: best.1.unwrap_or(0) }
+            Chain { coverage: best.0, link, link_sentence: best.1.unwrap_or(0) }
         })
         .collect()
 }
@@ -335,9 +390,13 @@ fn walk(kb: &Kb, question: &Question, retrieval: &Retrieval, candidates: &mut Ha
         let reach = reached_by.get(&node).map_or(0, HashSet::len) as f32 / seeds.len().max(1) as f32;
         let score = alignment * (0.6 + 0.4 * reach);
         let hops = crate::retrieve::describe(kb, edges.iter().copied());
-        let c = candidates.entry(text::normalize_answer(&n.name)).or_default();
+        let surface = answer_surface(&n.name);
+        if question.names(&surface) {
+            continue;
+        }
+        let c = candidates.entry(text::normalize_answer(&surface)).or_default();
         if c.surface.is_empty() {
-            c.surface = n.name.clone();
+            c.surface = surface;
         }
         if score > c.path {
             c.path = score;
@@ -373,8 +432,10 @@ fn path_alignment(question: &Question, hops: &HashMap<EdgeId, Hop<'_>>, edges: &
     }
 }
 
-/// Entity mentions and typed spans (dates, amounts) of a sentence, with their byte offsets.
-fn spans(sentence: &str) -> Vec<(usize, String)> {
+/// The spans of a sentence that can answer a question of `kind`, with their byte offsets:
+/// a date or an amount asks for a typed span (dates, amounts, counts), never a name with a
+/// number in it ("2011 Korean"); other questions take entity mentions and typed spans.
+fn spans(sentence: &str, kind: &AnswerType) -> Vec<(usize, String)> {
     let mut out: Vec<(usize, String)> = Vec::new();
     let mut push = |surface: String| {
         let mut from = 0;
@@ -383,8 +444,10 @@ fn spans(sentence: &str) -> Vec<(usize, String)> {
             from += i + surface.len();
         }
     };
-    for m in entity_mentions(sentence) {
-        push(m);
+    if !matches!(kind, AnswerType::Date | AnswerType::Number) {
+        for m in entity_mentions(sentence) {
+            push(m);
+        }
     }
     for d in amounts_and_dates(sentence) {
         push(d);
@@ -393,25 +456,45 @@ fn spans(sentence: &str) -> Vec<(usize, String)> {
 }
 
 const SCALES: &[&str] = &["hundred", "thousand", "million", "billion", "trillion", "percent", "%"];
+/// Words that qualify a period ("early twentieth century", "mid-1990s").
+const PERIOD_QUALIFIERS: &[&str] = &["early", "mid", "late"];
+const PERIODS: &[&str] = &["century", "centuries", "millennium"];
+/// How often, in one word.
+const COUNT_WORDS: &[&str] = &["once", "twice", "thrice"];
 
-/// "4 February 1948", "February 4, 1948", "150 million", "6,960": typed spans the entity
-/// extractor splits or misses.
+/// "4 February 1948", "February 4, 1948", "150 million", "6,960", "19th century", "early
+/// twentieth century", "twice", "two-time", "three times": typed spans the entity extractor
+/// splits or misses.
 fn amounts_and_dates(sentence: &str) -> Vec<String> {
     let words: Vec<&str> = sentence.split_whitespace().collect();
     let clean = |w: &str| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '%').to_string();
     let is_num = |w: &str| w.chars().next().is_some_and(|c| c.is_ascii_digit());
     let is_month = |w: &str| text::MONTHS.contains(&w.to_lowercase().as_str());
+    let lower = |w: &str| w.to_lowercase();
     let mut out = Vec::new();
     let mut i = 0;
     while i < words.len() {
         let w = clean(words[i]);
         let next = |k: usize| words.get(i + k).map(|w| clean(w)).unwrap_or_default();
-        if is_num(&w) && is_month(&next(1)) && is_num(&next(2)) {
+        let qualified = PERIOD_QUALIFIERS.contains(&lower(&w).as_str());
+        let ordinal_at = if qualified { 1 } else { 0 };
+        if answer_type::is_ordinal(&next(ordinal_at)) && PERIODS.contains(&lower(&next(ordinal_at + 1)).as_str()) {
+            let end = ordinal_at + 2;
+            out.push((0..end).map(next).collect::<Vec<_>>().join(" "));
+            i += end;
+        } else if is_num(&w) && is_month(&next(1)) && is_num(&next(2)) {
             out.push(format!("{w} {} {}", next(1), next(2)));
             i += 3;
         } else if is_month(&w) && is_num(&next(1)) && is_num(&next(2)) && words[i + 1].ends_with(',') {
             out.push(format!("{w} {}, {}", next(1), next(2)));
             i += 3;
+        } else if COUNT_WORDS.contains(&lower(&w).as_str()) || lower(&w).ends_with("-time") {
+            out.push(w);
+            i += 1;
+        } else if (is_num(&w) || answer_type::NUMBER_WORDS.contains(&lower(&w).as_str())) && lower(&next(1)) == "times"
+        {
+            out.push(format!("{w} {}", next(1)));
+            i += 2;
         } else if is_num(&w) {
             let scale = next(1);
             if SCALES.contains(&scale.to_lowercase().as_str()) {
@@ -479,7 +562,9 @@ fn type_fit(question: &Question, c: &Candidate, person: bool) -> f32 {
         return 0.0;
     }
     match &question.kind {
-        AnswerType::Date => f32::from(u8::from(answer_type::looks_like_date(surface))),
+        AnswerType::Date if answer_type::only_a_date(surface) => 1.0,
+        AnswerType::Date if answer_type::looks_like_date(surface) => 0.3,
+        AnswerType::Date => 0.0,
         AnswerType::Number => {
             if !answer_type::looks_like_number(surface) {
                 0.0
@@ -490,7 +575,7 @@ fn type_fit(question: &Question, c: &Candidate, person: bool) -> f32 {
             }
         }
         AnswerType::Entity => {
-            if numeric {
+            if numeric || answer_type::only_a_date(surface) {
                 return 0.1;
             }
             let capitalised: Vec<&str> =
@@ -527,8 +612,7 @@ fn profile<'s, 'a>(entity: &str, sentences: &'s [Sentence<'a>]) -> Vec<&'s Sente
     sentences
         .iter()
         .filter(|s| {
-            let title = text::normalize_answer(s.title);
-            title == key
+            text::normalize_answer(s.title) == key
                 || (!key.is_empty() && format!(" {} ", text::normalize_answer(s.text)).contains(&format!(" {key} ")))
         })
         .collect()
@@ -581,10 +665,14 @@ fn yes_no(question: &Question, sentences: &[Sentence<'_>]) -> ReaderAnswer {
         let first = named(&profiles[0]);
         let shared = profiles[1..].iter().all(|p| !named(p).is_disjoint(&first));
         (shared, 0.6)
+    } else if !property.is_empty() {
+        // A property the question names ("has an OBE", "British publications") decides:
+        // each entity's passages must name it too.
+        let all = profiles.iter().all(|p| property.iter().all(|name| p.iter().any(|s| mentions(s.text, name))));
+        (all, 0.8)
     } else {
         let mut words = question.relation_words.clone();
         words.extend(question.type_noun.clone());
-        words.extend(property.iter().flat_map(|p| text::content_terms(p)));
         let least = profiles.iter().map(|p| coverage(&words, p)).fold(1.0f32, f32::min);
         (least >= 0.5, if least >= 0.5 { least } else { 1.0 - least })
     };
@@ -668,7 +756,7 @@ mod tests {
         let q =
             Question::parse("Toad Hall is a residential hall in a university located in what Australian city?", None);
         let sentences = sentences(&q, &r);
-        let chains = chains(&q, &sentences);
+        let chains = chains(&sentences, &TermWeights::uniform(&q));
         // The university's sentence alone states little of the question; with the hall's
         // sentence that names the university it states all but the asked-for city.
         let anu = &chains[1];
@@ -686,5 +774,79 @@ mod tests {
             vec!["February 4, 1948", "150 million"]
         );
         assert_eq!(amounts_and_dates("Joined on 1 August 1973."), vec!["1 August 1973"]);
+        assert_eq!(
+            amounts_and_dates("Bred in the 19th century, it spread in the early twentieth century."),
+            vec!["19th century", "early twentieth century"]
+        );
+        assert_eq!(
+            amounts_and_dates("He was premier twice, a two-time Pro Bowl pick, and won it three times."),
+            vec!["twice", "two-time", "three times"]
+        );
+    }
+
+    #[test]
+    fn a_date_question_reads_dates_not_names_with_a_year_in_them() {
+        let sentence = "It is a remake of the 2011 Korean film Always, released on 20 June 2013.";
+        let surfaces = |kind: &AnswerType| spans(sentence, kind).into_iter().map(|(_, s)| s).collect::<Vec<_>>();
+        assert!(surfaces(&AnswerType::Entity).iter().any(|s| s.contains("Korean")));
+        assert_eq!(surfaces(&AnswerType::Date), vec!["2011", "20 June 2013"]);
+        let q = Question::parse("Which senator did Scott Buchholz work for?", None);
+        let candidate = |surface: &str| Candidate { surface: surface.into(), typed: true, ..Candidate::default() };
+        assert!(type_fit(&q, &candidate("April 1967"), false) < type_fit(&q, &candidate("Barnaby Joyce"), true));
+    }
+
+    #[test]
+    fn a_property_the_question_names_decides_a_yes_no_question() {
+        let r = retrieval(&[
+            ("Armando Iannucci", "Armando Iannucci is a Scottish director. He was appointed OBE in 2012."),
+            ("Puneet Sira", "Puneet Sira is an Indian director and writer of films."),
+        ]);
+        let q = Question::parse(
+            "The director Armando Iannucci has an OBE. Does the director Puneet Sira also have one?",
+            None,
+        );
+        let answer = yes_no(&q, &sentences(&q, &r));
+        assert_eq!(answer.answer, "no", "both are directors, but only one has an OBE");
+        let both = retrieval(&[
+            ("Armando Iannucci", "Armando Iannucci is a Scottish director. He was appointed OBE in 2012."),
+            ("Puneet Sira", "Puneet Sira is an Indian director. He was made an OBE for services to film."),
+        ]);
+        assert_eq!(yes_no(&q, &sentences(&q, &both)).answer, "yes");
+    }
+
+    #[test]
+    fn rare_question_words_outweigh_common_ones() {
+        let common = "The books of the era were many books.";
+        let (_dir, kb) = crate::ingest::testing::kb_with_docs(&[
+            ("Haymo of Faversham", "Haymo of Faversham was an English Franciscan in the era of the friars."),
+            ("Library", common),
+            ("Archive", "Its books cover an era of books."),
+            ("Press", "The press printed books in that era."),
+        ]);
+        let q = Question::parse("What language were books translated into during the era of Haymo of Faversham?", None);
+        let r = retrieval(&[("Library", common), ("Haymo", "Haymo of Faversham translated from Greek.")]);
+        let sentences = sentences(&q, &r);
+        // Uniform weights: each sentence states about as many of the question's words.
+        let uniform = chains(&sentences, &TermWeights::uniform(&q));
+        let weighted = chains(&sentences, &TermWeights::new(&kb, &q));
+        assert!(
+            weighted[1].coverage - weighted[0].coverage > uniform[1].coverage - uniform[0].coverage,
+            "the sentence naming Faversham gains on the one about books: {} {} vs {} {}",
+            weighted[1].coverage,
+            weighted[0].coverage,
+            uniform[1].coverage,
+            uniform[0].coverage
+        );
+    }
+
+    #[test]
+    fn a_sentence_answer_stays_below_the_default_acceptance_threshold() {
+        let text = "The Buccaneers drafted Lee Roy Selmon of Oklahoma with their first pick.";
+        let (_dir, kb) = crate::ingest::testing::kb_with_docs(&[("Tampa Bay Buccaneers draft history", text)]);
+        let q = Question::parse("how is Tampa Bay Buccaneers draft history and Lee Roy Selmon connected?", None);
+        let answer = read(&kb, &q, &retrieval(&[("Tampa Bay Buccaneers draft history", text)]));
+        assert_eq!((answer.form, answer.answer.as_str()), (AnswerForm::Sentence, text));
+        let threshold = crate::config::Settings::defaults().gate.min_answer_confidence;
+        assert!(answer.confidence > 0.0 && answer.confidence < threshold, "{}", answer.confidence);
     }
 }

@@ -78,6 +78,14 @@ impl Bm25 {
         }
     }
 
+    /// Inverse document frequency of `term` (already lowercased), as the ranking weighs it:
+    /// high for a term few chunks contain, highest for one none does.
+    pub fn idf(&self, term: &str) -> f32 {
+        let n = self.lengths.len() as f32;
+        let df = self.postings.get(term).map_or(0, HashMap::len) as f32;
+        ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+    }
+
     /// Top `k` keys by BM25 score for `query`, best first.
     pub fn search(&self, query: &str, k: usize) -> Vec<(u64, f32)> {
         if self.is_empty() {
@@ -93,8 +101,7 @@ impl Bm25 {
             let Some(docs) = self.postings.get(term.as_str()) else {
                 continue;
             };
-            let df = docs.len() as f32;
-            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            let idf = self.idf(&term);
             for (key, tf) in docs {
                 let tf = *tf as f32;
                 let dl = self.lengths[key] as f32;

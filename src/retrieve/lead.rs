@@ -27,7 +27,8 @@ pub const MENTIONS: &str = "mentions";
 
 /// `fused` (best first) with `lead` moved to the top and, right after it, the first of the
 /// best `candidates` passages whose topic the lead passage names; both take the top score, so
-/// scores stay in order. Returns the hop that led there too, for the retrieval's paths.
+/// scores stay in order. Returns the hop that led there too, for the retrieval's paths, with
+/// the topic as the lead passage writes it.
 pub fn lead_with_link(
     kb: &Kb,
     lead: Option<ChunkId>,
@@ -39,9 +40,10 @@ pub fn lead_with_link(
     };
     let lead = lead_chunk.id;
     let top = fused.first().map_or(0.0, |(_, s)| *s);
-    let link = fused.iter().take(candidates).find_map(|(chunk, _)| {
+    let link = fused.iter().take(candidates).filter(|(chunk, _)| *chunk != lead).find_map(|(chunk, _)| {
         let topic = text::title_entity(kb.chunk_title(kb.chunk(*chunk)?))?;
-        (*chunk != lead && text::names_whole(&lead_chunk.text, &topic)).then_some((*chunk, topic))
+        let named = text::find_name(&lead_chunk.text, &topic)?;
+        Some((*chunk, lead_chunk.text[named].to_string()))
     });
     let mut ranking = Vec::with_capacity(fused.len() + 1);
     ranking.push((lead, top));
@@ -65,29 +67,26 @@ mod tests {
     use super::*;
     use crate::ingest::testing::kb_with_docs;
 
-    /// The chunk of the document titled `title`.
-    fn chunk_of(kb: &Kb, title: &str) -> ChunkId {
-        kb.chunk_ids().find(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == title)).unwrap()
-    }
-
-    fn corpus() -> (tempfile::TempDir, Kb) {
-        kb_with_docs(&[
-            (
-                "Leland, North Carolina",
-                "Leland is a town in North Carolina. Maximum Overdrive was shot in Leland in 1986.",
-            ),
-            ("Maximum Overdrive", "Maximum Overdrive is a 1986 film written and directed by Stephen King."),
-            ("Stephen King", "Stephen King is an American author of horror novels."),
-            ("Wilmington, North Carolina", "Wilmington is a port city in North Carolina with film studios."),
-        ])
+    /// A lead ("Leland") that names one page ("Maximum Overdrive") and two other pages; the
+    /// chunk ids in that order: leland, overdrive, king, wilmington.
+    fn corpus() -> (tempfile::TempDir, Kb, [ChunkId; 4]) {
+        let titles = ["Leland, North Carolina", "Maximum Overdrive", "Stephen King", "Wilmington, North Carolina"];
+        let (dir, kb) = kb_with_docs(&[
+            (titles[0], "Leland is a town in North Carolina. Maximum Overdrive was shot in Leland in 1986."),
+            (titles[1], "Maximum Overdrive is a 1986 film written and directed by Stephen King."),
+            (titles[2], "Stephen King is an American author of horror novels."),
+            (titles[3], "Wilmington is a port city in North Carolina with film studios."),
+        ]);
+        let chunk_of = |title: &str| {
+            kb.chunk_ids().find(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == title)).expect("ingested")
+        };
+        let ids = titles.map(chunk_of);
+        (dir, kb, ids)
     }
 
     #[test]
     fn the_lead_comes_first_and_the_page_it_names_second() {
-        let (_dir, kb) = corpus();
-        let [leland, overdrive, king, wilmington] =
-            ["Leland, North Carolina", "Maximum Overdrive", "Stephen King", "Wilmington, North Carolina"]
-                .map(|t| chunk_of(&kb, t));
+        let (_dir, kb, [leland, overdrive, king, wilmington]) = corpus();
         // The fused ranking puts the lead third and the page it names last.
         let fused = vec![(wilmington, 0.9), (king, 0.8), (leland, 0.7), (overdrive, 0.6)];
         let (ranking, hop) = lead_with_link(&kb, Some(leland), fused.clone(), 10);
@@ -113,10 +112,7 @@ mod tests {
 
     #[test]
     fn a_lead_that_names_no_candidates_topic_is_followed_by_the_fused_order() {
-        let (_dir, kb) = corpus();
-        let [leland, overdrive, king, wilmington] =
-            ["Leland, North Carolina", "Maximum Overdrive", "Stephen King", "Wilmington, North Carolina"]
-                .map(|t| chunk_of(&kb, t));
+        let (_dir, kb, [leland, overdrive, king, wilmington]) = corpus();
         // Stephen King's page names no other passage's topic.
         let fused = vec![(overdrive, 0.9), (leland, 0.8), (king, 0.7), (wilmington, 0.6)];
         let (ranking, hop) = lead_with_link(&kb, Some(king), fused, 10);
