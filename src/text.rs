@@ -146,6 +146,12 @@ pub fn names_whole(text: &str, name: &str) -> bool {
     find_name(text, name).is_some()
 }
 
+/// A name without its possessive ending ("India's" -> "India"): what a text says of a name's
+/// owner is not part of the name.
+pub fn without_possessive(name: &str) -> &str {
+    name.strip_suffix("'s").or_else(|| name.strip_suffix("’s")).unwrap_or(name)
+}
+
 /// Canonical key of an entity mention: lowercased, bracketed tags removed ("[GUI] CFH" ->
 /// "cfh"), punctuation dropped, whitespace collapsed.
 pub fn normalize_entity(mention: &str) -> String {

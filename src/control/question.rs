@@ -98,7 +98,7 @@ impl Question {
         let mut entities: Vec<String> = entity_mentions(question)
             .into_iter()
             .filter(|m| !is_wh(m))
-            .flat_map(|m| m.split(" and ").map(str::to_string).collect::<Vec<_>>())
+            .flat_map(|m| m.split(" and ").map(|part| text::without_possessive(part).to_string()).collect::<Vec<_>>())
             .fold(Vec::new(), |mut out, m| {
                 if !m.is_empty() && !out.contains(&m) {
                     out.push(m);

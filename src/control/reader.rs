@@ -33,6 +33,9 @@ const TEMPERATURE: f32 = 0.05;
 const CONTENDERS: usize = 10;
 /// Paths explored per seed; hubs in the evidence graph would otherwise explode at 3 hops.
 const MAX_PATHS_PER_SEED: usize = 20_000;
+/// Weight of path alignment against sentence support in a candidate's score, in a graph of
+/// relation-grade edges (LLM, imported or curated triples).
+const PATH_WEIGHT: f32 = 0.6;
 /// Most confidence in a sentence answer to a free-form question, for a sentence stating all
 /// of its words. The sentence that restates a question best is where its answer may be, not
 /// an answer the embedded checks can verify ("how are X and Y connected?" is best matched by
@@ -56,12 +59,17 @@ pub(crate) struct Sentence<'a> {
 
 impl Sentence<'_> {
     /// Is its passage about `entity`: its title names it, a parenthesised qualifier aside
-    /// ("Lilu (mythology)" is about Lilu)? Such a passage says "he" or "it" for the entity.
+    /// ("Lilu (mythology)" is about Lilu), or the title's name is the entity's with words
+    /// left out ("Deltha O'Neal" is "Deltha Lee O'Neal, III")? Such a passage says "he" or
+    /// "it" for the entity.
     pub(crate) fn is_about(&self, entity: &str) -> bool {
         let key = text::normalize_answer(entity);
-        !key.is_empty()
-            && (text::normalize_answer(self.title) == key
-                || text::title_entity(self.title).is_some_and(|t| text::normalize_answer(&t) == key))
+        let Some(topic) = text::title_entity(self.title).map(|t| text::normalize_answer(&t)) else {
+            return false;
+        };
+        let named: HashSet<&str> = key.split(' ').collect();
+        let shortened = topic.split(' ').count() >= 2 && topic.split(' ').all(|w| named.contains(w));
+        !key.is_empty() && (text::normalize_answer(self.title) == key || topic == key || shortened)
     }
 }
 
@@ -69,7 +77,7 @@ impl Sentence<'_> {
 /// 1963)") and a possessive ending ("India's") are not part of it.
 fn answer_surface(span: &str) -> String {
     let name = text::title_entity(span).unwrap_or_else(|| span.trim().to_string());
-    let name = name.strip_suffix("'s").or_else(|| name.strip_suffix("’s")).unwrap_or(&name);
+    let name = text::without_possessive(&name);
     name.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | ':')).to_string()
 }
 
@@ -183,6 +191,11 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
             c.typed = called(noun, &c.surface, &sentences);
         }
     }
+    // A path aligns with the question through its edges' relation labels, which a rule-made
+    // edge only has as the words between two mentions: the path counts as much as the graph
+    // is relation-grade (HotpotQA, all rule-made: support alone picks 13 of 40 typed answers
+    // right, the 0.6/0.4 mix 11; MuSiQue with imported triples: 6 against 7).
+    let path_weight = PATH_WEIGHT * (1.0 - kb.rule_edge_share());
     let mut scored: Vec<(f32, Candidate)> = candidates
         .into_values()
         .filter(|c| !c.surface.is_empty())
@@ -190,7 +203,7 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
             let person = people.contains(&text::normalize_answer(&c.surface));
             let fit = type_fit(question, &c, person);
             // The type gates the evidence: a well-supported span of the wrong kind scores low.
-            (fit > 0.0).then_some((fit * (0.6 * c.path + 0.4 * c.support), c))
+            (fit > 0.0).then_some((fit * (path_weight * c.path + (1.0 - path_weight) * c.support), c))
         })
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.surface.cmp(&b.1.surface)));
@@ -837,6 +850,17 @@ mod tests {
             uniform[1].coverage,
             uniform[0].coverage
         );
+    }
+
+    #[test]
+    fn a_passage_titled_with_a_shorter_name_is_about_the_entity() {
+        let r = retrieval(&[("Deltha O'Neal", "He was a two-time Pro Bowl selection.")]);
+        let q = Question::parse("How many times was Deltha Lee O'Neal, III selected for the Pro Bowl?", None);
+        let s = &sentences(&q, &r)[0];
+        assert!(s.is_about("Deltha Lee O'Neal, III") && s.is_about("Deltha O'Neal"));
+        assert!(!s.is_about("Deltha") && !s.is_about("Lee O'Neal"), "one word, or a different name");
+        let possessive = Question::parse("Grace Krilanovich's first novel was published where?", None);
+        assert_eq!(possessive.entities, vec!["Grace Krilanovich"]);
     }
 
     #[test]
