@@ -148,7 +148,20 @@ fn relation_between(q: &Question, s: &Sentence<'_>, anchor: &str, answer: &str) 
         None => return None,
     };
     let between = &lower[range.start.min(range.end)..range.end.max(range.start)];
-    text::words(between).find(|w| q.relation_words.iter().any(|r| same_word(w, r)))
+    text::words(between).find(|w| q.relation_words.iter().any(|r| same_word(w, r))).or_else(|| lifespan(q, between))
+}
+
+/// An encyclopaedia's lifespan after a name states birth and death without a verb: "Ezer
+/// Weizman (15 June 1924 – 24 April 2005)". `between` is the text from the name to the
+/// answer; the question's birth (or death) word when the answer is the first (or second)
+/// date of such a parenthesis.
+fn lifespan(q: &Question, between: &str) -> Option<String> {
+    let inside = between.trim_start().strip_prefix('(')?;
+    if inside.contains(')') {
+        return None;
+    }
+    let event = if inside.contains(['–', '—']) || inside.contains(" - ") { "death" } else { "birth" };
+    q.relation_words.iter().find(|r| same_word(r, event)).cloned()
 }
 
 /// Byte range of `needle` in `haystack` at word boundaries.
@@ -276,6 +289,18 @@ pub(crate) mod tests {
         let v = run(Check::Grounding, Q, &span("Ingrid Halden", &[0, 1], path), Some(&r));
         assert!(v.pass, "{v:?}");
         assert!((v.score - BRIDGE_GROUNDING).abs() < 1e-6, "grounded through the bridge Halden Optics: {v:?}");
+    }
+
+    #[test]
+    fn grounding_reads_a_lifespan_as_birth_and_death() {
+        let r =
+            retrieval(&[("Ezer Weizman", "Ezer Weizman (15 June 1924 – 24 April 2005) was the President of Israel.")]);
+        let born = "In what year was Ezer Weizman born?";
+        assert!(run(Check::Grounding, born, &span("1924", &[0], Vec::new()), Some(&r)).pass);
+        assert!(!run(Check::Grounding, born, &span("2005", &[0], Vec::new()), Some(&r)).pass, "the death year");
+        let died = "In what year did Ezer Weizman die?";
+        assert!(run(Check::Grounding, died, &span("2005", &[0], Vec::new()), Some(&r)).pass);
+        assert!(!run(Check::Grounding, died, &span("1924", &[0], Vec::new()), Some(&r)).pass, "the birth year");
     }
 
     #[test]

@@ -41,7 +41,7 @@ const PATH_WEIGHT: f32 = 0.6;
 /// an answer the embedded checks can verify ("how are X and Y connected?" is best matched by
 /// a sentence naming both), so it stays below the default `gate.min_answer_confidence`: the
 /// query abstains with the sentence as its candidate and the evidence to read.
-const SENTENCE_CONFIDENCE: f32 = 0.25;
+const SENTENCE_CONFIDENCE: f32 = 0.2;
 /// Words in a passage that show it is about a person.
 const PERSON_WORDS: &[&str] = &["he", "she", "his", "her", "born"];
 
@@ -157,6 +157,7 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
     let chains = chains(&sentences, &TermWeights::new(kb, question));
     for (s, chain) in sentences.iter().zip(&chains) {
         for (start, span) in spans(s.text, &question.kind) {
+            let (start, span) = answer_part(question, start, &span);
             let surface = answer_surface(&span);
             if question.names(&surface) {
                 continue;
@@ -445,6 +446,47 @@ fn path_alignment(question: &Question, hops: &HashMap<EdgeId, Hop<'_>>, edges: &
     }
 }
 
+/// The part of a span at `start` that answers the question: the year of a full date when
+/// the question asks "which year" ("2001" of "20 June 2001"), the name after the type noun
+/// when the span carries it ("Barnaby Joyce" of "Queensland Senator Barnaby Joyce" for
+/// "which Queensland Senator"); else the span.
+fn answer_part(question: &Question, start: usize, span: &str) -> (usize, String) {
+    let words = text::word_spans(span);
+    let noun = question.type_noun.as_deref();
+    let year = words.iter().find(|(_, w)| w.len() == 4 && w.chars().all(|c| c.is_ascii_digit()));
+    if let Some((offset, year)) = year
+        && matches!(question.kind, AnswerType::Date)
+        && noun == Some("year")
+        && words.len() > 1
+    {
+        return (start + offset, year.to_string());
+    }
+    if let Some(noun) = noun.filter(|_| matches!(question.kind, AnswerType::Entity)) {
+        // A title before a name, not the head of one ("Medal of Honor", "New York City").
+        let named = words.iter().position(|(_, w)| same_word(w, noun)).filter(|i| {
+            words.get(i + 1).is_some_and(|(_, next)| {
+                next.chars().next().is_some_and(char::is_uppercase) && !text::is_stopword(&next.to_lowercase())
+            })
+        });
+        if let Some(i) = named {
+            let offset = words[i + 1].0;
+            return (start + offset, span[offset..].to_string());
+        }
+    }
+    (start, span.to_string())
+}
+
+/// Is a date in the unit the question's type noun names: a century for "which century", a
+/// decade for "which decade"? Any date fits "when" or "which year".
+fn in_unit(question: &Question, surface: &str) -> bool {
+    let lower = surface.to_lowercase();
+    match question.type_noun.as_deref() {
+        Some("century") => lower.contains("centur"),
+        Some("decade") => lower.split_whitespace().any(|w| w.len() == 5 && w.ends_with("0s")),
+        _ => true,
+    }
+}
+
 /// The spans of a sentence that can answer a question of `kind`, with their byte offsets:
 /// a date or an amount asks for a typed span (dates, amounts, counts), never a name with a
 /// number in it ("2011 Korean"); other questions take entity mentions and typed spans.
@@ -575,7 +617,7 @@ fn type_fit(question: &Question, c: &Candidate, person: bool) -> f32 {
         return 0.0;
     }
     match &question.kind {
-        AnswerType::Date if answer_type::only_a_date(surface) => 1.0,
+        AnswerType::Date if answer_type::only_a_date(surface) && in_unit(question, surface) => 1.0,
         AnswerType::Date if answer_type::looks_like_date(surface) => 0.3,
         AnswerType::Date => 0.0,
         AnswerType::Number => {
@@ -806,6 +848,21 @@ mod tests {
         let q = Question::parse("Which senator did Scott Buchholz work for?", None);
         let candidate = |surface: &str| Candidate { surface: surface.into(), typed: true, ..Candidate::default() };
         assert!(type_fit(&q, &candidate("April 1967"), false) < type_fit(&q, &candidate("Barnaby Joyce"), true));
+    }
+
+    #[test]
+    fn the_answer_is_the_part_of_a_span_the_question_asks_for() {
+        let senator = Question::parse("He was chief of staff to which Queensland Senator?", None);
+        assert_eq!(answer_part(&senator, 10, "Queensland Senator Barnaby Joyce"), (29, "Barnaby Joyce".to_string()));
+        let medal = Question::parse("The real person was awarded which medal?", None);
+        assert_eq!(answer_part(&medal, 0, "Medal of Honor").1, "Medal of Honor", "the noun heads the name");
+        let city = Question::parse("He worked for the mayor of what city?", None);
+        assert_eq!(answer_part(&city, 0, "New York City").1, "New York City");
+        let year = Question::parse("Always was released in which year?", None);
+        assert_eq!(answer_part(&year, 4, "20 June 2011"), (12, "2011".to_string()));
+        let century = Question::parse("The breeds were developed during which century?", None);
+        assert!(in_unit(&century, "19th century") && !in_unit(&century, "2008"));
+        assert!(in_unit(&year, "2008"));
     }
 
     #[test]
