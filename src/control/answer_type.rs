@@ -159,20 +159,24 @@ pub fn looks_like_date(answer: &str) -> bool {
         (w.len() == 4 && w.chars().all(|c| c.is_ascii_digit()))
             || crate::text::MONTHS.contains(&w.to_lowercase().as_str())
             || w.ends_with("s") && w.len() == 5 && w[..4].chars().all(|c| c.is_ascii_digit())
-            || matches!(w.to_lowercase().as_str(), "century" | "centuries" | "millennium")
+            || PERIODS.contains(&w.to_lowercase().as_str())
     })
 }
 
 /// Is `answer` a date and nothing else ("14 March 1879", "1920s", "early twentieth
-/// century"), rather than a name with a year in it ("2011 Korean", "1999 World Series")?
+/// century", "twenty-first century"), rather than a name with a year in it ("2011 Korean",
+/// "1999 World Series")?
 pub fn only_a_date(answer: &str) -> bool {
-    const DATE_WORDS: &[&str] =
-        &["century", "centuries", "millennium", "early", "mid", "late", "and", "bc", "ad", "bce", "ce", "of", "the"];
+    const JOINING: &[&str] = &["and", "bc", "ad", "bce", "ce", "of", "the"];
     looks_like_date(answer)
-        && text::words(answer).all(|w| {
-            w.chars().next().is_some_and(|c| c.is_ascii_digit())
+        && answer.split_whitespace().all(|token| {
+            let w = token.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();
+            w.is_empty()
+                || w.chars().next().is_some_and(|c| c.is_ascii_digit())
                 || crate::text::MONTHS.contains(&w.as_str())
-                || DATE_WORDS.contains(&w.as_str())
+                || PERIODS.contains(&w.as_str())
+                || PERIOD_QUALIFIERS.contains(&w.as_str())
+                || JOINING.contains(&w.as_str())
                 || is_ordinal(&w)
         })
 }
@@ -183,11 +187,26 @@ pub const NUMBER_WORDS: &[&str] = &[
     "thousand", "million", "billion",
 ];
 
+/// How often, in one word.
+pub const COUNT_WORDS: &[&str] = &["once", "twice", "thrice"];
+/// Periods a date can name ("the 19th century").
+pub const PERIODS: &[&str] = &["century", "centuries", "millennium"];
+/// Words that qualify a period ("early twentieth century").
+pub const PERIOD_QUALIFIERS: &[&str] = &["early", "mid", "late"];
+
 /// Digits, a number word, or a count ("twice", "two-time").
 pub fn looks_like_number(answer: &str) -> bool {
     answer.chars().any(|c| c.is_ascii_digit())
-        || text::words(answer)
-            .any(|w| NUMBER_WORDS.contains(&w.as_str()) || matches!(w.as_str(), "once" | "twice" | "thrice"))
+        || text::words(answer).any(|w| NUMBER_WORDS.contains(&w.as_str()) || COUNT_WORDS.contains(&w.as_str()))
+}
+
+/// "two-time", "3-time": how many times, in one word ("full-time" is not a count).
+pub fn is_count(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    COUNT_WORDS.contains(&lower.as_str())
+        || lower
+            .strip_suffix("-time")
+            .is_some_and(|n| NUMBER_WORDS.contains(&n) || (!n.is_empty() && n.chars().all(|c| c.is_ascii_digit())))
 }
 
 /// "19th", "1st", "twentieth": an ordinal number.
@@ -304,7 +323,14 @@ mod tests {
 
     #[test]
     fn a_date_alone_is_told_from_a_name_with_a_year() {
-        for date in ["14 March 1879", "1920s", "early twentieth century", "19th century", "March 2 and 3, 2012"] {
+        for date in [
+            "14 March 1879",
+            "1920s",
+            "early twentieth century",
+            "19th century",
+            "March 2 and 3, 2012",
+            "twenty-first century",
+        ] {
             assert!(only_a_date(date), "{date}");
         }
         for name in ["2011 Korean", "1999 World Series", "Albert Einstein", "North 1990"] {
@@ -312,5 +338,7 @@ mod tests {
         }
         assert!(is_ordinal("21st") && is_ordinal("twentieth") && !is_ordinal("21") && !is_ordinal("north"));
         assert!(looks_like_number("twice") && looks_like_number("two-time") && !looks_like_number("Paris"));
+        assert!(is_count("two-time") && is_count("3-time") && is_count("Twice"));
+        assert!(!is_count("full-time") && !is_count("part-time") && !is_count("-time"));
     }
 }

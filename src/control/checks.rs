@@ -148,19 +148,35 @@ fn relation_between(q: &Question, s: &Sentence<'_>, anchor: &str, answer: &str) 
         None => return None,
     };
     let between = &lower[range.start.min(range.end)..range.end.max(range.start)];
-    text::words(between).find(|w| q.relation_words.iter().any(|r| same_word(w, r))).or_else(|| lifespan(q, between))
+    text::words(between)
+        .find(|w| q.relation_words.iter().any(|r| same_word(w, r)))
+        .or_else(|| lifespan(q, between, &lower[answer_at.1..]))
 }
 
 /// An encyclopaedia's lifespan after a name states birth and death without a verb: "Ezer
-/// Weizman (15 June 1924 – 24 April 2005)". `between` is the text from the name to the
-/// answer; the question's birth (or death) word when the answer is the first (or second)
-/// date of such a parenthesis.
-fn lifespan(q: &Question, between: &str) -> Option<String> {
+/// Weizman (Hebrew: ...; 15 June 1924 – 24 April 2005)", "(1924-2005)". `between` is the
+/// text from the name to the answer, `after` the text after it. The question's birth word
+/// when the answer is the date before the range's dash, its death word when it is the date
+/// after it; a parenthesis without a range is no lifespan ("(President from 1993)").
+fn lifespan(q: &Question, between: &str, after: &str) -> Option<String> {
+    const DASHES: [char; 3] = ['-', '–', '—'];
     let inside = between.trim_start().strip_prefix('(')?;
     if inside.contains(')') {
         return None;
     }
-    let event = if inside.contains(['–', '—']) || inside.contains(" - ") { "death" } else { "birth" };
+    let date_words = |part: &str| {
+        part.split(|c: char| c.is_whitespace() || matches!(c, ',' | '.')).all(|w| {
+            w.is_empty() || w.chars().all(|c| c.is_ascii_digit()) || text::MONTHS.contains(&w.to_lowercase().as_str())
+        })
+    };
+    let event = match inside.rsplit_once(DASHES) {
+        // The dates between the dash and the answer ("24 April " before 2005), after a date.
+        Some((before, dates)) if date_words(dates) && before.trim_end().ends_with(|c: char| c.is_ascii_digit()) => {
+            "death"
+        }
+        None if after.trim_start().starts_with(DASHES) => "birth",
+        _ => return None,
+    };
     q.relation_words.iter().find(|r| same_word(r, event)).cloned()
 }
 
@@ -298,6 +314,16 @@ pub(crate) mod tests {
         let born = "In what year was Ezer Weizman born?";
         assert!(run(Check::Grounding, born, &span("1924", &[0], Vec::new()), Some(&r)).pass);
         assert!(!run(Check::Grounding, born, &span("2005", &[0], Vec::new()), Some(&r)).pass, "the death year");
+        let hyphen = retrieval(&[("Ezer Weizman", "Ezer Weizman (1924-2005) was the President of Israel.")]);
+        assert!(!run(Check::Grounding, born, &span("2005", &[0], Vec::new()), Some(&hyphen)).pass, "a plain hyphen");
+        assert!(run(Check::Grounding, born, &span("1924", &[0], Vec::new()), Some(&hyphen)).pass);
+        let hebrew = retrieval(&[(
+            "Ezer Weizman",
+            "Ezer Weizman (Hebrew: \"Ezer Vaytsman\"; 15 June 1924 – 24 April 2005) was President.",
+        )]);
+        assert!(run(Check::Grounding, born, &span("1924", &[0], Vec::new()), Some(&hebrew)).pass);
+        let office = retrieval(&[("Ezer Weizman", "Ezer Weizman (President of Israel from 1993) was a pilot.")]);
+        assert!(!run(Check::Grounding, born, &span("1993", &[0], Vec::new()), Some(&office)).pass, "not a lifespan");
         let died = "In what year did Ezer Weizman die?";
         assert!(run(Check::Grounding, died, &span("2005", &[0], Vec::new()), Some(&r)).pass);
         assert!(!run(Check::Grounding, died, &span("1924", &[0], Vec::new()), Some(&r)).pass, "the birth year");

@@ -234,6 +234,12 @@ mod tests {
     }
 
     #[test]
+    fn a_possessive_is_not_part_of_a_question_entity() {
+        let q = Question::parse("Grace Krilanovich's first novel was published where?", None);
+        assert_eq!(q.entities, vec!["Grace Krilanovich"]);
+    }
+
+    #[test]
     fn a_seed_on_a_common_word_is_not_a_question_entity() {
         let q = "Toad Hall is a hall in a university located in what Australian city?";
         assert!(mentioned_as_name(q, "Toad Hall") && mentioned_as_name(q, "toad hall"));

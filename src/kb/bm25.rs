@@ -81,8 +81,12 @@ impl Bm25 {
     /// Inverse document frequency of `term` (already lowercased), as the ranking weighs it:
     /// high for a term few chunks contain, highest for one none does.
     pub fn idf(&self, term: &str) -> f32 {
-        let n = self.lengths.len() as f32;
-        let df = self.postings.get(term).map_or(0, HashMap::len) as f32;
+        self.idf_of(self.postings.get(term).map_or(0, HashMap::len))
+    }
+
+    /// Inverse document frequency of a term `df` chunks contain.
+    fn idf_of(&self, df: usize) -> f32 {
+        let (n, df) = (self.lengths.len() as f32, df as f32);
         ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
     }
 
@@ -101,7 +105,7 @@ impl Bm25 {
             let Some(docs) = self.postings.get(term.as_str()) else {
                 continue;
             };
-            let idf = self.idf(&term);
+            let idf = self.idf_of(docs.len());
             for (key, tf) in docs {
                 let tf = *tf as f32;
                 let dl = self.lengths[key] as f32;

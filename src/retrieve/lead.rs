@@ -13,7 +13,7 @@
 //! "Maximum Overdrive"). It is read off the text rather than the extracted mentions, so it
 //! holds whatever the extractor caught ("Young, New South Wales" is one name there, two
 //! entities to the rule extractor), and only a whole name counts ("West Virginia" does not
-//! name "Virginia", [`text::names_whole`]). The link is looked for among the fused ranking's first
+//! name "Virginia", [`text::find_name`]). The link is looked for among the fused ranking's first
 //! `retrieve.link_candidates`, so it is a passage the question's evidence already favours,
 //! not any page the lead names in passing. The rest keeps the fused order.
 
@@ -40,8 +40,10 @@ pub fn lead_with_link(
     };
     let lead = lead_chunk.id;
     let top = fused.first().map_or(0.0, |(_, s)| *s);
-    let link = fused.iter().take(candidates).filter(|(chunk, _)| *chunk != lead).find_map(|(chunk, _)| {
-        let topic = text::title_entity(kb.chunk_title(kb.chunk(*chunk)?))?;
+    // Another chunk of the lead's own document names its title too, but is no hop.
+    let link = fused.iter().take(candidates).find_map(|(chunk, _)| {
+        let candidate = kb.chunk(*chunk).filter(|c| c.doc != lead_chunk.doc)?;
+        let topic = text::title_entity(kb.chunk_title(candidate))?;
         let named = text::find_name(&lead_chunk.text, &topic)?;
         Some((*chunk, lead_chunk.text[named].to_string()))
     });
@@ -108,6 +110,24 @@ mod tests {
 
         // No lead (no text list): the fused ranking as it was.
         assert_eq!(lead_with_link(&kb, None, fused.clone(), 10).0, fused);
+    }
+
+    #[test]
+    fn another_chunk_of_the_leads_own_document_is_no_link() {
+        // A page long enough for several chunks, each naming its own title.
+        let long: String = (0..60).map(|i| format!("Maximum Overdrive was shot in scene {i}. ")).collect();
+        let (_dir, kb) = kb_with_docs(&[("Maximum Overdrive", &long), ("Stephen King", "Stephen King wrote it.")]);
+        let own: Vec<ChunkId> = kb
+            .chunk_ids()
+            .filter(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == "Maximum Overdrive"))
+            .collect();
+        let king = kb.chunk_ids().find(|c| !own.contains(c)).unwrap();
+        assert!(own.len() >= 2, "the page spans {} chunks", own.len());
+        let fused: Vec<(ChunkId, f32)> = own.iter().map(|c| (*c, 1.0)).chain([(king, 0.5)]).collect();
+        let (ranking, hop) = lead_with_link(&kb, Some(own[0]), fused, 10);
+        assert!(hop.is_none(), "{hop:?}");
+        assert_eq!(ranking[0].0, own[0]);
+        assert_eq!(ranking.len(), own.len() + 1);
     }
 
     #[test]

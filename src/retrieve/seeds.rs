@@ -16,8 +16,9 @@ use crate::kb::align::edit_similarity;
 use crate::kb::model::NodeId;
 use crate::text::{self, normalize_entity};
 
-/// Query n-grams up to this many words, written as names, are looked up as exact aliases,
-/// which catches names the entity extractor splits ("Hello Love's performer", "f(x)").
+/// Query n-grams up to this many words with a word written as a name in them are looked up
+/// as exact aliases, which catches names the entity extractor splits or runs on ("the band
+/// Hello Love's performer" aligns "Hello Love").
 const MAX_NGRAM: usize = 4;
 const MAX_RELATION_SEEDS: usize = 32;
 const WH_WORDS: &[&str] = &["who", "what", "when", "where", "which", "why", "how", "whom", "whose"];
