@@ -493,7 +493,7 @@ fn answer_parts(question: &Question, start: usize, span: String) -> Vec<(usize, 
         (next.chars().next().is_some_and(char::is_uppercase) && !text::is_stopword(&next.to_lowercase()))
             .then(|| (start + offset, span[*offset..].to_string()))
     });
-    let mut parts = vec![(start, span.clone())];
+    let mut parts = vec![(start, span)];
     parts.extend(after_title);
     parts
 }

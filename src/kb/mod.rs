@@ -538,13 +538,6 @@ impl Kb {
         self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str())
     }
 
-    /// A chunk's topic: the entity its document's title names ("Lilu (mythology)" is about
-    /// Lilu), when the graph knows it.
-    pub fn chunk_topic(&self, chunk: ChunkId) -> Option<NodeId> {
-        let chunk = self.chunks.get(&chunk)?;
-        self.node_by_alias(&crate::text::title_entity(self.chunk_title(chunk))?)
-    }
-
     pub fn stats(&self) -> Stats {
         Stats {
             documents: self.docs.len(),

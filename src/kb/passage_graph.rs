@@ -22,6 +22,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::Kb;
 use super::graph::Csr;
 use super::model::{ChunkId, NodeId};
+use crate::text;
 
 /// Blocks with more nodes than this share only a common word prefix ("john", "univ"); their
 /// pairs are not plausible synonyms and would cost quadratic time.
@@ -66,8 +67,14 @@ impl PassageGraph {
         let mut mentions: Vec<(NodeId, ChunkId)> =
             kb.nodes.values().flat_map(|n| n.chunks.iter().map(move |c| (n.id, *c))).collect();
         mentions.sort_unstable();
-        let topics: Vec<(NodeId, ChunkId)> =
-            kb.chunks.keys().filter_map(|id| Some((kb.chunk_topic(*id)?, *id))).collect();
+        let topics: Vec<(NodeId, ChunkId)> = kb
+            .chunks
+            .iter()
+            .filter_map(|(id, chunk)| {
+                let node = kb.node_by_alias(&text::title_entity(kb.chunk_title(chunk))?)?;
+                Some((node, *id))
+            })
+            .collect();
         PassageGraph::assemble(nodes, chunks, &triples, &mentions, &topics, &synonym_pairs(kb, synonym_threshold))
     }
 
