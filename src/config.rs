@@ -207,8 +207,9 @@ pub struct RetrieveSettings {
     pub passage_seed_candidates: usize,
     /// Cosine between entity names above which a synonym edge links them in the PPR graph.
     pub synonym_threshold: f32,
-    /// Passages of the fused ranking among which the page the lead passage links to is
-    /// looked for (see `retrieve::lead`).
+    /// Passages of the fused ranking among which any mention of a page's topic in the lead
+    /// passage links to it; below them only a mention written as a name does (see
+    /// `retrieve::lead`).
     pub link_candidates: usize,
 }
 

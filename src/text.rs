@@ -126,22 +126,26 @@ pub fn find_name(text: &str, name: &str) -> Option<Range<usize>> {
         return None;
     }
     let same = |word: &str, lower: &str| word.chars().flat_map(char::to_lowercase).eq(lower.chars());
-    // A capitalised word separated from the match by spaces alone continues the name.
+    (0..=spans.len() - wanted.len()).find_map(|i| {
+        let words_match = spans[i..i + wanted.len()].iter().zip(&wanted).all(|((_, w), x)| same(w, x));
+        if words_match { whole_name(text, &spans, i, wanted.len()) } else { None }
+    })
+}
+
+/// The byte range of the `len` words of `spans` (`text`'s [`word_spans`]) from `first` on,
+/// when they stand as a whole name: no capitalised word runs on before or after them,
+/// separated by spaces alone ("West" runs on before "Virginia").
+pub fn whole_name(text: &str, spans: &[(usize, &str)], first: usize, len: usize) -> Option<Range<usize>> {
     let runs_on = |word: &str, gap: &str| {
         gap.chars().all(char::is_whitespace)
             && word.chars().next().is_some_and(char::is_uppercase)
             && !is_stopword(&word.to_lowercase())
     };
-    (0..=spans.len() - wanted.len()).find_map(|i| {
-        if !spans[i..i + wanted.len()].iter().zip(&wanted).all(|((_, w), x)| same(w, x)) {
-            return None;
-        }
-        let (first, last) = (spans[i], spans[i + wanted.len() - 1]);
-        let end = last.0 + last.1.len();
-        let before = i.checked_sub(1).map(|p| spans[p]).is_some_and(|(at, w)| runs_on(w, &text[at + w.len()..first.0]));
-        let after = spans.get(i + wanted.len()).is_some_and(|(at, w)| runs_on(w, &text[end..*at]));
-        (!before && !after).then_some(first.0..end)
-    })
+    let (start, last) = (spans.get(first)?.0, spans.get((first + len).checked_sub(1)?)?);
+    let end = last.0 + last.1.len();
+    let before = first.checked_sub(1).map(|p| spans[p]).is_some_and(|(at, w)| runs_on(w, &text[at + w.len()..start]));
+    let after = spans.get(first + len).is_some_and(|(at, w)| runs_on(w, &text[end..*at]));
+    (!before && !after).then_some(start..end)
 }
 
 /// A name without its possessive ending ("India's" -> "India"): what a text says of a name's

@@ -11,6 +11,7 @@ pub mod explore;
 pub mod follow;
 pub mod graph;
 pub mod model;
+pub mod pages;
 pub mod passage_graph;
 pub mod reindex;
 pub mod relations;
@@ -31,6 +32,7 @@ use bm25::Bm25;
 use catalog::KbName;
 use graph::KnowledgeGraph;
 use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId, RawTriple, fact_text};
+use pages::Pages;
 use passage_graph::PassageGraph;
 use relations::RelationLabels;
 use store::{Family, Location, Store};
@@ -77,6 +79,8 @@ pub struct Kb {
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
     passage_graph: Mutex<Option<Arc<PassageGraph>>>,
+    /// Pages by their topic's name (the targets of a text's links), rebuilt lazily after a write.
+    pages: Mutex<Option<Arc<Pages>>>,
     /// The store's change log is applied up to this change (see [`follow`]).
     applied_change: u64,
 }
@@ -186,6 +190,7 @@ impl Kb {
             rule_edges: 0,
             graph: KnowledgeGraph::default(),
             passage_graph: Mutex::new(None),
+            pages: Mutex::new(None),
             applied_change: 0,
         };
         kb.load()?;
@@ -413,6 +418,7 @@ impl Kb {
 
     fn invalidate_snapshot(&self) {
         *self.passage_graph.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.pages.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     pub fn settings(&self) -> &Settings {
@@ -525,6 +531,12 @@ impl Kb {
         let mut slot = self.passage_graph.lock().unwrap_or_else(|e| e.into_inner());
         slot.get_or_insert_with(|| Arc::new(PassageGraph::build(self, self.settings.retrieve.synonym_threshold)))
             .clone()
+    }
+
+    /// The current pages snapshot (built on first use after a write).
+    pub fn pages(&self) -> Arc<Pages> {
+        let mut slot = self.pages.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert_with(|| Arc::new(Pages::build(self))).clone()
     }
 
     /// How many chunks mention `node` (0 for an unknown node): the inverse of a node's

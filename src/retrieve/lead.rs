@@ -10,12 +10,15 @@
 //! entity its title names, "Lilu" for "Lilu (mythology)") the lead passage's text names
 //! follows it. That is a hyperlink of an encyclopaedia, the anchor text naming the page, and
 //! the bridge of a two-hop question ("the film shot in Leland in 1986" leads to the page of
-//! "Maximum Overdrive"). It is read off the text rather than the extracted mentions, so it
-//! holds whatever the extractor caught ("Young, New South Wales" is one name there, two
-//! entities to the rule extractor), and only a whole name counts ("West Virginia" does not
-//! name "Virginia", [`text::find_name`]). The link is looked for among the fused ranking's first
-//! `retrieve.link_candidates`, so it is a passage the question's evidence already favours,
-//! not any page the lead names in passing. The rest keeps the fused order.
+//! "Maximum Overdrive"). It is read off the text rather than the extracted mentions
+//! ([`crate::kb::pages`]), so it holds whatever the extractor caught ("Young, New South Wales" is one
+//! name there, two entities to the rule extractor), and only a whole name counts ("West
+//! Virginia" does not name "Virginia"). Among the fused ranking's first
+//! `retrieve.link_candidates`, passages the question's evidence already favours, any mention
+//! counts ("the euro"); further down, only a mention written as a name ("Iowa", not "time" or
+//! "1984", which title pages too): there the link stands on the text alone, as when the
+//! extraction lost the entity that joins the two passages and the walk with it. The rest
+//! keeps the fused order.
 
 use super::PathHop;
 use crate::kb::Kb;
@@ -25,10 +28,11 @@ use crate::text;
 /// Relation label of the hop from a passage to the page of an entity it mentions.
 pub const MENTIONS: &str = "mentions";
 
-/// `fused` (best first) with `lead` moved to the top and, right after it, the first of the
-/// best `candidates` passages whose topic the lead passage names; both take the top score, so
-/// scores stay in order. Returns the hop that led there too, for the retrieval's paths, with
-/// the topic as the lead passage writes it.
+/// `fused` (best first) with `lead` moved to the top and, right after it, the best-ranked
+/// passage of another document whose topic the lead passage names (any mention among the
+/// first `candidates`, a capitalised one below); both take the top score, so scores stay in
+/// order. Returns the hop that led there too, for the retrieval's paths, with the topic as
+/// the lead passage writes it.
 pub fn lead_with_link(
     kb: &Kb,
     lead: Option<ChunkId>,
@@ -40,12 +44,13 @@ pub fn lead_with_link(
     };
     let lead = lead_chunk.id;
     let top = fused.first().map_or(0.0, |(_, s)| *s);
-    // Another chunk of the lead's own document names its title too, but is no hop.
-    let link = fused.iter().take(candidates).find_map(|(chunk, _)| {
-        let candidate = kb.chunk(*chunk).filter(|c| c.doc != lead_chunk.doc)?;
-        let topic = text::title_entity(kb.chunk_title(candidate))?;
-        let named = text::find_name(&lead_chunk.text, &topic)?;
-        Some((*chunk, lead_chunk.text[named].to_string()))
+    let named = kb.pages().named_in(&lead_chunk.text);
+    let link = fused.iter().enumerate().filter(|_| !named.is_empty()).find_map(|(rank, (chunk, _))| {
+        let anchor = named.get(chunk)?;
+        // Another chunk of the lead's own document names its title too, but is no hop.
+        kb.chunk(*chunk).filter(|c| c.doc != lead_chunk.doc)?;
+        let written = if rank < candidates { anchor.first.clone() } else { anchor.capitalised.clone()? };
+        Some((*chunk, lead_chunk.text[written].to_string()))
     });
     let mut ranking = Vec::with_capacity(fused.len() + 1);
     ranking.push((lead, top));
@@ -69,15 +74,21 @@ mod tests {
     use super::*;
     use crate::ingest::testing::kb_with_docs;
 
-    /// A lead ("Leland") that names one page ("Maximum Overdrive") and two other pages; the
-    /// chunk ids in that order: leland, overdrive, king, wilmington.
-    fn corpus() -> (tempfile::TempDir, Kb, [ChunkId; 4]) {
-        let titles = ["Leland, North Carolina", "Maximum Overdrive", "Stephen King", "Wilmington, North Carolina"];
+    /// A lead ("Leland") that names one page as a name ("Maximum Overdrive"), one as a common
+    /// word ("film") and none of the others; the chunk ids in that order: leland, overdrive,
+    /// king, wilmington, film.
+    fn corpus() -> (tempfile::TempDir, Kb, [ChunkId; 5]) {
+        let titles =
+            ["Leland, North Carolina", "Maximum Overdrive", "Stephen King", "Wilmington, North Carolina", "Film"];
         let (dir, kb) = kb_with_docs(&[
-            (titles[0], "Leland is a town in North Carolina. Maximum Overdrive was shot in Leland in 1986."),
+            (
+                titles[0],
+                "Leland is a town in North Carolina. Maximum Overdrive was shot in Leland in 1986, a film year.",
+            ),
             (titles[1], "Maximum Overdrive is a 1986 film written and directed by Stephen King."),
             (titles[2], "Stephen King is an American author of horror novels."),
-            (titles[3], "Wilmington is a port city in North Carolina with film studios."),
+            (titles[3], "Wilmington is a port city in North Carolina with studios."),
+            (titles[4], "A film is a work of visual art."),
         ]);
         let chunk_of = |title: &str| {
             kb.chunk_ids().find(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == title)).expect("ingested")
@@ -86,14 +97,17 @@ mod tests {
         (dir, kb, ids)
     }
 
+    fn order(ranking: &[(ChunkId, f32)]) -> Vec<ChunkId> {
+        ranking.iter().map(|(c, _)| *c).collect()
+    }
+
     #[test]
     fn the_lead_comes_first_and_the_page_it_names_second() {
-        let (_dir, kb, [leland, overdrive, king, wilmington]) = corpus();
-        // The fused ranking puts the lead third and the page it names last.
-        let fused = vec![(wilmington, 0.9), (king, 0.8), (leland, 0.7), (overdrive, 0.6)];
+        let (_dir, kb, [leland, overdrive, king, wilmington, film]) = corpus();
+        // The fused ranking puts the lead third and the page it names as a name fourth.
+        let fused = vec![(wilmington, 0.9), (king, 0.8), (leland, 0.7), (overdrive, 0.6), (film, 0.5)];
         let (ranking, hop) = lead_with_link(&kb, Some(leland), fused.clone(), 10);
-        let order: Vec<ChunkId> = ranking.iter().map(|(c, _)| *c).collect();
-        assert_eq!(order, vec![leland, overdrive, wilmington, king]);
+        assert_eq!(order(&ranking), vec![leland, overdrive, wilmington, king, film]);
         assert!(ranking.windows(2).all(|w| w[0].1 >= w[1].1), "scores stay in order: {ranking:?}");
         let hop = hop.expect("the hop that led to the page");
         assert_eq!(
@@ -102,14 +116,26 @@ mod tests {
         );
         assert_eq!(hop.chunk, leland);
 
-        // The page the lead names is not among the candidates: the lead alone moves.
-        let (ranking, hop) = lead_with_link(&kb, Some(leland), fused.clone(), 3);
-        let order: Vec<ChunkId> = ranking.iter().map(|(c, _)| *c).collect();
-        assert_eq!(order, vec![leland, wilmington, king, overdrive]);
-        assert!(hop.is_none());
-
         // No lead (no text list): the fused ranking as it was.
         assert_eq!(lead_with_link(&kb, None, fused.clone(), 10).0, fused);
+    }
+
+    #[test]
+    fn below_the_candidates_only_a_page_named_as_a_name_is_a_link() {
+        let (_dir, kb, [leland, overdrive, king, wilmington, film]) = corpus();
+        let fused = vec![(wilmington, 0.9), (king, 0.8), (leland, 0.7), (film, 0.6), (overdrive, 0.5)];
+        // Among the candidates, "film" names its page.
+        let (ranking, hop) = lead_with_link(&kb, Some(leland), fused.clone(), 4);
+        assert_eq!(order(&ranking), vec![leland, film, wilmington, king, overdrive]);
+        assert_eq!(hop.map(|h| h.object).as_deref(), Some("film"));
+        // Below them it is a common word, and the page named as a name follows the lead.
+        let (ranking, hop) = lead_with_link(&kb, Some(leland), fused.clone(), 3);
+        assert_eq!(order(&ranking), vec![leland, overdrive, wilmington, king, film]);
+        assert_eq!(hop.map(|h| h.object).as_deref(), Some("Maximum Overdrive"));
+        // A page the fused ranking does not hold is none.
+        let (ranking, hop) = lead_with_link(&kb, Some(leland), fused[..4].to_vec(), 3);
+        assert_eq!(order(&ranking), vec![leland, wilmington, king, film]);
+        assert!(hop.is_none());
     }
 
     #[test]
@@ -132,12 +158,11 @@ mod tests {
 
     #[test]
     fn a_lead_that_names_no_candidates_topic_is_followed_by_the_fused_order() {
-        let (_dir, kb, [leland, overdrive, king, wilmington]) = corpus();
+        let (_dir, kb, [leland, overdrive, king, wilmington, film]) = corpus();
         // Stephen King's page names no other passage's topic.
-        let fused = vec![(overdrive, 0.9), (leland, 0.8), (king, 0.7), (wilmington, 0.6)];
+        let fused = vec![(overdrive, 0.9), (leland, 0.8), (king, 0.7), (wilmington, 0.6), (film, 0.5)];
         let (ranking, hop) = lead_with_link(&kb, Some(king), fused, 10);
-        let order: Vec<ChunkId> = ranking.iter().map(|(c, _)| *c).collect();
-        assert_eq!(order, vec![king, overdrive, leland, wilmington]);
+        assert_eq!(order(&ranking), vec![king, overdrive, leland, wilmington, film]);
         assert!(hop.is_none());
     }
 }
