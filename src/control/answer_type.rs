@@ -86,7 +86,8 @@ pub fn asked(question: &str) -> Option<Asked> {
 }
 
 /// The noun after "what" / "which" at `at`: capitalised adjectives skipped ("what Australian
-/// city"), "kind of X" read as X, "what is the X of" read as X; none for "what is" alone.
+/// city"), "kind of X" and "what is the name of the X" read as X ("the pop band founded by":
+/// band), "what is the X of" read as X; none for "what is" alone.
 fn type_noun(words: &[&str], lower: &[String], at: usize) -> Option<String> {
     let mut i = at + 1;
     if matches!(lower.get(i).map(String::as_str), Some("is" | "was" | "are" | "were")) {
@@ -96,10 +97,14 @@ fn type_noun(words: &[&str], lower: &[String], at: usize) -> Option<String> {
         }
         let start = i + 2;
         let end = (start..lower.len()).find(|&j| text::is_stopword(&lower[j])).unwrap_or(lower.len());
-        if end == start || words[start..end].iter().any(|w| w.chars().next().is_some_and(char::is_uppercase)) {
+        if KIND_NOUNS.contains(&lower.get(start)?.as_str()) {
+            // "What is the name of the X": read as X below.
+            i = start;
+        } else if end == start || words[start..end].iter().any(|w| w.chars().next().is_some_and(char::is_uppercase)) {
             return None;
+        } else {
+            i = end - 1;
         }
-        i = end - 1;
     } else {
         while words.get(i).is_some_and(|w| w.chars().next().is_some_and(char::is_uppercase)) && i + 1 < words.len() {
             i += 1;
@@ -108,6 +113,16 @@ fn type_noun(words: &[&str], lower: &[String], at: usize) -> Option<String> {
     if KIND_NOUNS.contains(&lower.get(i)?.as_str()) && lower.get(i + 1).is_some_and(|w| w == "of") {
         i += 2;
         if matches!(lower.get(i).map(String::as_str), Some("the" | "a" | "an")) {
+            i += 1;
+        }
+        // "the name of the pop band founded by ...": the head is the compound's last noun,
+        // before the participle that opens a reduced relative clause.
+        while lower.get(i + 1).is_some_and(|w| {
+            !text::is_stopword(w)
+                && !w.ends_with("ed")
+                && !w.ends_with("ing")
+                && words[i + 1].starts_with(char::is_lowercase)
+        }) {
             i += 1;
         }
     }
@@ -305,6 +320,11 @@ mod tests {
         assert_eq!(asked("The basis began with the signing of what treaty?"), noun("what", Some("treaty")));
         assert_eq!(asked("Jagdish Mali is father to which Bollywood actress?"), noun("which", Some("actress")));
         assert_eq!(asked("What kind of university did the author attend?"), noun("what", Some("university")));
+        assert_eq!(
+            asked("What is the name of the pop band founded by one of the stars?"),
+            noun("what", Some("band")),
+            "the compound's head, before the participle"
+        );
         assert_eq!(asked("What is the main international airport in Stockholm?"), noun("what", Some("airport")));
         assert_eq!(asked("The German musician whose godfather is whom?"), noun("whom", None));
         assert_eq!(asked("The river which the Tekeze River turns into flows where?"), noun("where", None));

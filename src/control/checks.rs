@@ -153,6 +153,12 @@ fn relation_between(q: &Question, s: &Sentence<'_>, anchor: &str, answer: &str) 
         .or_else(|| lifespan(q, between, &lower[answer_at.1..]))
 }
 
+/// Does `sentence` state the date at `start..end` as the event the question asks of it (birth
+/// or death) in a lifespan after a name ([`lifespan`])?
+pub(super) fn in_lifespan(q: &Question, sentence: &str, start: usize, end: usize) -> bool {
+    sentence[..start].rfind('(').is_some_and(|open| lifespan(q, &sentence[open..start], &sentence[end..]).is_some())
+}
+
 /// An encyclopaedia's lifespan after a name states birth and death without a verb: "Ezer
 /// Weizman (Hebrew: ...; 15 June 1924 – 24 April 2005)", "(1924-2005)". `between` is the
 /// text from the name to the answer, `after` the text after it. The question's birth word

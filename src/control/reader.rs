@@ -9,6 +9,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::answer_type::{self, AnswerType};
+use super::checks;
 use super::question::{Question, same_word};
 use super::roles::{AnswerForm, ReaderAnswer};
 use crate::ingest::extract::entity_mentions;
@@ -181,7 +182,12 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
                 continue;
             }
             let key = text::normalize_answer(&surface);
-            let proximity = proximity(question, s.text, start, span.len());
+            // A lifespan states birth and death by position, with no word for either.
+            let proximity = if checks::in_lifespan(question, s.text, start, start + span.len()) {
+                1.0
+            } else {
+                proximity(question, s.text, start, span.len())
+            };
             // Coverage counts twice: a sentence chain that states most of the question is
             // worth far more than one that states half of it.
             let support = chain.coverage * chain.coverage * proximity / (1.0 + 0.05 * s.rank as f32);
@@ -660,7 +666,11 @@ fn type_fit(question: &Question, c: &Candidate, person: bool) -> f32 {
             let digits = surface.chars().any(|ch| ch.is_ascii_digit());
             if question.type_noun.is_some() {
                 // "Which astronomer": an entity the evidence calls an astronomer, above all.
-                return if c.typed { 1.0 } else { 0.3 };
+                return if c.typed || question.type_noun.as_deref().is_some_and(|noun| headed_by(surface, noun)) {
+                    1.0
+                } else {
+                    0.3
+                };
             }
             if question.who() {
                 return if person {
@@ -678,6 +688,14 @@ fn type_fit(question: &Question, c: &Candidate, person: bool) -> f32 {
         }
         AnswerType::YesNo | AnswerType::Choice(_) | AnswerType::Free => 1.0,
     }
+}
+
+/// Is `noun` the head of the name, what the name says its bearer is: the word before the
+/// first "of" ("Medal of Honor" is a medal), else the last word ("New York City" is a city)?
+fn headed_by(name: &str, noun: &str) -> bool {
+    let words: Vec<String> = text::words(name).collect();
+    let head = words.iter().position(|w| w == "of").filter(|i| *i > 0).map_or(words.last(), |i| words.get(i - 1));
+    head.is_some_and(|h| same_word(h, noun))
 }
 
 /// The sentences about `entity`: those that name it and those of its own passage.
@@ -934,6 +952,25 @@ mod tests {
             uniform[1].coverage,
             uniform[0].coverage
         );
+    }
+
+    #[test]
+    fn a_lifespan_states_birth_and_death_by_position() {
+        let text = "Ezer Weizman (15 June 1924 – 24 April 2005) was President of Israel from 1993 to 2000.";
+        let (_dir, kb) = crate::ingest::testing::kb_with_docs(&[("Ezer Weizman", text)]);
+        let r = retrieval(&[("Ezer Weizman", text)]);
+        let answer = |q: &str| read(&kb, &Question::parse(q, None), &r).answer;
+        assert_eq!(answer("In what year was Ezer Weizman born?"), "1924");
+        assert_eq!(answer("In what year did Ezer Weizman die?"), "2005");
+    }
+
+    #[test]
+    fn a_name_headed_by_the_type_noun_is_of_that_type() {
+        assert!(headed_by("Medal of Honor", "medal") && headed_by("New York City", "city"));
+        assert!(!headed_by("Kansas City Chiefs", "city") && !headed_by("Honor", "medal") && !headed_by("", "city"));
+        let q = Question::parse("Which medal was the real person awarded?", None);
+        let untyped = |surface: &str| Candidate { surface: surface.into(), ..Candidate::default() };
+        assert!(type_fit(&q, &untyped("Medal of Honor"), false) > type_fit(&q, &untyped("Vietnam War"), false));
     }
 
     #[test]
