@@ -10,14 +10,14 @@
 //! entity its title names, "Lilu" for "Lilu (mythology)") the lead passage's text names
 //! follows it. That is a hyperlink of an encyclopaedia, the anchor text naming the page, and
 //! the bridge of a two-hop question ("the film shot in Leland in 1986" leads to the page of
-//! "Maximum Overdrive"). It is read off the text rather than the extracted mentions
-//! ([`crate::kb::pages`]), so it holds whatever the extractor caught ("Young, New South Wales" is one
-//! name there, two entities to the rule extractor), and only a whole name counts ("West
-//! Virginia" does not name "Virginia"). Among the fused ranking's first
+//! "Maximum Overdrive"). It is read off titles and text rather than the extracted mentions
+//! ([`crate::kb::pages`]), so it holds whatever the extractor caught or lost ("Young, New
+//! South Wales" is one name there, two entities to the rule extractor), and only a whole name
+//! counts ("West Virginia" does not name "Virginia"). Among the fused ranking's first
 //! `retrieve.link_candidates`, passages the question's evidence already favours, any mention
-//! counts ("the euro"); further down, only a mention written as a name ("Iowa", not "time" or
-//! "1984", which title pages too): there the link stands on the text alone, as when the
-//! extraction lost the entity that joins the two passages and the walk with it. The rest
+//! counts ("the euro"); further down only a mention written as a name does ("Iowa", not
+//! "time" or "1984", which title pages too): there the link stands on the text alone, as when
+//! the extraction lost the entity joining the two passages, and the walk with it. The rest
 //! keeps the fused order.
 
 use super::PathHop;
@@ -45,13 +45,17 @@ pub fn lead_with_link(
     let lead = lead_chunk.id;
     let top = fused.first().map_or(0.0, |(_, s)| *s);
     let named = kb.pages().named_in(&lead_chunk.text);
-    let link = fused.iter().enumerate().filter(|_| !named.is_empty()).find_map(|(rank, (chunk, _))| {
-        let anchor = named.get(chunk)?;
-        // Another chunk of the lead's own document names its title too, but is no hop.
-        kb.chunk(*chunk).filter(|c| c.doc != lead_chunk.doc)?;
-        let written = if rank < candidates { anchor.first.clone() } else { anchor.capitalised.clone()? };
-        Some((*chunk, lead_chunk.text[written].to_string()))
-    });
+    let link = if named.is_empty() {
+        None
+    } else {
+        fused.iter().enumerate().find_map(|(rank, (chunk, _))| {
+            let anchor = named.get(chunk)?;
+            // Another chunk of the lead's own document names its title too, but is no hop.
+            kb.chunk(*chunk).filter(|c| c.doc != lead_chunk.doc)?;
+            let written = if rank < candidates { anchor.first.clone() } else { anchor.capitalised.clone()? };
+            Some((*chunk, lead_chunk.text[written].to_string()))
+        })
+    };
     let mut ranking = Vec::with_capacity(fused.len() + 1);
     ranking.push((lead, top));
     ranking.extend(link.as_ref().map(|(chunk, _)| (*chunk, top)));
