@@ -141,7 +141,10 @@ pub fn whole_name(text: &str, spans: &[(usize, &str)], first: usize, len: usize)
             && word.chars().next().is_some_and(char::is_uppercase)
             && !is_stopword(&word.to_lowercase())
     };
-    let (start, last) = (spans.get(first)?.0, spans.get((first + len).checked_sub(1)?)?);
+    if len == 0 {
+        return None;
+    }
+    let (start, last) = (spans.get(first)?.0, spans.get(first + len - 1)?);
     let end = last.0 + last.1.len();
     let before = first.checked_sub(1).map(|p| spans[p]).is_some_and(|(at, w)| runs_on(w, &text[at + w.len()..start]));
     let after = spans.get(first + len).is_some_and(|(at, w)| runs_on(w, &text[end..*at]));
@@ -223,6 +226,7 @@ mod tests {
         assert!(find_name("Virginia Beach is a city", "Virginia").is_none());
         assert!(find_name("Kim Jong-il's wife", "Jong").is_none());
         assert!(find_name("anything", "").is_none());
+        assert!(whole_name("a b", &word_spans("a b"), 1, 0).is_none(), "no words, no name");
         let text = "The comet was named after the astronomer Lena Varga.";
         assert_eq!(find_name(text, "lena_varga").map(|r| &text[r]), Some("Lena Varga"));
     }

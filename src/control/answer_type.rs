@@ -97,7 +97,7 @@ fn type_noun(words: &[&str], lower: &[String], at: usize) -> Option<String> {
         }
         let start = i + 2;
         let end = (start..lower.len()).find(|&j| text::is_stopword(&lower[j])).unwrap_or(lower.len());
-        if KIND_NOUNS.contains(&lower.get(start)?.as_str()) {
+        if KIND_NOUNS.contains(&lower.get(start)?.as_str()) && lower.get(start + 1).is_some_and(|w| w == "of") {
             // "What is the name of the X": read as X below.
             i = start;
         } else if end == start || words[start..end].iter().any(|w| w.chars().next().is_some_and(char::is_uppercase)) {
@@ -115,19 +115,26 @@ fn type_noun(words: &[&str], lower: &[String], at: usize) -> Option<String> {
         if matches!(lower.get(i).map(String::as_str), Some("the" | "a" | "an")) {
             i += 1;
         }
-        // "the name of the pop band founded by ...": the head is the compound's last noun,
-        // before the participle that opens a reduced relative clause.
-        while lower.get(i + 1).is_some_and(|w| {
-            !text::is_stopword(w)
-                && !w.ends_with("ed")
-                && !w.ends_with("ing")
-                && words[i + 1].starts_with(char::is_lowercase)
-        }) {
+        // "the name of the pop band founded by ...": a two-word compound's head is its second
+        // word, when a participle opening a reduced relative clause follows it ("the bird
+        // lays eggs" and "the actress born in" keep the first).
+        let compound = lower.get(i + 1).is_some_and(|w| {
+            !text::is_stopword(w) && !is_participle(w) && words[i + 1].starts_with(char::is_lowercase)
+        });
+        if compound && lower.get(i + 2).is_some_and(|w| is_participle(w)) {
             i += 1;
         }
     }
     let noun = lower.get(i)?;
     (!text::is_stopword(noun)).then(|| noun.clone())
+}
+
+/// Past participles that do not end in "-ed", which open a reduced relative clause as often.
+const IRREGULAR_PARTICIPLES: &[&str] =
+    &["born", "known", "made", "written", "built", "held", "won", "led", "found", "sold", "seen", "taken", "given"];
+
+fn is_participle(word: &str) -> bool {
+    word.ends_with("ed") || word.ends_with("ing") || IRREGULAR_PARTICIPLES.contains(&word)
 }
 
 pub fn classify(question: &str) -> AnswerType {
@@ -325,6 +332,9 @@ mod tests {
             noun("what", Some("band")),
             "the compound's head, before the participle"
         );
+        assert_eq!(asked("What kind of bird lays eggs?"), noun("what", Some("bird")));
+        assert_eq!(asked("What is the name of the actress born in 1980?"), noun("what", Some("actress")));
+        assert_eq!(asked("What is the form factor of the device?"), noun("what", Some("factor")));
         assert_eq!(asked("What is the main international airport in Stockholm?"), noun("what", Some("airport")));
         assert_eq!(asked("The German musician whose godfather is whom?"), noun("whom", None));
         assert_eq!(asked("The river which the Tekeze River turns into flows where?"), noun("where", None));

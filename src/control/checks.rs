@@ -156,14 +156,19 @@ fn relation_between(q: &Question, s: &Sentence<'_>, anchor: &str, answer: &str) 
 /// Does `sentence` state the date at `start..end` as the event the question asks of it (birth
 /// or death) in a lifespan after a name ([`lifespan`])?
 pub(super) fn in_lifespan(q: &Question, sentence: &str, start: usize, end: usize) -> bool {
-    sentence[..start].rfind('(').is_some_and(|open| lifespan(q, &sentence[open..start], &sentence[end..]).is_some())
+    sentence[start..end].contains(|c: char| c.is_ascii_digit())
+        && sentence[..start]
+            .rfind('(')
+            .is_some_and(|open| lifespan(q, &sentence[open..start], &sentence[end..]).is_some())
 }
 
 /// An encyclopaedia's lifespan after a name states birth and death without a verb: "Ezer
 /// Weizman (Hebrew: ...; 15 June 1924 – 24 April 2005)", "(1924-2005)". `between` is the
 /// text from the name to the answer, `after` the text after it. The question's birth word
 /// when the answer is the date before the range's dash, its death word when it is the date
-/// after it; a parenthesis without a range is no lifespan ("(President from 1993)").
+/// after it. Only dates count, after the last ";" ("Hebrew: ...; 15 June 1924"): a parenthesis
+/// without a range ("(President from 1993)") or with words in it ("(President 1993 – 2000)",
+/// "(Labour – Ebbw Vale)") is no lifespan.
 fn lifespan(q: &Question, between: &str, after: &str) -> Option<String> {
     const DASHES: [char; 3] = ['-', '–', '—'];
     let inside = between.trim_start().strip_prefix('(')?;
@@ -175,12 +180,16 @@ fn lifespan(q: &Question, between: &str, after: &str) -> Option<String> {
             w.is_empty() || w.chars().all(|c| c.is_ascii_digit()) || text::MONTHS.contains(&w.to_lowercase().as_str())
         })
     };
-    let event = match inside.rsplit_once(DASHES) {
-        // The dates between the dash and the answer ("24 April " before 2005), after a date.
-        Some((before, dates)) if date_words(dates) && before.trim_end().ends_with(|c: char| c.is_ascii_digit()) => {
+    let dates = inside.rsplit(';').next().unwrap_or(inside);
+    let event = match dates.rsplit_once(DASHES) {
+        // The birth date before the dash, the dates between the dash and the answer ("24
+        // April " before 2005).
+        Some((birth, death))
+            if date_words(birth) && date_words(death) && birth.trim_end().ends_with(|c: char| c.is_ascii_digit()) =>
+        {
             "death"
         }
-        None if after.trim_start().starts_with(DASHES) => "birth",
+        None if date_words(dates) && after.trim_start().starts_with(DASHES) => "birth",
         _ => return None,
     };
     q.relation_words.iter().find(|r| same_word(r, event)).cloned()
@@ -330,7 +339,9 @@ pub(crate) mod tests {
         assert!(run(Check::Grounding, born, &span("1924", &[0], Vec::new()), Some(&hebrew)).pass);
         let office = retrieval(&[("Ezer Weizman", "Ezer Weizman (President of Israel from 1993) was a pilot.")]);
         assert!(!run(Check::Grounding, born, &span("1993", &[0], Vec::new()), Some(&office)).pass, "not a lifespan");
+        let term = retrieval(&[("Ezer Weizman", "Ezer Weizman (President 1993 – 2000) was a pilot.")]);
         let died = "In what year did Ezer Weizman die?";
+        assert!(!run(Check::Grounding, died, &span("2000", &[0], Vec::new()), Some(&term)).pass, "a term of office");
         assert!(run(Check::Grounding, died, &span("2005", &[0], Vec::new()), Some(&r)).pass);
         assert!(!run(Check::Grounding, died, &span("1924", &[0], Vec::new()), Some(&r)).pass, "the birth year");
     }

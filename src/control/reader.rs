@@ -692,8 +692,12 @@ fn type_fit(question: &Question, c: &Candidate, person: bool) -> f32 {
 
 /// Is `noun` the head of the name, what the name says its bearer is: the word before the
 /// first "of" ("Medal of Honor" is a medal), else the last word ("New York City" is a city)?
+/// A one-word name is the noun itself, or a name that merely starts like it ("Riverside").
 fn headed_by(name: &str, noun: &str) -> bool {
     let words: Vec<String> = text::words(name).collect();
+    if words.len() < 2 {
+        return false;
+    }
     let head = words.iter().position(|w| w == "of").filter(|i| *i > 0).map_or(words.last(), |i| words.get(i - 1));
     head.is_some_and(|h| same_word(h, noun))
 }
@@ -968,6 +972,7 @@ mod tests {
     fn a_name_headed_by_the_type_noun_is_of_that_type() {
         assert!(headed_by("Medal of Honor", "medal") && headed_by("New York City", "city"));
         assert!(!headed_by("Kansas City Chiefs", "city") && !headed_by("Honor", "medal") && !headed_by("", "city"));
+        assert!(!headed_by("Medal", "medal") && !headed_by("Riverside", "river"));
         let q = Question::parse("Which medal was the real person awarded?", None);
         let untyped = |surface: &str| Candidate { surface: surface.into(), ..Candidate::default() };
         assert!(type_fit(&q, &untyped("Medal of Honor"), false) > type_fit(&q, &untyped("Vietnam War"), false));

@@ -14,12 +14,11 @@ use super::model::ChunkId;
 use crate::text;
 
 pub struct Pages {
-    /// Passages about each topic, by the topic's lower-case words joined by spaces.
+    /// Passages about each topic, by [`Pages::topic_key`].
     by_topic: HashMap<String, Vec<ChunkId>>,
-    /// First words of the topics: a text's other words start no name.
-    first_words: HashSet<String>,
-    /// Words in the longest topic.
-    longest: usize,
+    /// Every leading run of words of a topic key ("new", "new york", "new york city"): a
+    /// text's words that start none end the search for a name there.
+    prefixes: HashSet<String>,
 }
 
 /// Where a text names a page's topic.
@@ -35,23 +34,32 @@ pub struct Anchor {
 impl Pages {
     /// The snapshot of `kb`'s current documents.
     pub fn build(kb: &Kb) -> Pages {
-        Pages::from_titles(kb.chunks.iter().map(|(id, chunk)| (*id, kb.chunk_title(chunk))))
+        Pages::from_titles(kb.docs.values().map(|doc| (doc.title.as_str(), doc.chunks.as_slice())))
     }
 
-    /// The pages of passages with these titles.
-    pub fn from_titles<'t>(titles: impl IntoIterator<Item = (ChunkId, &'t str)>) -> Pages {
+    /// The pages of documents with these titles and chunks.
+    pub fn from_titles<'t>(docs: impl IntoIterator<Item = (&'t str, &'t [ChunkId])>) -> Pages {
         let mut by_topic: HashMap<String, Vec<ChunkId>> = HashMap::new();
-        for (chunk, title) in titles {
-            let Some(topic) = text::title_entity(title) else { continue };
-            let words: Vec<String> = text::words(&topic).collect();
-            if !words.is_empty() {
-                by_topic.entry(words.join(" ")).or_default().push(chunk);
+        for (title, chunks) in docs {
+            if let Some(key) = Pages::topic_key(title) {
+                by_topic.entry(key).or_default().extend_from_slice(chunks);
             }
         }
         by_topic.values_mut().for_each(|chunks| chunks.sort_unstable());
-        let first_words = by_topic.keys().filter_map(|k| k.split(' ').next()).map(str::to_string).collect();
-        let longest = by_topic.keys().map(|k| k.split(' ').count()).max().unwrap_or(0);
-        Pages { by_topic, first_words, longest }
+        let mut prefixes = HashSet::new();
+        for key in by_topic.keys() {
+            prefixes.extend(key.match_indices(' ').map(|(at, _)| key[..at].to_string()));
+            prefixes.insert(key.clone());
+        }
+        Pages { by_topic, prefixes }
+    }
+
+    /// The key of the topic a title names: its entity's lower-case words joined by spaces
+    /// ("lilu" for "Lilu (mythology)"). None for a title of stopwords alone ("It", "She"):
+    /// every text names those.
+    pub fn topic_key(title: &str) -> Option<String> {
+        let words: Vec<String> = text::words(&text::title_entity(title)?).collect();
+        (!words.iter().all(|w| text::is_stopword(w))).then(|| words.join(" "))
     }
 
     /// The passages whose topic `text` names as a whole name ([`text::whole_name`]), with
@@ -60,13 +68,16 @@ impl Pages {
         let spans = text::word_spans(text);
         let lower: Vec<String> = spans.iter().map(|(_, w)| w.to_lowercase()).collect();
         let mut named: HashMap<ChunkId, Anchor> = HashMap::new();
-        for first in (0..lower.len()).filter(|i| self.first_words.contains(&lower[*i])) {
+        for first in 0..lower.len() {
             let mut key = String::new();
-            for (len, word) in lower[first..].iter().take(self.longest).enumerate().map(|(i, w)| (i + 1, w)) {
+            for (len, word) in lower[first..].iter().enumerate().map(|(i, w)| (i + 1, w)) {
                 if len > 1 {
                     key.push(' ');
                 }
                 key.push_str(word);
+                if !self.prefixes.contains(&key) {
+                    break;
+                }
                 let Some(chunks) = self.by_topic.get(&key) else { continue };
                 let Some(range) = text::whole_name(text, &spans, first, len) else { continue };
                 let capitalised = text[range.clone()].chars().any(char::is_uppercase);
@@ -90,18 +101,22 @@ mod tests {
     #[test]
     fn a_text_names_the_pages_whose_topic_it_names_as_a_whole_name() {
         let pages = Pages::from_titles([
-            (1, "Virginia"),
-            (2, "West Virginia"),
-            (3, "Lilu (mythology)"),
-            (4, "Time"),
-            (5, "Young, New South Wales"),
-            (6, "Lilu (mythology)"),
+            ("Virginia", &[1][..]),
+            ("West Virginia", &[2]),
+            ("Lilu (mythology)", &[3, 6]),
+            ("Time", &[4]),
+            ("Young, New South Wales", &[5]),
+            ("It", &[7]),
         ]);
         let text = "Lilu, a demon of West Virginia, was born in Young, New South Wales. In time, Time named it.";
         let named = pages.named_in(text);
         let mut chunks: Vec<ChunkId> = named.keys().copied().collect();
         chunks.sort_unstable();
-        assert_eq!(chunks, vec![2, 3, 4, 5, 6], "\"Virginia\" runs on from \"West\": {named:?}");
+        assert_eq!(
+            chunks,
+            vec![2, 3, 4, 5, 6],
+            "\"Virginia\" runs on from \"West\"; \"It\" titles no topic: {named:?}"
+        );
         let written = |r: &Range<usize>| &text[r.clone()];
         assert_eq!(written(&named[&5].first), "Young, New South Wales");
         assert_eq!(named[&3], named[&6], "two passages of one page");
@@ -109,5 +124,7 @@ mod tests {
         assert_eq!((written(&time.first), time.capitalised.as_ref().map(written)), ("time", Some("Time")));
         assert!(pages.named_in("in time").get(&4).is_some_and(|a| a.capitalised.is_none()));
         assert!(pages.named_in("").is_empty());
+        assert_eq!(Pages::topic_key("Lilu (mythology)").as_deref(), Some("lilu"));
+        assert_eq!(Pages::topic_key("It"), None);
     }
 }

@@ -454,6 +454,8 @@ impl Kb {
     }
 
     pub(super) fn apply(&mut self, changes: Changes) -> Result<()> {
+        // First: a change that fails half-way must not leave snapshots of the old contents.
+        self.invalidate_snapshot();
         if let Some(change) = changes.change {
             self.applied_change = change;
         }
@@ -539,7 +541,6 @@ impl Kb {
         if staged.iter().any(|n| *n >= STAGED_LINK_THRESHOLD) {
             self.link_staged_vectors()?;
         }
-        self.invalidate_snapshot();
         Ok(())
     }
 }

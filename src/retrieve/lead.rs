@@ -11,7 +11,7 @@
 //! follows it. That is a hyperlink of an encyclopaedia, the anchor text naming the page, and
 //! the bridge of a two-hop question ("the film shot in Leland in 1986" leads to the page of
 //! "Maximum Overdrive"). It is read off titles and text rather than the extracted mentions
-//! ([`crate::kb::pages`]), so it holds whatever the extractor caught or lost ("Young, New
+//! ([`Pages`]), so it holds whatever the extractor caught or lost ("Young, New
 //! South Wales" is one name there, two entities to the rule extractor), and only a whole name
 //! counts ("West Virginia" does not name "Virginia"). Among the fused ranking's first
 //! `retrieve.link_candidates`, passages the question's evidence already favours, any mention
@@ -23,6 +23,7 @@
 use super::PathHop;
 use crate::kb::Kb;
 use crate::kb::model::ChunkId;
+use crate::kb::pages::Pages;
 use crate::text;
 
 /// Relation label of the hop from a passage to the page of an entity it mentions.
@@ -45,15 +46,23 @@ pub fn lead_with_link(
     let lead = lead_chunk.id;
     let top = fused.first().map_or(0.0, |(_, s)| *s);
     let named = kb.pages().named_in(&lead_chunk.text);
+    let own_topic = Pages::topic_key(kb.chunk_title(lead_chunk));
     let link = if named.is_empty() {
         None
     } else {
         fused.iter().enumerate().find_map(|(rank, (chunk, _))| {
             let anchor = named.get(chunk)?;
             // Another chunk of the lead's own document names its title too, but is no hop.
-            kb.chunk(*chunk).filter(|c| c.doc != lead_chunk.doc)?;
-            let written = if rank < candidates { anchor.first.clone() } else { anchor.capitalised.clone()? };
-            Some((*chunk, lead_chunk.text[written].to_string()))
+            let candidate = kb.chunk(*chunk).filter(|c| c.doc != lead_chunk.doc)?;
+            if rank < candidates {
+                return Some((*chunk, lead_chunk.text[anchor.first.clone()].to_string()));
+            }
+            // Below the candidates the name is all the evidence, and a page of the lead's own
+            // topic (another "Lilu", a second paragraph of the same article) is named by
+            // every passage about it.
+            let written = anchor.capitalised.clone()?;
+            (Pages::topic_key(kb.chunk_title(candidate)) != own_topic)
+                .then(|| (*chunk, lead_chunk.text[written].to_string()))
         })
     };
     let mut ranking = Vec::with_capacity(fused.len() + 1);
