@@ -170,6 +170,27 @@ mod tests {
     }
 
     #[test]
+    fn below_the_candidates_a_page_of_the_leads_own_topic_is_no_link() {
+        let (_dir, kb) = kb_with_docs(&[
+            ("Lilu (mythology)", "Lilu is a demon of the Akkadian texts."),
+            ("Lilu (band)", "Lilu is a rock band."),
+            ("Stephen King", "Stephen King wrote it."),
+        ]);
+        let chunk_of = |title: &str| {
+            kb.chunk_ids().find(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == title)).expect("ingested")
+        };
+        let [myth, band, king] = ["Lilu (mythology)", "Lilu (band)", "Stephen King"].map(chunk_of);
+        let fused = vec![(king, 0.9), (myth, 0.8), (band, 0.7)];
+        let (ranking, hop) = lead_with_link(&kb, Some(myth), fused.clone(), 1);
+        assert_eq!(order(&ranking), vec![myth, king, band]);
+        assert!(hop.is_none(), "{hop:?}");
+        // Among the candidates the evidence favours it, and it is the link.
+        let (ranking, hop) = lead_with_link(&kb, Some(myth), fused, 3);
+        assert_eq!(order(&ranking), vec![myth, band, king]);
+        assert_eq!(hop.map(|h| h.object).as_deref(), Some("Lilu"));
+    }
+
+    #[test]
     fn a_lead_that_names_no_candidates_topic_is_followed_by_the_fused_order() {
         let (_dir, kb, [leland, overdrive, king, wilmington, film]) = corpus();
         // Stephen King's page names no other passage's topic.
