@@ -44,6 +44,9 @@ const PATH_WEIGHT: f32 = 0.6;
 /// a sentence naming both), so it stays below the default `gate.min_answer_confidence`: the
 /// query abstains with the sentence as its candidate and the evidence to read.
 const SENTENCE_CONFIDENCE: f32 = 0.2;
+/// Share of its type fit the entity the lead passage links to keeps as an answer: it is the
+/// bridge of a two-hop question more often than its answer.
+const BRIDGE_FIT: f32 = 0.5;
 /// Words in a passage that show it is about a person.
 const PERSON_WORDS: &[&str] = &["he", "she", "his", "her", "born"];
 
@@ -221,12 +224,28 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
     // is relation-grade (HotpotQA, all rule-made: support alone picks 13 of 40 typed answers
     // right, the 0.6/0.4 mix 11; MuSiQue with imported triples: 6 against 7).
     let path_weight = PATH_WEIGHT * (1.0 - kb.rule_edge_share());
+    // The page the lead passage links to is the bridge: the answer to the question's inner
+    // description ("the German musician whose godfather is whom": the musician), of which
+    // the question asks something else. It keeps half its fit, for the questions the first
+    // hop answers whole, and all of it when the evidence calls it by the question's type
+    // noun: then the question asks for it ("which astronomer ... discovered the comet" names
+    // her page from the comet's).
+    let bridge: Option<String> = retrieval
+        .paths
+        .iter()
+        .flatten()
+        .find(|h| h.relation == MENTIONS)
+        .map(|h| text::normalize_answer(&h.object))
+        .filter(|b| !question.names(b));
     let mut scored: Vec<(f32, Candidate)> = candidates
         .into_values()
         .filter(|c| !c.surface.is_empty())
         .filter_map(|c| {
             let person = people.contains(&text::normalize_answer(&c.surface));
-            let fit = type_fit(question, &c, person);
+            let mut fit = type_fit(question, &c, person);
+            if !c.typed && bridge.as_deref() == Some(text::normalize_answer(&c.surface).as_str()) {
+                fit *= BRIDGE_FIT;
+            }
             // The type gates the evidence: a well-supported span of the wrong kind scores low.
             (fit > 0.0).then_some((fit * (path_weight * c.path + (1.0 - path_weight) * c.support), c))
         })
@@ -966,6 +985,31 @@ mod tests {
         let answer = |q: &str| read(&kb, &Question::parse(q, None), &r).answer;
         assert_eq!(answer("In what year was Ezer Weizman born?"), "1924");
         assert_eq!(answer("In what year did Ezer Weizman die?"), "2005");
+    }
+
+    #[test]
+    fn the_page_the_lead_links_to_is_the_bridge_not_the_answer() {
+        let passages = [
+            ("Big Eyes", "Big Eyes is a 2014 film directed by Tim Burton."),
+            ("Tim Burton", "Tim Burton is a film director. His partner is Helena Bonham Carter."),
+        ];
+        let (_dir, kb) = crate::ingest::testing::kb_with_docs(&passages);
+        let q = Question::parse("Who is the partner of the director of Big Eyes?", None);
+        let director = Question::parse("Which director made the film Big Eyes?", None);
+        let mut r = retrieval(&passages);
+        assert_eq!(read(&kb, &q, &r).answer, "Tim Burton", "without the hop, the first hop's answer wins");
+        let unlinked = read(&kb, &director, &r);
+        r.paths.push(vec![PathHop {
+            subject: "Big Eyes".into(),
+            relation: MENTIONS.into(),
+            object: "Tim Burton".into(),
+            chunk: 0,
+        }]);
+        assert_eq!(read(&kb, &q, &r).answer, "Helena Bonham Carter");
+        // Called by the question's type noun, the bridge is what the question asks for: the
+        // hop costs it nothing.
+        let linked = read(&kb, &director, &r);
+        assert_eq!((linked.answer.as_str(), linked.confidence), ("Tim Burton", unlinked.confidence));
     }
 
     #[test]
