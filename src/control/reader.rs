@@ -241,9 +241,10 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
         .into_values()
         .filter(|c| !c.surface.is_empty())
         .filter_map(|c| {
-            let person = people.contains(&text::normalize_answer(&c.surface));
+            let key = text::normalize_answer(&c.surface);
+            let person = people.contains(&key);
             let mut fit = type_fit(question, &c, person);
-            if !c.typed && bridge.as_deref() == Some(text::normalize_answer(&c.surface).as_str()) {
+            if !c.typed && bridge.as_ref() == Some(&key) {
                 fit *= BRIDGE_FIT;
             }
             // The type gates the evidence: a well-supported span of the wrong kind scores low.

@@ -87,6 +87,11 @@ mod tests {
     use super::*;
     use crate::ingest::testing::kb_with_docs;
 
+    /// The chunk of the document titled `title`.
+    fn chunk_of(kb: &Kb, title: &str) -> ChunkId {
+        kb.chunk_ids().find(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == title)).expect("ingested")
+    }
+
     /// A lead ("Leland") that names one page as a name ("Maximum Overdrive"), one as a common
     /// word ("film") and none of the others; the chunk ids in that order: leland, overdrive,
     /// king, wilmington, film.
@@ -103,10 +108,7 @@ mod tests {
             (titles[3], "Wilmington is a port city in North Carolina with studios."),
             (titles[4], "A film is a work of visual art."),
         ]);
-        let chunk_of = |title: &str| {
-            kb.chunk_ids().find(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == title)).expect("ingested")
-        };
-        let ids = titles.map(chunk_of);
+        let ids = titles.map(|t| chunk_of(&kb, t));
         (dir, kb, ids)
     }
 
@@ -176,10 +178,7 @@ mod tests {
             ("Lilu (band)", "Lilu is a rock band."),
             ("Stephen King", "Stephen King wrote it."),
         ]);
-        let chunk_of = |title: &str| {
-            kb.chunk_ids().find(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == title)).expect("ingested")
-        };
-        let [myth, band, king] = ["Lilu (mythology)", "Lilu (band)", "Stephen King"].map(chunk_of);
+        let [myth, band, king] = ["Lilu (mythology)", "Lilu (band)", "Stephen King"].map(|t| chunk_of(&kb, t));
         let fused = vec![(king, 0.9), (myth, 0.8), (band, 0.7)];
         let (ranking, hop) = lead_with_link(&kb, Some(myth), fused.clone(), 1);
         assert_eq!(order(&ranking), vec![myth, king, band]);
