@@ -222,6 +222,16 @@ pub fn looks_like_number(answer: &str) -> bool {
         || text::words(answer).any(|w| NUMBER_WORDS.contains(&w.as_str()) || COUNT_WORDS.contains(&w.as_str()))
 }
 
+/// Is it a name with a number in it ("Missouri Route 7", "Apollo 11") rather than an amount:
+/// its first word a capitalised word that is not a number ("Five", "US$5" are amounts)?
+pub fn named_with_number(surface: &str) -> bool {
+    surface.split_whitespace().next().is_some_and(|first| {
+        first.chars().next().is_some_and(char::is_uppercase)
+            && first.chars().all(char::is_alphabetic)
+            && !NUMBER_WORDS.contains(&first.to_lowercase().as_str())
+    })
+}
+
 /// "two-time", "3-time": how many times, in one word ("full-time" is not a count).
 pub fn is_count(word: &str) -> bool {
     let lower = word.to_lowercase();
@@ -273,7 +283,7 @@ pub fn fits(kind: &AnswerType, answer: &str) -> bool {
     }
     match kind {
         AnswerType::Date => looks_like_date(answer),
-        AnswerType::Number => looks_like_number(answer),
+        AnswerType::Number => looks_like_number(answer) && !named_with_number(answer),
         AnswerType::Entity => answer.chars().any(|c| c.is_uppercase() || c.is_ascii_digit()),
         AnswerType::YesNo => matches!(text::normalize_answer(answer).as_str(), "yes" | "no"),
         AnswerType::Choice(options) => {
@@ -346,6 +356,8 @@ mod tests {
         assert!(fits(&AnswerType::Date, "14 March 1879"));
         assert!(!fits(&AnswerType::Date, "Albert Einstein"));
         assert!(fits(&AnswerType::Number, "three"));
+        assert!(fits(&AnswerType::Number, "Five thousand") && fits(&AnswerType::Number, "US$5 million"));
+        assert!(!fits(&AnswerType::Number, "Missouri Route 7"), "a name with a number in it is no amount");
         assert!(fits(&AnswerType::YesNo, "Yes."));
         assert!(fits(&AnswerType::Choice(vec!["A Bc".into(), "D Ef".into()]), "d ef"));
         assert!(!fits(&AnswerType::Entity, ""));

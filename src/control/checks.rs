@@ -364,6 +364,9 @@ pub(crate) mod tests {
         assert!(run(Check::Adequacy, when, &span("1961", &[0], Vec::new()), Some(&r)).pass);
         let v = run(Check::Adequacy, when, &span("Ingrid Halden", &[0], Vec::new()), Some(&r));
         assert!(!v.pass && v.reason.contains("does not fit"), "{v:?}");
+        let how_many = "How many telescopes did Halden Optics build?";
+        let v = run(Check::Adequacy, how_many, &span("Aurora Telescope 2", &[0], Vec::new()), Some(&r));
+        assert!(!v.pass && v.reason.contains("does not fit"), "a name with a number is no amount: {v:?}");
         let v = run(Check::Adequacy, Q, &span("Aurora Observatory", &[0], Vec::new()), Some(&r));
         assert!(!v.pass && v.reason.contains("repeats the question"), "{v:?}");
         let sentence = ReaderAnswer { form: AnswerForm::Sentence, ..span(HALDEN.1, &[0], Vec::new()) };

@@ -15,8 +15,21 @@ const FRAME_WORDS: &[&str] = &[
     "both", "also", "first", "last", "same", "known", "called", "located", "based", "type", "kind", "year", "many",
     "much", "date", "time", "people",
 ];
-/// Irregular English forms, so that "built" meets "build" and "born" meets "birth".
+/// Irregular English forms, so that "built" meets "build" and "born" meets "birth", and the
+/// nouns a relation goes by ("author" states "wrote", "wife" states "spouse").
 const LEMMAS: &[(&str, &str)] = &[
+    ("author", "write"),
+    ("authored", "write"),
+    ("writer", "write"),
+    ("wife", "spouse"),
+    ("husband", "spouse"),
+    ("married", "spouse"),
+    ("marry", "spouse"),
+    ("marriage", "spouse"),
+    ("named", "name"),
+    ("owner", "own"),
+    ("owned", "own"),
+    ("owns", "own"),
     ("built", "build"),
     ("born", "birth"),
     ("wrote", "write"),
@@ -214,6 +227,9 @@ mod tests {
         assert!(same_word("directed", "director"));
         assert!(same_word("discovered", "discovery"));
         assert!(!same_word("county", "country"));
+        assert!(same_word("wrote", "author") && same_word("writer", "written"));
+        assert!(same_word("wife", "spouse") && same_word("married", "husband"));
+        assert!(same_word("named", "name") && !same_word("named", "game"));
     }
 
     #[test]

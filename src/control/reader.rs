@@ -668,6 +668,8 @@ fn type_fit(question: &Question, c: &Candidate, person: bool) -> f32 {
         AnswerType::Number => {
             if !answer_type::looks_like_number(surface) {
                 0.0
+            } else if answer_type::named_with_number(surface) {
+                0.1
             } else if answer_type::looks_like_date(surface) {
                 0.3
             } else {
@@ -909,6 +911,12 @@ mod tests {
         let q = Question::parse("Which senator did Scott Buchholz work for?", None);
         let candidate = |surface: &str| Candidate { surface: surface.into(), typed: true, ..Candidate::default() };
         assert!(type_fit(&q, &candidate("April 1967"), false) < type_fit(&q, &candidate("Barnaby Joyce"), true));
+        let amount = Question::parse("What amount of TEUs did the port handle in 2010?", None);
+        assert!(
+            type_fit(&amount, &candidate("Missouri Route 7"), false) < type_fit(&amount, &candidate("273,282"), false),
+            "a name with a number in it is not an amount"
+        );
+        assert_eq!(type_fit(&amount, &candidate("Five thousand"), false), 1.0);
     }
 
     #[test]
