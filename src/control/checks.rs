@@ -323,6 +323,23 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn grounding_reads_a_relation_by_the_noun_or_form_a_passage_states_it_with() {
+        let r = retrieval(&[
+            ("Baure, Nigeria", "Baure is a Local Government Area in Katsina State, Nigeria."),
+            ("Nigeria", "The name was taken from the Niger River running through the country."),
+        ]);
+        let hop = PathHop { subject: "Baure".into(), relation: "mentions".into(), object: "Nigeria".into(), chunk: 0 };
+        let q = "What is the country where Baure is located named after?";
+        let v = run(Check::Grounding, q, &span("Niger River", &[1, 0], vec![hop.clone()]), Some(&r));
+        assert!(v.pass, "\"named after\" is stated by \"the name was taken from\": {v:?}");
+        let v = run(Check::Grounding, q, &span("Katsina State", &[0], vec![hop]), Some(&r));
+        assert!(!v.pass, "where Baure is, not what the country is named after: {v:?}");
+        let book = retrieval(&[("Madonna (book)", "Madonna is a biography by English author Andrew Morton.")]);
+        let wrote = "Who wrote the book Madonna?";
+        assert!(run(Check::Grounding, wrote, &span("Andrew Morton", &[0], Vec::new()), Some(&book)).pass);
+    }
+
+    #[test]
     fn grounding_reads_a_lifespan_as_birth_and_death() {
         let r =
             retrieval(&[("Ezer Weizman", "Ezer Weizman (15 June 1924 – 24 April 2005) was the President of Israel.")]);

@@ -26,6 +26,7 @@ const LEMMAS: &[(&str, &str)] = &[
     ("married", "spouse"),
     ("marry", "spouse"),
     ("marriage", "spouse"),
+    ("named", "name"),
     ("owner", "own"),
     ("owned", "own"),
     ("owns", "own"),
@@ -101,6 +102,13 @@ pub struct Question {
     pub normalized: String,
 }
 
+/// "Named after" and "named for" are a relation, though "name" alone is a stopword ("what is
+/// the name of"): the word a passage states it with ("the name was taken from the Niger").
+fn named_after(question: &str) -> Option<String> {
+    let words: Vec<String> = text::words(question).collect();
+    words.windows(2).any(|w| w[0] == "named" && matches!(w[1].as_str(), "after" | "for")).then(|| "named".to_string())
+}
+
 impl Question {
     /// `retrieval` adds the names of the seeds the question's words aligned to.
     pub fn parse(question: &str, retrieval: Option<&Retrieval>) -> Question {
@@ -134,6 +142,7 @@ impl Question {
         let type_noun = asked.as_ref().and_then(|a| a.noun.clone());
         let relation_words = text::content_terms(question)
             .into_iter()
+            .chain(named_after(question))
             .filter(|w| {
                 !entity_words.contains(w) && !WH_WORDS.contains(&w.as_str()) && !FRAME_WORDS.contains(&w.as_str())
             })
@@ -147,6 +156,7 @@ impl Question {
             });
         let cues = text::content_terms(question)
             .into_iter()
+            .chain(named_after(question))
             .filter(|w| !entity_words.contains(w) && !WH_WORDS.contains(&w.as_str()))
             .collect();
         Question {
@@ -228,6 +238,7 @@ mod tests {
         assert!(!same_word("county", "country"));
         assert!(same_word("wrote", "author") && same_word("writer", "written"));
         assert!(same_word("wife", "spouse") && same_word("married", "husband"));
+        assert!(same_word("named", "name") && !same_word("named", "game"));
     }
 
     #[test]
@@ -245,6 +256,13 @@ mod tests {
         let both = Question::parse("Are Christopher Nolan and Sathish Kalathil both film directors?", None);
         assert_eq!(both.entities, vec!["Christopher Nolan", "Sathish Kalathil"]);
         assert!(q.names("the Aurora Telescope") && !q.names("Lena Varga"));
+        // "Named after" is the relation, though "name" is a stopword.
+        let named = Question::parse("What is the country where Baure is located named after?", None);
+        assert_eq!(named.relation_words, vec!["named"]);
+        let name = Question::parse("What is the name of the band Ingrid Halden founded?", None);
+        assert!(
+            !name.relation_words.contains(&"named".to_string()) && !name.relation_words.contains(&"name".to_string())
+        );
     }
 
     #[test]
