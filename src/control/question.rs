@@ -140,25 +140,22 @@ impl Question {
         let entity_words: HashSet<String> = entities.iter().flat_map(|e| text::words(e).collect::<Vec<_>>()).collect();
         let asked = answer_type::asked(question);
         let type_noun = asked.as_ref().and_then(|a| a.noun.clone());
-        let relation_words = text::content_terms(question)
-            .into_iter()
-            .chain(named_after(question))
-            .filter(|w| {
-                !entity_words.contains(w) && !WH_WORDS.contains(&w.as_str()) && !FRAME_WORDS.contains(&w.as_str())
-            })
-            .filter(|w| type_noun.as_deref() != Some(w.as_str()))
-            .filter(|w| !w.chars().all(|c| c.is_ascii_digit()))
-            .fold(Vec::new(), |mut out, w| {
-                if !out.contains(&w) {
-                    out.push(w);
-                }
-                out
-            });
-        let cues = text::content_terms(question)
+        let cues: Vec<String> = text::content_terms(question)
             .into_iter()
             .chain(named_after(question))
             .filter(|w| !entity_words.contains(w) && !WH_WORDS.contains(&w.as_str()))
             .collect();
+        let relation_words = cues
+            .iter()
+            .filter(|w| !FRAME_WORDS.contains(&w.as_str()))
+            .filter(|w| type_noun.as_deref() != Some(w.as_str()))
+            .filter(|w| !w.chars().all(|c| c.is_ascii_digit()))
+            .fold(Vec::new(), |mut out: Vec<String>, w| {
+                if !out.contains(w) {
+                    out.push(w.clone());
+                }
+                out
+            });
         Question {
             text: question.to_string(),
             cues,

@@ -686,13 +686,9 @@ fn type_fit(question: &Question, c: &Candidate, person: bool) -> f32 {
                 return 0.0;
             }
             let digits = surface.chars().any(|ch| ch.is_ascii_digit());
-            if question.type_noun.is_some() {
+            if let Some(noun) = question.type_noun.as_deref() {
                 // "Which astronomer": an entity the evidence calls an astronomer, above all.
-                return if c.typed || question.type_noun.as_deref().is_some_and(|noun| headed_by(surface, noun)) {
-                    1.0
-                } else {
-                    0.3
-                };
+                return if c.typed || headed_by(surface, noun) { 1.0 } else { 0.3 };
             }
             if question.who() {
                 return if person {
