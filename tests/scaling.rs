@@ -159,8 +159,10 @@ fn two_daemons_on_one_database_serve_each_others_writes() {
     assert_eq!(entries[0]["edge"], edge);
     assert_eq!(a.call("audit", json!({}))["entries"], b.call("audit", json!({}))["entries"], "one audit log");
 
-    // kill -9 of A in the middle of an ingest: B keeps serving; A restarted is consistent
-    // and holds exactly what committed.
+    // kill -9 of A in the middle of an ingest: B keeps serving; A restarted is consistent,
+    // and B, following the log, ends up holding exactly what A restarted reads back. (What
+    // B holds the instant A dies is no measure: a commit A sent just before it died can land
+    // after B's last look at the log.)
     let documents: Vec<Value> = (0..400)
         .map(|i| json!({"id": format!("town-{i}"), "text": format!("Town {i} lies in Province {}. Mayor {i} Smith founded Town {i} in {}.", i % 9, 1700 + i)}))
         .collect();
@@ -170,12 +172,12 @@ fn two_daemons_on_one_database_serve_each_others_writes() {
     assert_eq!(b.call("health", json!({}))["status"], "ok");
     let answer = b.call("query", json!({"question": "Where was Marie Curie born?"}));
     assert_eq!(answer["answer"], "Warsaw");
-    let committed = b.documents();
-    assert!(committed > 3 && committed < 403, "A was killed mid-way ({committed} documents)");
     let a = Daemon::start(&dir.path().join("a"), &store);
     let check = a.call("check", json!({}));
     assert_eq!(check["ok"], true, "{check}");
-    assert_eq!(a.documents(), committed);
+    let committed = a.documents();
+    assert!(committed >= 3 + 20 && committed < 403, "A was killed mid-way ({committed} documents)");
+    within(LAG, "B holds what committed", || b.documents() == committed);
     assert_eq!(b.call("check", json!({}))["ok"], true);
 }
 

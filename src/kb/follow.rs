@@ -198,9 +198,9 @@ fn check(shared: &SharedKb, state: &SyncState) -> Result<()> {
     if latest > applied {
         let mut kb = shared.blocking_write();
         kb.catch_up()?;
-        let applied = kb.applied_change;
-        drop(kb);
-        state.record(applied, latest.max(applied), lag);
+        // Recorded before the lock is released, so `health` never reports a change older
+        // than one a query has already been served from.
+        state.record(kb.applied_change, latest.max(kb.applied_change), lag);
     }
     Ok(())
 }
