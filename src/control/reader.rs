@@ -170,11 +170,7 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
     }
     let mut candidates: HashMap<String, Candidate> = HashMap::new();
     walk(kb, question, retrieval, &mut candidates);
-    let people: HashSet<String> = sentences
-        .iter()
-        .filter(|s| text::words(s.text).any(|w| PERSON_WORDS.contains(&w.as_str())))
-        .map(|s| text::normalize_answer(s.title))
-        .collect();
+    let people = people(&sentences);
     let chains = chains(&sentences, &TermWeights::new(kb, question));
     for (s, chain) in sentences.iter().zip(&chains) {
         for (start, span) in
@@ -280,6 +276,22 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
         }
     }
     ReaderAnswer { answer: best.surface.clone(), used, confidence, form: AnswerForm::Span, path }
+}
+
+/// The passages about a person, by normalised title: those that say "he", "she" or "born".
+/// A pronoun in a passage titled with one word is often a person the topic's passage speaks
+/// of ("Adolescence": "He believed that adolescence ...", of G. Stanley Hall), so a one-word
+/// title is a person's only when its passage says "born".
+fn people(sentences: &[Sentence<'_>]) -> HashSet<String> {
+    sentences
+        .iter()
+        .filter(|s| {
+            let title = text::normalize_answer(s.title);
+            let words: &[&str] = if title.contains(' ') { PERSON_WORDS } else { &["born"] };
+            text::words(s.text).any(|w| words.contains(&w.as_str()))
+        })
+        .map(|s| text::normalize_answer(s.title))
+        .collect()
 }
 
 /// Does `sentence` name `name` as whole words (case and punctuation aside)?
@@ -879,6 +891,21 @@ mod tests {
         assert_eq!(sentences[anu.link_sentence].chunk, 0);
         // No other passage names Wamboin: no chain, and less of the question.
         assert!(chains[2].link.is_none() && chains[2].coverage < anu.coverage);
+    }
+
+    #[test]
+    fn a_passage_about_a_person_says_he_she_or_born() {
+        let r = retrieval(&[
+            ("Lena Varga", "Lena Varga is an astronomer. She discovered a comet."),
+            ("Madonna", "Madonna was born in Bay City, Michigan."),
+            ("Adolescence", "Its study began with G. Stanley Hall. He believed that adolescence was turmoil."),
+            ("Aurora Observatory", "The Aurora Observatory stands on a hill."),
+        ]);
+        let q = Question::parse("Who was the first president of the association?", None);
+        let found = people(&sentences(&q, &r));
+        let mut found: Vec<&str> = found.iter().map(String::as_str).collect();
+        found.sort_unstable();
+        assert_eq!(found, vec!["lena varga", "madonna"], "the topic whose passage speaks of a man is no person");
     }
 
     #[test]
