@@ -285,12 +285,11 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
 fn people(sentences: &[Sentence<'_>]) -> HashSet<String> {
     sentences
         .iter()
-        .filter(|s| {
+        .filter_map(|s| {
             let title = text::normalize_answer(s.title);
             let words: &[&str] = if title.contains(' ') { PERSON_WORDS } else { &["born"] };
-            text::words(s.text).any(|w| words.contains(&w.as_str()))
+            text::words(s.text).any(|w| words.contains(&w.as_str())).then_some(title)
         })
-        .map(|s| text::normalize_answer(s.title))
         .collect()
 }
 
