@@ -415,6 +415,22 @@ impl Settings {
         if !(0.0..1.0).contains(&self.retrieve.restart_prob) || self.retrieve.restart_prob == 0.0 {
             return bad("retrieve.restart_prob must be in (0, 1)");
         }
+        // A threshold of 0 never lets forward push (or power iteration) stop.
+        if !(self.retrieve.ppr_push_epsilon > 0.0 && self.retrieve.ppr_push_epsilon.is_finite()) {
+            return bad("retrieve.ppr_push_epsilon must be > 0 (the default is 1e-7)");
+        }
+        if !(self.retrieve.ppr_tolerance > 0.0 && self.retrieve.ppr_tolerance.is_finite()) {
+            return bad("retrieve.ppr_tolerance must be > 0 (the default is 1e-4)");
+        }
+        if !(1..=MAX_LIST).contains(&self.retrieve.top_k) {
+            return bad(&format!("retrieve.top_k must be between 1 and {MAX_LIST}"));
+        }
+        if self.retrieve.fact_seeds > MAX_LIST {
+            return bad(&format!("retrieve.fact_seeds must be at most {MAX_LIST}"));
+        }
+        if !(1..=MAX_PENDING).contains(&self.server.max_pending) {
+            return bad(&format!("server.max_pending must be between 1 and {MAX_PENDING}"));
+        }
         if !(0.0..=1.0).contains(&self.gate.min_answer_confidence) {
             return bad("gate.min_answer_confidence must be in [0, 1]");
         }
@@ -430,6 +446,12 @@ impl Settings {
 
 /// The prefix of the environment variables that override settings.
 const ENV_PREFIX: &str = "A2RAG__";
+
+/// Most passages or facts a retrieval setting may ask for: far past any useful evidence
+/// list, well short of the sizes whose arithmetic or allocation would fail.
+const MAX_LIST: usize = 10_000;
+/// Most requests the daemon may queue at once (each holds a task and its buffers).
+const MAX_PENDING: usize = 1_000_000;
 
 /// Every setting there is: the dotted paths (`retrieve.top_k`) of the keys and sections of
 /// `config/default.toml`, which lists each one. A key anywhere else that is not among them is
@@ -553,6 +575,17 @@ mod tests {
         std::fs::write(&path, "[ingest]\nchunk_overlap = 500\n").unwrap();
         let err = Settings::load(Some(&path)).unwrap_err().to_string();
         assert!(err.contains("chunk_overlap"), "{err}");
+        for (setting, key) in [
+            ("[retrieve]\nppr_push_epsilon = 0.0\n", "ppr_push_epsilon"),
+            ("[retrieve]\nppr_tolerance = -1.0\n", "ppr_tolerance"),
+            ("[retrieve]\ntop_k = 0\n", "top_k"),
+            ("[retrieve]\nfact_seeds = 100000000000\n", "fact_seeds"),
+            ("[server]\nmax_pending = 9223372036854775807\n", "max_pending"),
+        ] {
+            std::fs::write(&path, setting).unwrap();
+            let err = Settings::load(Some(&path)).unwrap_err().to_string();
+            assert!(err.contains(key), "{setting}: {err}");
+        }
         assert!(Settings::load(Some(&dir.path().join("missing.toml"))).is_err());
     }
 

@@ -148,7 +148,7 @@ enum Command {
         limit: Option<usize>,
         #[arg(long, default_value_t = 13)]
         seed: u64,
-        /// Where report.json, report.md, node_deletion.svg and the eval KB go.
+        /// Where report.json, report.md, answers.jsonl, node_deletion.svg and the eval KB go.
         #[arg(long, default_value = "eval-out")]
         out: PathBuf,
         /// Rounds of the iterative (IRCoT-style) baseline.
@@ -488,7 +488,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     a2rag::bench::store(settings, dataset, postgres, &scratch)?
                 }
                 BenchCommand::Ppr { nodes, edges, queries } => {
-                    a2rag::bench::ppr(*nodes, *edges, *queries, &settings.retrieve)
+                    a2rag::bench::ppr(*nodes, *edges, *queries, &settings.retrieve)?
                 }
                 BenchCommand::Retrieve { dataset, triples } => {
                     a2rag::bench::retrieve(settings, dataset, triples.as_deref(), &scratch)?

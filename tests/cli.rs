@@ -102,3 +102,17 @@ fn named_knowledge_bases_from_the_command_line() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("letters, digits"), "{bad:?}");
 }
+
+/// `bench ppr` compares top-10 lists: a graph of ten nodes or fewer is refused with what
+/// to pass instead, and a small valid one runs.
+#[test]
+fn bench_ppr_refuses_graphs_too_small_to_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    for nodes in ["0", "10"] {
+        let out = a2rag(dir.path(), &["bench", "ppr", "--nodes", nodes, "--edges", "50", "--queries", "2"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("--nodes between 11"), "{nodes}: {err}");
+    }
+    let ran = stdout(&a2rag(dir.path(), &["bench", "ppr", "--nodes", "50", "--edges", "200", "--queries", "3"]));
+    assert!(ran.contains("ppr: 50 nodes, 200 edges, 3 queries"), "{ran}");
+}

@@ -518,3 +518,47 @@ fn an_entity_view_shows_edges_with_provenance_and_suggestions_complete_names_on(
     assert!(typing.iter().all(|s| s.alias.to_lowercase().contains("auro")), "{typing:?}");
     assert!(kb.find_entities("  ", 5).is_empty());
 }
+
+/// A proposal's decision key and record are one write: a second claim of the key writes
+/// nothing, and a decision key whose proposal is missing (what a crash between two separate
+/// writes used to leave, which blocked that triple for good) is an integrity violation.
+#[test]
+fn a_claimed_key_and_its_record_are_written_together_or_not_at_all() {
+    for store in TestStore::all() {
+        a_claimed_key_and_its_record_are_written_together_or_not_at_all_on(&store);
+    }
+}
+
+fn a_claimed_key_and_its_record_are_written_together_or_not_at_all_on(store: &TestStore) {
+    use a2rag::kb::store::{KbBatch, Keyspace};
+    let dir = tempfile::tempdir().unwrap();
+    let (mut kb, pipeline) = open(&store.settings(dir.path()));
+    let doc = dir.path().join("oslo.txt");
+    std::fs::write(&doc, "Oslo is the capital of Norway.").unwrap();
+    ingest(&mut kb, &pipeline, &[doc]);
+    let (decisions, proposals) = (Keyspace::Decisions, Keyspace::Proposals);
+    let mut batch = KbBatch::default();
+    batch.put_raw(
+        decisions,
+        "oslo\u{1f}capital of\u{1f}norway".as_bytes(),
+        br#"{"proposal":7,"status":"pending"}"#.to_vec(),
+    );
+    kb.store().commit(batch).unwrap();
+    let problems = a2rag::curate::integrity_violations(&kb).unwrap();
+    assert!(
+        problems.iter().any(|p| p.contains("`oslo | capital of | norway` names missing proposal 7")),
+        "{store:?}: {problems:?}"
+    );
+
+    // (The records below are no proposals: the integrity check, which reads them, is done.)
+    let decision = br#"{"proposal":41,"status":"pending"}"#;
+    let claimed =
+        kb.store().insert_new_raw_with((decisions, b"key", decision), (proposals, b"record-41", b"{}")).unwrap();
+    assert!(claimed, "{store:?}");
+    let again =
+        kb.store().insert_new_raw_with((decisions, b"key", b"other"), (proposals, b"record-42", b"{}")).unwrap();
+    assert!(!again, "{store:?}");
+    assert_eq!(kb.store().get_raw(decisions, b"key").unwrap().as_deref(), Some(&decision[..]), "{store:?}");
+    assert_eq!(kb.store().get_raw(proposals, b"record-41").unwrap().as_deref(), Some(&b"{}"[..]), "{store:?}");
+    assert_eq!(kb.store().get_raw(proposals, b"record-42").unwrap(), None, "nothing of a refused claim: {store:?}");
+}

@@ -10,7 +10,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 
 use crate::config::{PprMethod, Settings};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::eval::dataset::Dataset;
 use crate::eval::metrics::percentile;
 use crate::eval::scratch_kb;
@@ -62,8 +62,19 @@ pub fn ingest(settings: Settings, corpus: &Path, scratch: &Path) -> Result<Strin
     ))
 }
 
+/// Nodes of the ranking by which forward push is compared with power iteration.
+const TOP: usize = 10;
+
 /// PPR on a synthetic graph: power iteration vs forward push, p50/p95 over `queries`.
-pub fn ppr(nodes: usize, edges: usize, queries: usize, settings: &crate::config::RetrieveSettings) -> String {
+pub fn ppr(nodes: usize, edges: usize, queries: usize, settings: &crate::config::RetrieveSettings) -> Result<String> {
+    // Push is judged by the overlap of its top 10 with power iteration's.
+    if nodes <= TOP || u32::try_from(nodes).is_err() || edges == 0 || queries == 0 {
+        return Err(Error::Invalid(format!(
+            "bench ppr needs --nodes between {} and {}, and --edges and --queries of at least 1",
+            TOP + 1,
+            u32::MAX
+        )));
+    }
     let (restart_prob, tolerance, epsilon) = (settings.restart_prob, settings.ppr_tolerance, settings.ppr_push_epsilon);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     // Preferential-attachment-like skew: endpoints drawn from a squared uniform.
@@ -90,8 +101,8 @@ pub fn ppr(nodes: usize, edges: usize, queries: usize, settings: &crate::config:
         push.push(t.elapsed().as_secs_f64() * 1000.0);
         let top = |v: &[f64]| {
             let mut idx: Vec<usize> = (0..v.len()).collect();
-            idx.select_nth_unstable_by(10, |a, b| v[*b].total_cmp(&v[*a]));
-            let mut t: Vec<usize> = idx[..10].to_vec();
+            idx.select_nth_unstable_by(TOP, |a, b| v[*b].total_cmp(&v[*a]));
+            let mut t: Vec<usize> = idx[..TOP].to_vec();
             t.sort();
             t
         };
@@ -103,15 +114,15 @@ pub fn ppr(nodes: usize, edges: usize, queries: usize, settings: &crate::config:
         PprMethod::Push => ("push", q50),
         _ => ("power", p50),
     };
-    format!(
+    Ok(format!(
         "ppr: {nodes} nodes, {edges} edges, {queries} queries of 3 seeds, restart {restart_prob}\n  \
          power iteration (tol {tolerance:e}): p50 {p50:.2} ms  p95 {p95:.2} ms\n  \
          forward push (eps {epsilon:e}):       p50 {q50:.2} ms  p95 {q95:.2} ms   ({:.1}x faster at p50; top-10 overlap {:.0}%)\n  \
          configured method ({:?}) runs {method} on this graph: p50 {a50:.2} ms   (target p50 <= 30 ms)",
         p50 / q50.max(1e-9),
-        agree as f64 / (queries * 10) as f64 * 100.0,
+        agree as f64 / (queries * TOP) as f64 * 100.0,
         settings.ppr_method
-    )
+    ))
 }
 
 /// Retrieval latency (all stages, no LLM) over a dataset's questions on an ingested KB,

@@ -90,7 +90,7 @@ impl Ledger {
     }
 
     pub fn tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
+        self.prompt_tokens.saturating_add(self.completion_tokens)
     }
 
     pub fn elapsed(&self) -> Duration {
@@ -117,7 +117,7 @@ impl Ledger {
         if u64::from(self.llm_calls) + 1 + u64::from(reserved_calls) > u64::from(self.budget.max_llm_calls) {
             return Err(Exceeded::LlmCalls);
         }
-        if self.tokens() + token_bound > self.budget.max_tokens {
+        if self.tokens().saturating_add(token_bound) > self.budget.max_tokens {
             return Err(Exceeded::Tokens);
         }
         Ok(())
@@ -126,9 +126,10 @@ impl Ledger {
     pub fn record(&mut self, step: &str, usage: Option<Usage>, started: Instant) {
         let usage_or_zero = usage.unwrap_or_default();
         let calls = u32::from(usage.is_some());
-        self.llm_calls += calls;
-        self.prompt_tokens += usage_or_zero.prompt_tokens;
-        self.completion_tokens += usage_or_zero.completion_tokens;
+        self.llm_calls = self.llm_calls.saturating_add(calls);
+        // Usage is what a remote provider says: a huge figure must not wrap past the limit.
+        self.prompt_tokens = self.prompt_tokens.saturating_add(usage_or_zero.prompt_tokens);
+        self.completion_tokens = self.completion_tokens.saturating_add(usage_or_zero.completion_tokens);
         self.entries.push(LedgerEntry {
             step: step.to_string(),
             llm_calls: calls,
@@ -145,4 +146,43 @@ impl Ledger {
 pub fn token_bound(prompt: &str, max_completion_tokens: u32) -> u64 {
     const CHAT_TEMPLATE_TOKENS: u64 = 64;
     prompt.len() as u64 + CHAT_TEMPLATE_TOKENS + max_completion_tokens as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(max_tokens: u64) -> BudgetSettings {
+        BudgetSettings { max_iterations: 3, max_llm_calls: 10, max_tokens, deadline_ms: 60_000 }
+    }
+
+    #[test]
+    fn a_provider_reporting_absurd_usage_exhausts_the_budget_instead_of_wrapping_it() {
+        let mut ledger = Ledger::new(budget(10_000));
+        ledger.record(
+            "read",
+            Some(Usage { prompt_tokens: u64::MAX, completion_tokens: 5, estimated: false }),
+            Instant::now(),
+        );
+        ledger.record(
+            "verify",
+            Some(Usage { prompt_tokens: 7, completion_tokens: u64::MAX, estimated: false }),
+            Instant::now(),
+        );
+        assert_eq!(ledger.tokens(), u64::MAX);
+        assert_eq!(ledger.admit(1), Err(Exceeded::Tokens));
+    }
+
+    #[test]
+    fn admission_counts_the_bound_of_the_call_it_admits() {
+        let mut ledger = Ledger::new(budget(1_000));
+        ledger.record(
+            "read",
+            Some(Usage { prompt_tokens: 600, completion_tokens: 100, estimated: false }),
+            Instant::now(),
+        );
+        assert_eq!(ledger.admit(300), Ok(()));
+        assert_eq!(ledger.admit(301), Err(Exceeded::Tokens));
+        assert_eq!(ledger.admit(u64::MAX), Err(Exceeded::Tokens));
+    }
 }

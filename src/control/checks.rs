@@ -101,7 +101,10 @@ fn grounding(q: &Question, answer: &ReaderAnswer, r: &Retrieval) -> (bool, f32, 
         .path
         .iter()
         .flat_map(|h| [h.subject.clone(), h.object.clone()])
-        .filter(|n| text::normalize_answer(n) != text::normalize_answer(&answer.answer))
+        .filter(|n| {
+            let n = text::normalize_answer(n);
+            !n.is_empty() && n != text::normalize_answer(&answer.answer)
+        })
         .collect();
     let mut best: Option<(f32, String)> = None;
     for s in &cited {
@@ -197,16 +200,19 @@ fn lifespan(q: &Question, between: &str, after: &str) -> Option<String> {
 
 /// Byte range of `needle` in `haystack` at word boundaries.
 fn find_words(haystack: &str, needle: &str) -> Option<(usize, usize)> {
+    if needle.is_empty() {
+        return None;
+    }
     let mut from = 0;
     while let Some(i) = haystack[from..].find(needle) {
         let start = from + i;
         let end = start + needle.len();
         let before = haystack[..start].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
         let after = haystack[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
-        if before && after && !needle.is_empty() {
+        if before && after {
             return Some((start, end));
         }
-        from = start + needle.len().max(1);
+        from = end;
     }
     None
 }
@@ -361,6 +367,20 @@ pub(crate) mod tests {
         assert!(!run(Check::Grounding, died, &span("2000", &[0], Vec::new()), Some(&term)).pass, "a term of office");
         assert!(run(Check::Grounding, died, &span("2005", &[0], Vec::new()), Some(&r)).pass);
         assert!(!run(Check::Grounding, died, &span("1924", &[0], Vec::new()), Some(&r)).pass, "the birth year");
+    }
+
+    #[test]
+    fn an_untitled_passage_on_the_path_is_no_anchor() {
+        // A document ingested with neither title nor id: a path hop from it names "".
+        let r =
+            retrieval(&[("", "Zürich is where Emma Keller lives."), ("Zürich", "Zürich was founded by the Romans.")]);
+        let hop = PathHop { subject: String::new(), relation: "mentions".into(), object: "Zürich".into(), chunk: 0 };
+        let q = "Who founded the city where Emma Keller lives?";
+        let v = run(Check::Grounding, q, &span("Romans", &[1, 0], vec![hop]), Some(&r));
+        assert!(v.pass, "grounded through Zürich, not the empty name: {v:?}");
+        assert_eq!(find_words("zürich ab", ""), None);
+        assert_eq!(find_words("zürich zü zürich", "zürich"), Some((0, 7)));
+        assert_eq!(find_words("zürichs zürich", "zürich"), Some((9, 16)));
     }
 
     #[test]

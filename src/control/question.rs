@@ -204,21 +204,23 @@ fn is_wh(mention: &str) -> bool {
 /// digit in it)? A seed aligned to a common word ("located", "city") is not an entity the
 /// question names: its words stay relation words.
 fn mentioned_as_name(question: &str, name: &str) -> bool {
-    let lower = question.to_lowercase();
-    let needle = name.to_lowercase();
-    if needle.trim().is_empty() {
+    if name.trim().is_empty() {
         return false;
     }
-    if lower.len() != question.len() {
-        // Lower-casing changed byte offsets: whole-word containment alone.
-        let n = text::normalize_answer(name);
-        return !n.is_empty() && format!(" {} ", text::normalize_answer(question)).contains(&format!(" {n} "));
-    }
-    lower.match_indices(&needle).any(|(at, _)| {
-        let end = at + needle.len();
-        let bounded = lower[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric())
-            && lower[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
-        bounded && question[at..end].chars().any(|c| c.is_uppercase() || c.is_ascii_digit())
+    // Compared lower-cased char by char, each lowered char keeping the byte range of the
+    // question's char it comes from: lower-casing may change a char's length ("İ", "ẞ"),
+    // so offsets into a lower-cased copy would not be offsets into the question.
+    let lower: Vec<(char, std::ops::Range<usize>)> =
+        question.char_indices().flat_map(|(at, c)| c.to_lowercase().map(move |l| (l, at..at + c.len_utf8()))).collect();
+    let needle: Vec<char> = name.chars().flat_map(char::to_lowercase).collect();
+    let word = |i: Option<&(char, std::ops::Range<usize>)>| i.is_some_and(|(c, _)| c.is_alphanumeric());
+    (0..lower.len().saturating_sub(needle.len() - 1)).any(|i| {
+        let found = &lower[i..i + needle.len()];
+        let bounded = !word(i.checked_sub(1).and_then(|b| lower.get(b))) && !word(lower.get(i + needle.len()));
+        let (start, end) = (found[0].1.start, found[found.len() - 1].1.end);
+        found.iter().map(|(c, _)| *c).eq(needle.iter().copied())
+            && bounded
+            && question[start..end].chars().any(|c| c.is_uppercase() || c.is_ascii_digit())
     })
 }
 
@@ -274,5 +276,17 @@ mod tests {
         assert!(mentioned_as_name(q, "Toad Hall") && mentioned_as_name(q, "toad hall"));
         assert!(!mentioned_as_name(q, "university") && !mentioned_as_name(q, "located"));
         assert!(!mentioned_as_name(q, "Hall in"), "written in lower case there");
+    }
+
+    #[test]
+    fn lower_casing_that_moves_offsets_does_not_split_a_character() {
+        // "İ" grows by a byte when lower-cased and "ẞ" shrinks by one: the total length is
+        // the same, the offsets in between are not.
+        let q = "Is İ 東京 Tower older than ẞ?";
+        assert!(mentioned_as_name(q, "東京 Tower"));
+        assert!(!mentioned_as_name(q, "older than"), "written in lower case there");
+        assert!(!mentioned_as_name(q, "東京 Towe"), "not a whole word");
+        let parsed = Question::parse(q, None);
+        assert!(parsed.names("東京 Tower"), "{parsed:?}");
     }
 }

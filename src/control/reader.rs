@@ -380,13 +380,14 @@ fn chains(sentences: &[Sentence<'_>], weights: &TermWeights) -> Vec<Chain> {
                     }
                 }
             }
-            let link = best.1.map(|j| {
+            // An untitled passage links by its text alone: no path hop names it.
+            let link = best.1.and_then(|j| {
                 let from = text::title_entity(sentences[j].title).unwrap_or_else(|| sentences[j].title.to_string());
                 let topic = text::title_entity(s.title).unwrap_or_else(|| s.title.to_string());
                 // The bridge as the linking sentence writes it ("Comet Kell-Varga" for a
                 // passage titled "kell_varga").
                 let written = text::find_name(sentences[j].text, &topic).map(|r| sentences[j].text[r].to_string());
-                (from, written.unwrap_or(topic))
+                (!from.trim().is_empty()).then(|| (from, written.unwrap_or(topic)))
             });
             Chain { coverage: best.0, link, link_sentence: best.1.unwrap_or(0) }
         })

@@ -95,19 +95,20 @@ fn get_proposal(kb: &Kb, id: ProposalId) -> Result<Proposal> {
         .store()
         .get_raw(Keyspace::Proposals, &id.to_be_bytes())?
         .ok_or_else(|| Error::NotFound(format!("proposal {id}")))?;
-    decode(&bytes, id)
+    decode(&bytes, &id)
 }
 
 /// Every record of a keyspace keyed by a big-endian id, in id order.
 fn scan_by_id<T: for<'de> Deserialize<'de>>(kb: &Kb, keyspace: Keyspace) -> impl Iterator<Item = Result<T>> + '_ {
     kb.store().scan_raw(keyspace).map(|item| {
         let (key, bytes) = item?;
-        decode(&bytes, key.as_slice().try_into().map_or(0, u64::from_be_bytes))
+        decode(&bytes, &key.as_slice().try_into().map_or(0, u64::from_be_bytes))
     })
 }
 
-fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8], id: u64) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|e| Error::Corrupt { key: format!("curation/{id}"), message: e.to_string() })
+/// `key`: what the record is filed under, for the error (a proposal's id, a triple).
+fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8], key: &dyn std::fmt::Display) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Corrupt { key: format!("curation/{key}"), message: e.to_string() })
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
@@ -172,10 +173,6 @@ pub fn propose_from_response(kb: &Kb, response: &QueryResponse) -> Result<Vec<Pr
                 }
                 let id = store.next_id()?;
                 let decision = encode(&Decision { proposal: id, status: Status::Pending })?;
-                // Insert-if-absent so that two queries racing on the same triple propose it once.
-                if !store.insert_new_raw(Keyspace::Decisions, key.as_bytes(), decision)? {
-                    continue;
-                }
                 let proposal = Proposal {
                     id,
                     triple,
@@ -192,7 +189,13 @@ pub fn propose_from_response(kb: &Kb, response: &QueryResponse) -> Result<Vec<Pr
                     created_ms: now_ms(),
                     decided_ms: None,
                 };
-                store.insert_raw(Keyspace::Proposals, &id.to_be_bytes(), encode(&proposal)?)?;
+                // Insert-if-absent so that two queries racing on the same triple propose it
+                // once; the decision key and the proposal it names are one atomic write.
+                let claim = (Keyspace::Decisions, key.as_bytes(), decision.as_slice());
+                let record = encode(&proposal)?;
+                if !store.insert_new_raw_with(claim, (Keyspace::Proposals, &id.to_be_bytes(), &record))? {
+                    continue;
+                }
                 out.push(proposal);
             }
         }
@@ -398,6 +401,15 @@ pub fn integrity_violations(kb: &Kb) -> Result<Vec<String>> {
     }
     for proposal in audited.keys() {
         problems.push(format!("audit entry for missing proposal {proposal}"));
+    }
+    let ids: HashSet<ProposalId> = proposals.iter().map(|p| p.id).collect();
+    for item in kb.store().scan_raw(Keyspace::Decisions) {
+        let (key, bytes) = item?;
+        let triple = String::from_utf8_lossy(&key).replace('\u{1f}', " | ");
+        let decision: Decision = decode(&bytes, &triple)?;
+        if !ids.contains(&decision.proposal) {
+            problems.push(format!("decision for `{triple}` names missing proposal {}", decision.proposal));
+        }
     }
     Ok(problems)
 }

@@ -10,8 +10,8 @@ use crate::engine::InlineDoc;
 use crate::kb::model::RawTriple;
 
 pub const RETRIEVE: &str = "Search the knowledge base for evidence about a question and return the ranked source passages, \
-without generating an answer (no LLM is called). Each passage comes with its document id, title, byte span in the document's \
-chunk, relevance score and text, plus the knowledge-graph paths (subject -[relation]-> object) that led to it, the retrieval \
+without generating an answer (no LLM is called). Each passage comes with its document id, title, byte span of the chunk in the \
+document, relevance score and text, plus the knowledge-graph paths (subject -[relation]-> object) that led to it, the retrieval \
 stage reached (local, bridge, global, or fallback text search) and a report per stage. `gate.in_scope` is false when the \
 question is outside what the knowledge base covers; then nothing is retrieved. Use this when you will write the answer \
 yourself; cite passages by doc_id and span.";

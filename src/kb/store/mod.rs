@@ -170,6 +170,8 @@ struct Write {
 }
 
 type Entry = (Vec<u8>, Vec<u8>);
+/// One key to set: (keyspace, key, value).
+type Put<'a> = (Space, &'a [u8], &'a [u8]);
 type Entries<'a> = Box<dyn Iterator<Item = Result<Entry>> + 'a>;
 
 /// What a storage back end provides: ordered keyspaces of byte keys and values, atomic
@@ -182,8 +184,9 @@ trait Backend: Send + Sync {
     /// Every entry of `space` whose key starts with `prefix`, in key order.
     fn scan<'a>(&'a self, space: Space, prefix: &[u8]) -> Entries<'a>;
     fn insert(&self, space: Space, key: &[u8], value: &[u8]) -> Result<()>;
-    /// Inserts only if `key` is absent; `false` when it was there.
-    fn insert_new(&self, space: Space, key: &[u8], value: &[u8]) -> Result<bool>;
+    /// Inserts `claim` only if its key is absent, and `along` in the same atomic write;
+    /// `false`, with nothing written, when the key was there.
+    fn insert_new_with(&self, claim: Put<'_>, along: Put<'_>) -> Result<bool>;
     fn next_id(&self) -> Result<u64>;
     /// Makes every id handed out from now on greater than `floor` (a copied KB's ids).
     fn reserve_ids_through(&self, floor: u64) -> Result<()>;
@@ -306,13 +309,20 @@ impl Store {
         self.backend.scan(Space::Curation(keyspace), b"")
     }
 
-    pub fn insert_raw(&self, keyspace: Keyspace, key: &[u8], value: Vec<u8>) -> Result<()> {
-        self.backend.insert(Space::Curation(keyspace), key, &value)
-    }
-
-    /// Inserts `value` only if `key` is absent; `false` when it was already there.
-    pub fn insert_new_raw(&self, keyspace: Keyspace, key: &[u8], value: Vec<u8>) -> Result<bool> {
-        self.backend.insert_new(Space::Curation(keyspace), key, &value)
+    /// Inserts `claim` only if its key is absent, together with `along` in one atomic write;
+    /// `false`, with nothing written, when the key was already there. A record and the key
+    /// that stands for it (a proposal and its triple's decision key) go in together, so a
+    /// crash never leaves the key without its record.
+    pub fn insert_new_raw_with(
+        &self,
+        claim: (Keyspace, &[u8], &[u8]),
+        along: (Keyspace, &[u8], &[u8]),
+    ) -> Result<bool> {
+        let ((space, key, value), (along_space, along_key, along_value)) = (claim, along);
+        self.backend.insert_new_with(
+            (Space::Curation(space), key, value),
+            (Space::Curation(along_space), along_key, along_value),
+        )
     }
 
     /// A fresh id, unique for the life of the store (gaps after a crash are harmless).

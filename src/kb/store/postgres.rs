@@ -26,7 +26,7 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMappedMutexGuard, OwnedMutexGuard};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use super::super::catalog::KbName;
-use super::{Backend, ChangeLog, Commit, Entries, Entry, Session, Space, Write};
+use super::{Backend, ChangeLog, Commit, Entries, Entry, Put, Session, Space, Write};
 use crate::config::{StoreBackend, StoreSettings};
 use crate::error::{Error, Result};
 
@@ -424,13 +424,24 @@ impl Backend for PgBackend {
         })
     }
 
-    fn insert_new(&self, space: Space, key: &[u8], value: &[u8]) -> Result<bool> {
+    /// One statement, so one transaction: the second row is written only if the first was.
+    fn insert_new_with(
+        &self,
+        (space, key, value): Put<'_>,
+        (along_space, along_key, along_value): Put<'_>,
+    ) -> Result<bool> {
         let (space, key, value) = (space.code(), key.to_vec(), value.to_vec());
+        let (along_space, along_key, along_value) = (along_space.code(), along_key.to_vec(), along_value.to_vec());
         self.run(move |conn, kb| async move {
             let inserted = conn
                 .execute(
-                    "INSERT INTO a2rag_entries (kb, space, key, value) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                    &[&kb, &space, &key, &value],
+                    "WITH claimed AS (
+                         INSERT INTO a2rag_entries (kb, space, key, value) VALUES ($1, $2, $3, $4)
+                         ON CONFLICT DO NOTHING RETURNING kb
+                     )
+                     INSERT INTO a2rag_entries (kb, space, key, value) SELECT kb, $5, $6, $7 FROM claimed
+                     ON CONFLICT (kb, space, key) DO UPDATE SET value = EXCLUDED.value",
+                    &[&kb, &space, &key, &value, &along_space, &along_key, &along_value],
                 )
                 .await
                 .map_err(pg)?;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::Receiver;
 
-use super::{Backend, ChangeLog, Commit, Entries, Keyspace, SCHEMA_VERSION, Session, Space};
+use super::{Backend, ChangeLog, Commit, Entries, Keyspace, Put, SCHEMA_VERSION, Session, Space};
 use crate::config::StoreBackend;
 use crate::error::{Error, Result};
 
@@ -70,6 +70,14 @@ impl SledBackend {
     }
 }
 
+/// The error of a transaction of ours: they never abort themselves, so storage failed it.
+fn transaction_error(e: sled::transaction::TransactionError<()>) -> Error {
+    match e {
+        sled::transaction::TransactionError::Storage(e) => Error::Store(e),
+        sled::transaction::TransactionError::Abort(()) => Error::Invalid("transaction aborted".into()),
+    }
+}
+
 fn tree_name(keyspace: Keyspace) -> &'static str {
     match keyspace {
         Keyspace::Proposals => "proposals",
@@ -114,8 +122,23 @@ impl Backend for SledBackend {
         Ok(())
     }
 
-    fn insert_new(&self, space: Space, key: &[u8], value: &[u8]) -> Result<bool> {
-        Ok(self.tree(space).compare_and_swap(key, None as Option<&[u8]>, Some(value))?.is_ok())
+    fn insert_new_with(
+        &self,
+        (space, key, value): Put<'_>,
+        (along_space, along_key, along_value): Put<'_>,
+    ) -> Result<bool> {
+        use sled::Transactional;
+        use sled::transaction::ConflictableTransactionError;
+        (self.tree(space), self.tree(along_space))
+            .transaction(|(claimed, along)| {
+                if claimed.get(key)?.is_some() {
+                    return Ok(false);
+                }
+                claimed.insert(key, value)?;
+                along.insert(along_key, along_value)?;
+                Ok::<_, ConflictableTransactionError<()>>(true)
+            })
+            .map_err(transaction_error)
     }
 
     fn next_id(&self) -> Result<u64> {
@@ -135,7 +158,7 @@ impl Backend for SledBackend {
     /// over every tree, so a crash keeps all or none of it.
     fn commit(&self, Commit { ahead, writes }: Commit) -> Result<Option<u64>> {
         use sled::Transactional;
-        use sled::transaction::{ConflictableTransactionError, TransactionError};
+        use sled::transaction::ConflictableTransactionError;
         // sled keeps a batch's whole log in memory until the batch ends; in parts, a large
         // document's vectors cost one part's memory at a time.
         for part in ahead.chunks(AHEAD_PART) {
@@ -179,10 +202,7 @@ impl Backend for SledBackend {
                 }
                 Ok::<_, ConflictableTransactionError<()>>(())
             })
-            .map_err(|e| match e {
-                TransactionError::Storage(e) => Error::Store(e),
-                TransactionError::Abort(()) => Error::Invalid("transaction aborted".into()),
-            })?;
+            .map_err(transaction_error)?;
         Ok(None)
     }
 
