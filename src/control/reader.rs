@@ -648,14 +648,26 @@ pub(crate) fn called(noun: &str, answer: &str, sentences: &[Sentence<'_>]) -> bo
     sentences.iter().any(|s| s.text.match_indices(answer).any(|(at, _)| near_word(s.text, at, answer.len(), noun)))
 }
 
-/// Is the span at `start` called `noun`: `noun` one or two words before it, or at most
-/// [`TYPE_WINDOW`] words after it when a copula ("is", "was") follows the span?
+/// Is the span at `start` called `noun`: `noun` right before it (or two words before, with no
+/// function word but "of" between), or at most [`TYPE_WINDOW`] words after it when a copula ("is",
+/// "was") follows the span? Neither reaches into or out of brackets: "Arlanda Airport (IATA:
+/// ARN) is an international airport" calls neither ARN nor anything in the aside an airport.
 fn near_word(sentence: &str, start: usize, len: usize, noun: &str) -> bool {
     let positions = word_positions(sentence);
     let at = positions.iter().filter(|(b, _)| *b < start).count();
     let end = positions.iter().filter(|(b, _)| *b < start + len).count();
-    let before = positions[at.saturating_sub(2)..at].iter().any(|(_, w)| same_word(w, noun));
-    let copula = positions.get(end).is_some_and(|(_, w)| matches!(w.as_str(), "is" | "was" | "are" | "were"));
+    let aside = sentence[..start].rfind(['(', '[']).map_or(0, |i| i + 1);
+    // Apposition: "the astronomer Lena Varga", "the astronomer Dr. Varga", "the city of
+    // Canberra"; not "an airport in Sweden", where another function word stands between.
+    let before = (1..=2).any(|back| {
+        at >= back
+            && positions[at - back].0 >= aside
+            && same_word(&positions[at - back].1, noun)
+            && positions[at - back + 1..at].iter().all(|(_, w)| w == "of" || !text::is_stopword(w))
+    });
+    let copula = positions.get(end).is_some_and(|(b, w)| {
+        matches!(w.as_str(), "is" | "was" | "are" | "were") && !sentence[start + len..*b].contains([')', ']'])
+    });
     let after = copula && positions.iter().skip(end + 1).take(TYPE_WINDOW).any(|(_, w)| same_word(w, noun));
     before || after
 }
@@ -1052,6 +1064,25 @@ mod tests {
         let q = Question::parse("Which medal was the real person awarded?", None);
         let untyped = |surface: &str| Candidate { surface: surface.into(), ..Candidate::default() };
         assert!(type_fit(&q, &untyped("Medal of Honor"), false) > type_fit(&q, &untyped("Vietnam War"), false));
+    }
+
+    #[test]
+    fn a_code_in_brackets_is_not_called_by_the_noun_before_them() {
+        let passages = [(
+            "Stockholm Arlanda Airport",
+            "Stockholm Arlanda Airport (IATA: ARN, ICAO: ESSA) is an international airport in Sweden. The airport ARN was opened in 1962.",
+        )];
+        let (_dir, kb) = crate::ingest::testing::kb_with_docs(&passages);
+        let r = retrieval(&passages);
+        let q = Question::parse("What is the main international airport in Stockholm?", None);
+        let s = sentences(&q, &r);
+        assert!(!called("airport", "ESSA", &s[..1]) && !called("airport", "ARN", &s[..1]), "inside the aside");
+        assert!(called("airport", "ARN", &s), "\"the airport ARN\" outside it");
+        let first = retrieval(&[(
+            passages[0].0,
+            "Stockholm Arlanda Airport (IATA: ARN, ICAO: ESSA) is an international airport in Sweden.",
+        )]);
+        assert_eq!(read(&kb, &q, &first).answer, "Stockholm Arlanda Airport");
     }
 
     #[test]
