@@ -101,6 +101,10 @@ fn no_module_imports_one_above_it_in_architecture_md() {
     let mut back_edges = Vec::new();
     for (module, path) in &files {
         let source = std::fs::read_to_string(path).expect("read source");
+        // A path that climbs out of its module with `super::super` escapes the check below.
+        if source.contains("super::super::") {
+            back_edges.push(format!("{} climbs with `super::super::`: write a `crate::` path", path.display()));
+        }
         for used in crate_paths(&source) {
             // `crate::Result` and the like are the crate root's re-exports of `error`.
             let used = if layers.contains_key(&used) { used } else { "error".to_string() };

@@ -3,8 +3,8 @@
 //! personalisation vector with probability `restart_prob` (power iteration, or forward push
 //! on large graphs).
 
-use super::super::kb::graph::Csr;
 use crate::config::{PprMethod, RetrieveSettings};
+use crate::kb::graph::Csr;
 
 #[derive(Debug, Clone, Copy)]
 pub struct PprParams {

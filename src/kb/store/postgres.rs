@@ -25,10 +25,10 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMappedMutexGuard, OwnedMutexGuard};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
-use super::super::catalog::KbName;
 use super::{Backend, ChangeLog, Commit, Entries, Entry, Put, Session, Space, Write};
 use crate::config::{StoreBackend, StoreSettings};
 use crate::error::{Error, Result};
+use crate::kb::catalog::KbName;
 
 /// The schema, one migration per version, applied in order and never edited once released.
 const MIGRATIONS: &[&str] = &[
