@@ -415,9 +415,12 @@ impl Settings {
         if !(0.0..1.0).contains(&self.retrieve.restart_prob) || self.retrieve.restart_prob == 0.0 {
             return bad("retrieve.restart_prob must be in (0, 1)");
         }
-        // A threshold of 0 never lets forward push (or power iteration) stop.
-        if !(self.retrieve.ppr_push_epsilon > 0.0 && self.retrieve.ppr_push_epsilon.is_finite()) {
-            return bad("retrieve.ppr_push_epsilon must be > 0 (the default is 1e-7)");
+        // Forward push does up to about 1 / (restart_prob * epsilon) pushes and has no other
+        // bound: at 0 it never stops, far below the default it runs for minutes.
+        if !(MIN_PUSH_EPSILON..1.0).contains(&self.retrieve.ppr_push_epsilon) {
+            return bad(&format!(
+                "retrieve.ppr_push_epsilon must be at least {MIN_PUSH_EPSILON:e} and below 1 (the default is 1e-7)"
+            ));
         }
         if !(self.retrieve.ppr_tolerance > 0.0 && self.retrieve.ppr_tolerance.is_finite()) {
             return bad("retrieve.ppr_tolerance must be > 0 (the default is 1e-4)");
@@ -447,6 +450,9 @@ impl Settings {
 /// The prefix of the environment variables that override settings.
 const ENV_PREFIX: &str = "A2RAG__";
 
+/// Smallest forward-push residual threshold: a thousandth of the default, minutes of pushes
+/// on a large graph at worst.
+const MIN_PUSH_EPSILON: f64 = 1e-10;
 /// Most passages or facts a retrieval setting may ask for: far past any useful evidence
 /// list, well short of the sizes whose arithmetic or allocation would fail.
 const MAX_LIST: usize = 10_000;
@@ -577,6 +583,7 @@ mod tests {
         assert!(err.contains("chunk_overlap"), "{err}");
         for (setting, key) in [
             ("[retrieve]\nppr_push_epsilon = 0.0\n", "ppr_push_epsilon"),
+            ("[retrieve]\nppr_push_epsilon = 1e-300\n", "ppr_push_epsilon"),
             ("[retrieve]\nppr_tolerance = -1.0\n", "ppr_tolerance"),
             ("[retrieve]\ntop_k = 0\n", "top_k"),
             ("[retrieve]\nfact_seeds = 100000000000\n", "fact_seeds"),

@@ -212,7 +212,8 @@ fn find_words(haystack: &str, needle: &str) -> Option<(usize, usize)> {
         if before && after {
             return Some((start, end));
         }
-        from = end;
+        // One char on, not past the match: "ab ab" in "cab ab ab" starts inside a rejected one.
+        from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
     }
     None
 }
@@ -381,6 +382,7 @@ pub(crate) mod tests {
         assert_eq!(find_words("zürich ab", ""), None);
         assert_eq!(find_words("zürich zü zürich", "zürich"), Some((0, 7)));
         assert_eq!(find_words("zürichs zürich", "zürich"), Some((9, 16)));
+        assert_eq!(find_words("cab ab ab", "ab ab"), Some((4, 9)));
     }
 
     #[test]

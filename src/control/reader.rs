@@ -656,7 +656,7 @@ fn near_word(sentence: &str, start: usize, len: usize, noun: &str) -> bool {
     let positions = word_positions(sentence);
     let at = positions.iter().filter(|(b, _)| *b < start).count();
     let end = positions.iter().filter(|(b, _)| *b < start + len).count();
-    let aside = sentence[..start].rfind(['(', '[']).map_or(0, |i| i + 1);
+    let aside = sentence[..start].rfind(['(', ')', '[', ']']).map_or(0, |i| i + 1);
     // Apposition: "the astronomer Lena Varga", "the astronomer Dr. Varga", "the city of
     // Canberra"; not "an airport in Sweden", where another function word stands between.
     let before = (1..=2).any(|back| {
@@ -1080,6 +1080,8 @@ mod tests {
         assert!(!called("airport", "ESSA", &s[..1]) && !called("airport", "ARN", &s[..1]), "inside the aside");
         assert!(!called("airport", "Sweden", &s), "\"an airport in Sweden\" is not apposition");
         assert!(called("airport", "ARN", &s), "\"the airport ARN\" outside it");
+        let closed = retrieval(&[("Arlanda", "It is the (airport) ARN.")]);
+        assert!(!called("airport", "ARN", &sentences(&q, &closed)), "out of a closed aside");
         assert!(called("city", "Canberra", &s) && called("astronomer", "Varga", &s));
     }
 

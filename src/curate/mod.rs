@@ -365,11 +365,15 @@ fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Opt
     Ok(proposal)
 }
 
-/// Checks that decisions are whole: every curated edge belongs to an approved proposal, and
-/// every decided proposal (and only those) has exactly one audit entry that matches it.
-/// Empty means consistent. (An approved edge may be gone: deleting or replacing its document
-/// removes it.)
+/// Checks that decisions are whole: every curated edge belongs to an approved proposal, every
+/// decided proposal (and only those) has exactly one audit entry that matches it, and every
+/// triple's decision key names a stored proposal. Empty means consistent. (An approved edge
+/// may be gone: deleting or replacing its document removes it.)
 pub fn integrity_violations(kb: &Kb) -> Result<Vec<String>> {
+    // Decision keys before proposals: a query may propose while this runs (under the same
+    // read lock), and a key is never written without its proposal, which is never deleted,
+    // so every key read here names a proposal the later read sees.
+    let decisions: Vec<(Vec<u8>, Vec<u8>)> = kb.store().scan_raw(Keyspace::Decisions).collect::<Result<_>>()?;
     let proposals = list(kb, None)?;
     let audit = audit_log(kb)?;
     let mut problems = Vec::new();
@@ -403,12 +407,16 @@ pub fn integrity_violations(kb: &Kb) -> Result<Vec<String>> {
         problems.push(format!("audit entry for missing proposal {proposal}"));
     }
     let ids: HashSet<ProposalId> = proposals.iter().map(|p| p.id).collect();
-    for item in kb.store().scan_raw(Keyspace::Decisions) {
-        let (key, bytes) = item?;
+    for (key, bytes) in decisions {
         let triple = String::from_utf8_lossy(&key).replace('\u{1f}', " | ");
-        let decision: Decision = decode(&bytes, &triple)?;
-        if !ids.contains(&decision.proposal) {
-            problems.push(format!("decision for `{triple}` names missing proposal {}", decision.proposal));
+        match decode::<Decision>(&bytes, &triple) {
+            Ok(decision) if ids.contains(&decision.proposal) => {}
+            Ok(decision) => problems.push(format!(
+                "decision for `{triple}` names missing proposal {} (left by a crash between the two \
+                 writes older builds made; this triple is not proposed again)",
+                decision.proposal
+            )),
+            Err(e) => problems.push(format!("decision for `{triple}` is unreadable: {e}")),
         }
     }
     Ok(problems)

@@ -30,10 +30,6 @@ pub struct Usage {
 }
 
 impl Usage {
-    pub fn total(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
-    }
-
     pub fn estimate(request: &CompletionRequest, completion: &str) -> Usage {
         let prompt = request.system.as_deref().map_or(0, crate::text::estimate_tokens)
             + crate::text::estimate_tokens(&request.prompt);
