@@ -93,7 +93,7 @@ pub struct InlineDoc {
     /// Stable id (re-ingesting the same id replaces the document); defaults to the title, then to a hash of the text.
     #[serde(default)]
     pub id: Option<String>,
-    /// Title, shown with its passages; defaults to the id.
+    /// Title, shown with its passages; defaults to the given id, else stays empty.
     #[serde(default)]
     pub title: Option<String>,
     /// The document's text.
