@@ -318,11 +318,10 @@ impl Store {
         claim: (Keyspace, &[u8], &[u8]),
         along: (Keyspace, &[u8], &[u8]),
     ) -> Result<bool> {
-        let ((space, key, value), (along_space, along_key, along_value)) = (claim, along);
-        self.backend.insert_new_with(
-            (Space::Curation(space), key, value),
-            (Space::Curation(along_space), along_key, along_value),
-        )
+        fn curation<'a>((keyspace, key, value): (Keyspace, &'a [u8], &'a [u8])) -> Put<'a> {
+            (Space::Curation(keyspace), key, value)
+        }
+        self.backend.insert_new_with(curation(claim), curation(along))
     }
 
     /// A fresh id, unique for the life of the store (gaps after a crash are harmless).
