@@ -420,6 +420,13 @@ impl Engine {
         Ok(Integrity { ok: violations.is_empty(), violations, stats: kb.stats() })
     }
 
+    /// Repairs what [`Engine::check`] reports and can be repaired without a person: decision
+    /// keys naming a missing proposal are removed, so their triples can be proposed again.
+    /// Returns the triples released.
+    pub async fn repair(&self, name: &KbName) -> Result<Vec<String>> {
+        self.write(name, |kb| curate::release_orphan_decisions(kb)).await
+    }
+
     /// Flushes every open knowledge base no writer holds (a write still running flushes
     /// its own work when it ends).
     pub fn flush_idle(&self) -> Result<()> {

@@ -107,7 +107,12 @@ enum Command {
     Mcp,
     /// Check the knowledge base's integrity (provenance, edges, documents, curation
     /// decisions); exits non-zero and lists the violations when there are any.
-    Check,
+    Check {
+        /// First release the triples whose decision names a missing proposal (left by a crash
+        /// in older builds), so they can be proposed again.
+        #[arg(long)]
+        repair: bool,
+    },
     /// Print the curation audit log, one JSON object per line, oldest first.
     Audit,
     /// Review pending triple proposals: a=approve, r=reject, e=edit, s=skip, q=quit.
@@ -551,8 +556,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             served?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check => {
+        Command::Check { repair } => {
             let engine = open_existing(settings)?;
+            if *repair {
+                for triple in runtime.block_on(engine.repair(kb))? {
+                    println!("released: `{triple}` can be proposed again");
+                }
+            }
             let a2rag::engine::Integrity { violations, stats, .. } = runtime.block_on(engine.check(kb))?;
             for v in &violations {
                 println!("violation: {v}");

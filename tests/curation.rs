@@ -148,3 +148,35 @@ fn review_skips_and_quits_and_stops_at_end_of_input() {
     assert_eq!(summary.skipped, 1);
     assert_eq!(curate::list(&engine.kb.blocking_read(), Some(Status::Pending)).unwrap().len(), 3);
 }
+
+/// What a crash between the two writes of older builds left: a triple's decision key whose
+/// proposal is missing. The check names it, the triple is not proposed again, and repair
+/// releases it (only it) so the next accepted answer proposes it anew.
+#[test]
+fn repair_releases_a_decision_key_whose_proposal_is_missing() {
+    use a2rag::kb::store::{KbBatch, Keyspace};
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), true);
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let name = a2rag::kb::catalog::KbName::default();
+    let response = ask(&engine, "Where was Marie Curie born?");
+    let proposals = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
+    let lost = proposals.iter().find(|p| p.triple.relation == "was born in").expect("proposed");
+    let mut batch = KbBatch::default();
+    batch.remove_raw(Keyspace::Proposals, &lost.id.to_be_bytes());
+    engine.kb.blocking_read().store().commit(batch).unwrap();
+
+    let integrity = runtime.block_on(engine.check(&name)).unwrap();
+    assert_eq!(integrity.violations.len(), 1, "{:?}", integrity.violations);
+    assert!(integrity.violations[0].contains("a2rag check --repair"), "says what to do: {:?}", integrity.violations);
+    assert!(curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap().is_empty());
+
+    let released = runtime.block_on(engine.repair(&name)).unwrap();
+    assert_eq!(released, ["marie curie | was born in | warsaw"]);
+    assert!(runtime.block_on(engine.check(&name)).unwrap().ok);
+    assert!(runtime.block_on(engine.repair(&name)).unwrap().is_empty(), "nothing left to release");
+    let again = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
+    assert_eq!(relations(&again), ["was born in"]);
+    let pending = curate::list(&engine.kb.blocking_read(), Some(Status::Pending)).unwrap();
+    assert_eq!(pending.len(), proposals.len(), "the other proposals are untouched: {pending:?}");
+}

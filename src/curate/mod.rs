@@ -408,18 +408,49 @@ pub fn integrity_violations(kb: &Kb) -> Result<Vec<String>> {
     }
     let ids: HashSet<ProposalId> = proposals.iter().map(|p| p.id).collect();
     for (key, bytes) in decisions {
-        let triple = String::from_utf8_lossy(&key).replace('\u{1f}', " | ");
+        let triple = key_label(&key);
         match decode::<Decision>(&bytes, &triple) {
             Ok(decision) if ids.contains(&decision.proposal) => {}
             Ok(decision) => problems.push(format!(
                 "decision for `{triple}` names missing proposal {} (left by a crash between the two \
-                 writes older builds made; this triple is not proposed again)",
+                 writes older builds made; this triple is not proposed again until `a2rag check \
+                 --repair` releases it)",
                 decision.proposal
             )),
             Err(e) => problems.push(format!("decision for `{triple}` is unreadable: {e}")),
         }
     }
     Ok(problems)
+}
+
+/// Removes the decision keys that name a missing proposal, so their triples can be proposed
+/// again, and returns those triples ("subject | relation | object"). Nothing was decided for
+/// such a key: a decided proposal is never deleted, and a key is written with its proposal
+/// since this build. An unreadable key is left for a person to look at: its proposal, and
+/// so whether the triple was decided, is unknown.
+pub fn release_orphan_decisions(kb: &Kb) -> Result<Vec<String>> {
+    // Keys before proposals, as in `integrity_violations`: a key read first has its proposal.
+    let decisions: Vec<(Vec<u8>, Vec<u8>)> = kb.store().scan_raw(Keyspace::Decisions).collect::<Result<_>>()?;
+    let ids: HashSet<ProposalId> = list(kb, None)?.iter().map(|p| p.id).collect();
+    let mut batch = KbBatch::default();
+    let mut released = Vec::new();
+    for (key, bytes) in decisions {
+        let triple = key_label(&key);
+        if decode::<Decision>(&bytes, &triple).is_ok_and(|d| !ids.contains(&d.proposal)) {
+            batch.remove_raw(Keyspace::Decisions, &key);
+            released.push(triple);
+        }
+    }
+    if !released.is_empty() {
+        kb.store().commit(batch)?;
+        kb.flush()?;
+    }
+    Ok(released)
+}
+
+/// A decision key as a person reads it: "subject | relation | object".
+fn key_label(key: &[u8]) -> String {
+    String::from_utf8_lossy(key).replace('\u{1f}', " | ")
 }
 
 #[cfg(test)]

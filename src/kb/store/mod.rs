@@ -575,6 +575,9 @@ impl KbBatch {
     pub fn put_raw(&mut self, keyspace: Keyspace, key: &[u8], value: Vec<u8>) {
         self.writes.push(Write { space: Space::Curation(keyspace), key: key.to_vec(), value: Some(value) });
     }
+    pub fn remove_raw(&mut self, keyspace: Keyspace, key: &[u8]) {
+        self.writes.push(Write { space: Space::Curation(keyspace), key: key.to_vec(), value: None });
+    }
     fn insert(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.writes.push(Write { space: Space::Kb, key, value: Some(value) });
     }
