@@ -4,19 +4,22 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    // The message carries the cause; it is not also a `source`, or `{:#}` prints it twice.
     #[error("storage error: {0}")]
-    Store(#[from] sled::Error),
+    Store(sled::Error),
+
+    /// sled locks its directory: one process at a time opens a KB stored there.
+    #[error(
+        "{0} is in use by another a2rag process (a running `serve`, `mcp` or ingest): stop it, or send the request to that daemon (JSON-RPC, MCP or its web page)"
+    )]
+    InUse(PathBuf),
 
     /// The PostgreSQL store failed: unreachable, refused, or a statement failed.
     #[error("PostgreSQL store: {0}")]
     Postgres(String),
 
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
 
     #[error("{path}:{line}: {message}")]
     Parse { path: PathBuf, line: usize, message: String },
@@ -60,6 +63,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io { path: path.into(), error: source }
+    }
+}
+
+impl From<sled::Error> for Error {
+    fn from(e: sled::Error) -> Self {
+        Error::Store(e)
     }
 }

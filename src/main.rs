@@ -1,5 +1,6 @@
 //! The `a2rag` command line: the binary edge, where library errors become `anyhow` reports.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,6 +15,16 @@ use a2rag::ingest::{self, triples::TripleImport};
 use a2rag::kb::SearchMode;
 use a2rag::kb::catalog::{KbName, Open};
 use a2rag::kb::store::Location;
+
+/// `println!` that ends the process through [`stdout_failed`] when stdout cannot be written.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            stdout_failed(e)
+        }
+    }};
+}
 
 #[derive(Parser)]
 #[command(name = "a2rag", version, about = "Adaptive agentic graph retrieval over your documents")]
@@ -255,6 +266,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// Ends the process on a failed write to stdout: quietly when its reader went away (`a2rag
+/// search x | head -1`), as Unix tools do, where `println!` would panic.
+fn stdout_failed(e: std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("error: writing to standard output: {e}");
+    std::process::exit(1)
+}
+
 fn load_settings(cli: &Cli) -> Result<Settings> {
     let mut settings = Settings::load(cli.config.as_deref())?;
     if let Some(dir) = &cli.data_dir {
@@ -274,7 +295,11 @@ fn load_settings(cli: &Cli) -> Result<Settings> {
 fn init_tracing(settings: &Settings) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&settings.log.level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour codes only for a person at a terminal, not in a log file or a pipe.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match settings.log.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Human => builder.init(),
@@ -288,13 +313,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let open = |settings: Settings| Engine::open(settings, cli.config.as_deref()).context("opening the knowledge base");
     // Commands that read a KB must not leave an empty one behind in a mistyped directory.
     let kb = &cli.kb;
-    let open_existing = |settings: Settings| {
-        let location = Location::of(&settings, kb);
+    let existing = |settings: &Settings| {
+        let location = Location::of(settings, kb);
         if !location.exists()? {
             anyhow::bail!(
                 "no knowledge base in {location}: run `a2rag ingest` first, or point --data-dir (or --kb) at one"
             );
         }
+        Ok(location)
+    };
+    let open_existing = |settings: Settings| {
+        existing(&settings)?;
         open(settings).map(std::sync::Arc::new)
     };
     match &cli.command {
@@ -324,7 +353,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 String::new()
             };
-            println!(
+            say!(
                 "{} files: {} added, {} replaced, {} unchanged, {} errors{dropped}; KB has {} documents, {} chunks, {} nodes, {} edges",
                 report.files,
                 report.added,
@@ -341,7 +370,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Delete { id } => {
             let engine = open_existing(settings)?;
             runtime.block_on(engine.delete(kb, id))?;
-            println!("deleted {id}");
+            say!("deleted {id}");
             Ok(ExitCode::SUCCESS)
         }
         Command::Kbs => {
@@ -351,7 +380,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             // Lists names only: opening the engine would load the default KB for nothing.
             for name in a2rag::kb::catalog::names(&settings)? {
-                println!("{name}");
+                say!("{name}");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -359,11 +388,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let engine = open_existing(settings)?;
             let stats = runtime.block_on(engine.stats(kb))?;
             if *json {
-                println!("{}", serde_json::to_string_pretty(&stats)?);
+                say!("{}", serde_json::to_string_pretty(&stats)?);
             } else {
                 let v = serde_json::to_value(&stats)?;
                 for (k, v) in v.as_object().into_iter().flatten() {
-                    println!("{k:>18}: {v}");
+                    say!("{k:>18}: {v}");
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -377,7 +406,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 kb.search(&query, (*mode).into(), *k, (&kb.settings().retrieve).into())?.into_iter().enumerate()
             {
                 if let Some(chunk) = kb.chunk(id) {
-                    println!("{:>2}. [{score:.4}] {} — {}", rank + 1, kb.chunk_title(chunk), preview(&chunk.text, 160));
+                    say!("{:>2}. [{score:.4}] {} — {}", rank + 1, kb.chunk_title(chunk), preview(&chunk.text, 160));
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -387,11 +416,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let request = QueryRequest { question: question.clone(), policy: policy.clone(), budget: None };
             let answered = runtime.block_on(engine.query(kb, &request))?;
             if *json {
-                println!("{}", serde_json::to_string_pretty(&answered)?);
+                say!("{}", serde_json::to_string_pretty(&answered)?);
             } else {
                 print_response(&answered.response);
                 if !answered.proposals.is_empty() {
-                    println!("\n{} triple(s) proposed for review (`a2rag review`)", answered.proposals.len());
+                    say!("\n{} triple(s) proposed for review (`a2rag review`)", answered.proposals.len());
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -401,7 +430,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let request = RetrieveRequest { question: question.clone(), policy: policy.clone(), top_k: *top_k };
             let retrieved = runtime.block_on(engine.retrieve(kb, &request))?;
             if *json {
-                println!("{}", serde_json::to_string_pretty(&retrieved)?);
+                say!("{}", serde_json::to_string_pretty(&retrieved)?);
             } else {
                 print_retrieved(&retrieved);
             }
@@ -423,17 +452,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 format!("downloaded from {}", a2rag::embed::hub::endpoint())
             };
-            println!("{model_id} ({how}) is in {}", fetched.dir.display());
+            say!("{model_id} ({how}) is in {}", fetched.dir.display());
             for file in &fetched.files {
-                println!("  {file}");
+                say!("  {file}");
             }
             if model_id.trim() == settings.embed.model_id.trim() {
-                println!(
+                say!(
                     "embed.provider = \"minilm\" uses it when embed.model_dir is empty and {} has no model",
                     a2rag::embed::minilm::DEFAULT_MODEL_DIR
                 );
             } else {
-                println!(
+                say!(
                     "to use it: embed.provider = \"minilm\" with embed.model_id = \"{}\" (or embed.model_dir = \"{}\")",
                     model_id.trim(),
                     fetched.dir.display()
@@ -443,8 +472,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Reindex => {
             let embedder = a2rag::embed::from_settings(&settings.embed, &a2rag::net::Remote::new())?;
-            let r = a2rag::kb::reindex::reindex_at(&Location::of(&settings, kb), embedder)?;
-            println!(
+            let r = a2rag::kb::reindex::reindex_at(&existing(&settings)?, embedder)?;
+            say!(
                 "re-embedded {} chunks, {} summaries, {} entities, {} facts with {} (was {}) in {:.1} s",
                 r.chunks,
                 r.summaries,
@@ -465,7 +494,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             })?;
             bar.finish_and_clear();
             for (kb, entries) in copied {
-                println!("{kb}: {entries} entries copied to {}", Location::of(&destination, &kb));
+                say!("{kb}: {entries} entries copied to {}", Location::of(&destination, &kb));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -481,8 +510,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 reuse_kb: *reuse_kb,
             };
             let report = a2rag::eval::run(settings, &options, &mut ProgressBar::default())?;
-            println!("{}", a2rag::eval::report_markdown(&report));
-            println!("(written to {})", out.display());
+            say!("{}", a2rag::eval::report_markdown(&report));
+            say!("(written to {})", out.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(bench) => {
@@ -506,7 +535,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
             };
             let _ = std::fs::remove_dir_all(&scratch);
-            println!("{text}");
+            say!("{text}");
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve { stdio, listen, http } => {
@@ -560,14 +589,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let engine = open_existing(settings)?;
             if *repair {
                 for triple in runtime.block_on(engine.repair(kb))? {
-                    println!("released: `{triple}` can be proposed again");
+                    say!("released: `{triple}` can be proposed again");
                 }
             }
             let a2rag::engine::Integrity { violations, stats, .. } = runtime.block_on(engine.check(kb))?;
             for v in &violations {
-                println!("violation: {v}");
+                say!("violation: {v}");
             }
-            println!(
+            say!(
                 "{} violations in {} documents, {} chunks, {} nodes, {} edges",
                 violations.len(),
                 stats.documents,
@@ -604,31 +633,31 @@ fn print_response(r: &a2rag::control::QueryResponse) {
         ""
     };
     match (&r.answer, &r.abstained) {
-        (Some(a), _) => println!("Answer: {a}{form}{confidence}"),
+        (Some(a), _) => say!("Answer: {a}{form}{confidence}"),
         (None, Some(reason)) => {
-            println!("Abstained: {reason}");
+            say!("Abstained: {reason}");
             if let Some(c) = &r.candidate {
-                println!("  (withheld candidate: {c}{confidence})");
+                say!("  (withheld candidate: {c}{confidence})");
             }
         }
-        _ => println!("No answer"),
+        _ => say!("No answer"),
     }
     if !r.answer_path.is_empty() {
         let hops: Vec<String> =
             r.answer_path.iter().map(|h| format!("{} -[{}]-> {}", h.subject, h.relation, h.object)).collect();
-        println!("Answer path: {}", hops.join(" ; "));
+        say!("Answer path: {}", hops.join(" ; "));
     }
-    println!(
+    say!(
         "Stage: {}   iterations: {}   LLM calls: {}   tokens: {}",
         stage_name(r.stage),
         r.iterations,
         r.ledger.llm_calls,
         r.ledger.tokens()
     );
-    println!("\nEvidence:");
+    say!("\nEvidence:");
     for (i, e) in r.evidence.iter().take(5).enumerate() {
         let cited = if r.cited.contains(&e.chunk) { "*" } else { " " };
-        println!(
+        say!(
             "{cited}{:>2}. {} (chunk {}, bytes {}..{}): {}",
             i + 1,
             e.title,
@@ -639,34 +668,31 @@ fn print_response(r: &a2rag::control::QueryResponse) {
         );
     }
     if !r.paths.is_empty() {
-        println!("\nGraph paths:");
+        say!("\nGraph paths:");
         for p in r.paths.iter().take(3) {
             let hops: Vec<String> =
                 p.iter().map(|h| format!("{} -[{}]-> {}", h.subject, h.relation, h.object)).collect();
-            println!("  {}", hops.join(" ; "));
+            say!("  {}", hops.join(" ; "));
         }
     }
-    println!("\nTrace:");
+    say!("\nTrace:");
     for t in &r.trace {
-        println!("  [{}] {} -> {} {}", t.iteration, t.from, t.to, t.detail);
+        say!("  [{}] {} -> {} {}", t.iteration, t.from, t.to, t.detail);
     }
     for (i, verdicts) in r.verdicts.iter().enumerate() {
         let v: Vec<String> =
             verdicts.iter().map(|v| format!("{:?}={}", v.check, if v.pass { "pass" } else { "fail" })).collect();
-        println!("  verify #{}: {}", i + 1, v.join(", "));
+        say!("  verify #{}: {}", i + 1, v.join(", "));
     }
 }
 
 fn print_retrieved(r: &a2rag::engine::Retrieved) {
     let gate = &r.gate;
     let Some(retrieval) = &r.retrieval else {
-        println!(
-            "Out of scope (similarity {:.3} < threshold {:.3}): nothing retrieved",
-            gate.similarity, gate.threshold
-        );
+        say!("Out of scope (similarity {:.3} < threshold {:.3}): nothing retrieved", gate.similarity, gate.threshold);
         return;
     };
-    println!(
+    say!(
         "In scope (similarity {:.3})   stage: {}   sufficient: {}   {:.1} ms",
         gate.similarity,
         stage_name(Some(retrieval.stage)),
@@ -674,7 +700,7 @@ fn print_retrieved(r: &a2rag::engine::Retrieved) {
         retrieval.micros as f64 / 1000.0
     );
     for (i, c) in retrieval.chunks.iter().enumerate() {
-        println!(
+        say!(
             "{:>2}. [{:.4}] {} ({}, chunk {}, bytes {}..{}): {}",
             i + 1,
             c.score,
@@ -688,7 +714,7 @@ fn print_retrieved(r: &a2rag::engine::Retrieved) {
         for path in retrieval.paths.iter().filter(|p| p.iter().any(|h| h.chunk == c.chunk)).take(2) {
             let hops: Vec<String> =
                 path.iter().map(|h| format!("{} -[{}]-> {}", h.subject, h.relation, h.object)).collect();
-            println!("      via {}", hops.join(" ; "));
+            say!("      via {}", hops.join(" ; "));
         }
     }
 }

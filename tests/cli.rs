@@ -101,9 +101,32 @@ fn named_knowledge_bases_from_the_command_line() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("kbs/nope"), "{missing:?}");
     assert!(!data.join("kbs/nope").exists(), "a read created a KB");
+    let reindexed = a2rag(&data, &["--kb", "nope", "reindex"]);
+    assert!(!reindexed.status.success(), "{reindexed:?}");
+    assert!(!data.join("kbs/nope").exists(), "reindex created a KB");
     let bad = a2rag(&data, &["--kb", "../etc", "stats"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("letters, digits"), "{bad:?}");
+}
+
+/// A reader that stops early (`a2rag search x | head -1`) ends the command quietly, with
+/// success, not a panic about a broken pipe.
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    let (_dir, data) = ingested();
+    let mut child = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["search", "Marie Curie"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closed before the command has opened the KB, let alone printed.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("panicked"), "{:?}: {err}", out.status);
 }
 
 /// `bench ppr` compares top-10 lists: a graph of ten nodes or fewer is refused with what

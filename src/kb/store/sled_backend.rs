@@ -27,7 +27,13 @@ pub(super) struct SledBackend {
 impl SledBackend {
     pub(super) fn open(dir: &Path) -> Result<SledBackend> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let db = sled::Config::new().path(dir.join("db")).open()?;
+        let db = sled::Config::new().path(dir.join("db")).open().map_err(|e| match e {
+            // sled says so only in words (its lock error is an `Other` with this message).
+            sled::Error::Io(io) if io.to_string().starts_with("could not acquire lock") => {
+                Error::InUse(dir.to_path_buf())
+            }
+            e => Error::Store(e),
+        })?;
         // The KB holds the users' documents: owner-only, whatever the umask. Only sled's own
         // files are touched below `dir`.
         set_mode(dir, 0o700)?;
@@ -265,6 +271,15 @@ fn restrict_to_owner(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_another_process_holds_is_named_as_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let _held = SledBackend::open(dir.path()).unwrap();
+        let err = SledBackend::open(dir.path()).err().unwrap();
+        assert!(matches!(&err, Error::InUse(path) if path == dir.path()), "{err:?}");
+        assert!(err.to_string().contains("stop it, or send the request to that daemon"), "{err}");
+    }
 
     #[test]
     fn newer_schema_is_refused_with_a_clear_message() {
