@@ -434,8 +434,35 @@ impl Settings {
         if !(1..=MAX_PENDING).contains(&self.server.max_pending) {
             return bad(&format!("server.max_pending must be between 1 and {MAX_PENDING}"));
         }
-        if !(0.0..=1.0).contains(&self.gate.min_answer_confidence) {
-            return bad("gate.min_answer_confidence must be in [0, 1]");
+        // Similarities, shares and confidences: outside [0, 1] (or NaN) a threshold either
+        // takes everything or nothing, silently.
+        let shares = [
+            ("gate.threshold", self.gate.threshold),
+            ("gate.min_answer_confidence", self.gate.min_answer_confidence),
+            ("alias.edit_threshold", self.alias.edit_threshold),
+            ("alias.cosine_threshold", self.alias.cosine_threshold),
+            ("retrieve.seed_threshold", self.retrieve.seed_threshold),
+            ("retrieve.relation_threshold", self.retrieve.relation_threshold),
+            ("retrieve.sufficiency_coverage", self.retrieve.sufficiency_coverage),
+            ("retrieve.synonym_threshold", self.retrieve.synonym_threshold),
+            ("bm25.b", self.bm25.b),
+        ];
+        if let Some((name, _)) = shares.iter().find(|(_, value)| !(0.0..=1.0).contains(value)) {
+            return bad(&format!("{name} must be in [0, 1]"));
+        }
+        if !(self.bm25.k1 >= 0.0 && self.bm25.k1.is_finite()) {
+            return bad("bm25.k1 must be >= 0 (the default is 1.2)");
+        }
+        if !(self.retrieve.passage_seed_weight >= 0.0 && self.retrieve.passage_seed_weight.is_finite()) {
+            return bad("retrieve.passage_seed_weight must be >= 0 (the default is 0.05)");
+        }
+        if !(0.0..=2.0).contains(&self.llm.temperature) {
+            return bad("llm.temperature must be in [0, 2]");
+        }
+        if self.server.max_message_bytes < MIN_MESSAGE_BYTES {
+            return bad(&format!(
+                "server.max_message_bytes must be at least {MIN_MESSAGE_BYTES} (the default is 1048576)"
+            ));
         }
         if self.budget.max_iterations == 0 {
             return bad("budget.max_iterations must be >= 1");
@@ -456,6 +483,8 @@ const MIN_PUSH_EPSILON: f64 = 1e-10;
 /// Most passages or facts a retrieval setting may ask for: far past any useful evidence
 /// list, well short of the sizes whose arithmetic or allocation would fail.
 const MAX_LIST: usize = 10_000;
+/// Smallest request size limit: below it even a short question could not be sent.
+const MIN_MESSAGE_BYTES: usize = 1024;
 /// Most requests the daemon may queue at once (each holds a task and its buffers).
 const MAX_PENDING: usize = 1_000_000;
 
@@ -588,6 +617,12 @@ mod tests {
             ("[retrieve]\ntop_k = 0\n", "top_k"),
             ("[retrieve]\nfact_seeds = 100000000000\n", "fact_seeds"),
             ("[server]\nmax_pending = 9223372036854775807\n", "max_pending"),
+            ("[server]\nmax_message_bytes = 0\n", "max_message_bytes"),
+            ("[gate]\nthreshold = nan\n", "gate.threshold"),
+            ("[gate]\nthreshold = 7.5\n", "gate.threshold"),
+            ("[alias]\nedit_threshold = -0.1\n", "alias.edit_threshold"),
+            ("[bm25]\nk1 = -3.0\n", "bm25.k1"),
+            ("[llm]\ntemperature = inf\n", "llm.temperature"),
         ] {
             std::fs::write(&path, setting).unwrap();
             let err = Settings::load(Some(&path)).unwrap_err().to_string();

@@ -170,7 +170,7 @@ fn retries_stop_at_the_iteration_bound() {
     let model = Arc::new(Scripted::default());
     *model.answers.lock().unwrap() = vec!["Nordic Works".into()];
     let mut request = ask("Who rebuilt Oslo Harbour?");
-    request.budget = Some(BudgetOverride { max_iterations: Some(2), ..Default::default() });
+    request.budget = Some(BudgetOverride { max_iterations: std::num::NonZeroU32::new(2), ..Default::default() });
     let r = block(controller(model.clone(), &settings).run(&kb, &settings, &request));
     assert_eq!(r.iterations, 2);
     assert!(r.abstained.unwrap().contains("no verified answer"));
@@ -362,7 +362,7 @@ mod budgets {
             *model.verdicts.lock().unwrap() = verdicts;
             *model.sufficiency.lock().unwrap() = sufficiency;
             let mut request = ask("Who founded the company that rebuilt Oslo Harbour?");
-            request.budget = Some(BudgetOverride { max_iterations: Some(iterations), max_llm_calls: Some(calls), max_tokens: Some(tokens), deadline_ms: None });
+            request.budget = Some(BudgetOverride { max_iterations: std::num::NonZeroU32::new(iterations), max_llm_calls: Some(calls), max_tokens: Some(tokens), deadline_ms: None });
             let r = block(controller(model.clone(), &settings).run(&kb, &settings, &request));
             prop_assert!(r.ledger.llm_calls <= calls);
             prop_assert!(r.ledger.tokens() <= tokens);

@@ -265,6 +265,9 @@ fn every_method_and_every_error_code() {
     assert_eq!(code, -32602);
     assert!(message.contains("question"), "{message}");
     assert_eq!(c.error_code("query", json!({"question": "  "})).0, -32602);
+    let (code, message) = c.error_code("query", json!({"question": "Where?", "budget": {"max_iterations": 0}}));
+    assert_eq!(code, -32602);
+    assert!(message.contains("nonzero"), "not silently raised to 1: {message}");
     assert_eq!(c.error_code("ingest", json!({})).0, -32602);
     assert!(c.error_code("proposals.edit", json!({"id": 1, "subject": "a"})).1.contains("relation"));
 

@@ -2,6 +2,7 @@
 //! [`Ledger::admit`] *before* it is made, with a conservative bound on its tokens, so no
 //! budget is ever overrun; what the provider then reports is what the ledger records.
 
+use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -15,7 +16,7 @@ use crate::llm::Usage;
 #[serde(deny_unknown_fields)]
 pub struct BudgetOverride {
     /// Most retrieve-answer-verify rounds (at least 1).
-    pub max_iterations: Option<u32>,
+    pub max_iterations: Option<NonZeroU32>,
     /// Most LLM calls.
     pub max_llm_calls: Option<u32>,
     /// Most LLM tokens, prompt and completion together.
@@ -27,7 +28,7 @@ pub struct BudgetOverride {
 impl BudgetOverride {
     pub fn apply(&self, base: BudgetSettings) -> BudgetSettings {
         BudgetSettings {
-            max_iterations: self.max_iterations.unwrap_or(base.max_iterations).max(1),
+            max_iterations: self.max_iterations.map_or(base.max_iterations, NonZeroU32::get),
             max_llm_calls: self.max_llm_calls.unwrap_or(base.max_llm_calls),
             max_tokens: self.max_tokens.unwrap_or(base.max_tokens),
             deadline_ms: self.deadline_ms.unwrap_or(base.deadline_ms),
