@@ -55,15 +55,36 @@ pub fn estimate_tokens(text: &str) -> u64 {
     (words * 1.3).ceil() as u64
 }
 
+/// Is this line (or sentence span) a Markdown heading: a title, not a statement?
+pub fn is_heading(line: &str) -> bool {
+    line.trim_start().starts_with('#')
+}
+
 /// Byte ranges of sentences. Splits after `.`, `!`, `?` followed by whitespace and an
-/// upper-case letter, digit or quote, but not after common abbreviations or initials.
+/// upper-case letter, digit or quote, but not after common abbreviations or initials; and at
+/// the end of a Markdown heading line or of a paragraph (a blank line follows), which end
+/// what they hold without a full stop ("# Halden Optics" is no part of the sentence below it).
 pub fn sentence_spans(text: &str) -> Vec<Range<usize>> {
     let mut spans = Vec::new();
     let mut start = 0;
     let bytes = text.as_bytes();
+    let mut line_start = 0;
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
+        if b == b'\n' {
+            let heading = is_heading(&text[line_start..i]);
+            let rest = &text[i + 1..];
+            let paragraph_ends =
+                rest.split('\n').next().is_some_and(|next| next.trim().is_empty()) && rest.contains('\n');
+            line_start = i + 1;
+            if heading || paragraph_ends {
+                push_trimmed(text, start..i, &mut spans);
+                start = i + 1;
+            }
+            i += 1;
+            continue;
+        }
         if matches!(b, b'.' | b'!' | b'?') && i + 1 < bytes.len() && bytes[i + 1].is_ascii_whitespace() {
             let mut j = i + 1;
             while j < bytes.len() && bytes[j].is_ascii_whitespace() {
@@ -256,6 +277,13 @@ mod tests {
                 "Did he?"
             ]
         );
+    }
+
+    #[test]
+    fn a_heading_or_a_paragraph_ends_what_it_holds() {
+        let text = "# Halden Optics\nHalden Optics is a company\n\nIt makes lenses\nfor telescopes.\n";
+        let got: Vec<&str> = sentence_spans(text).into_iter().map(|r| &text[r]).collect();
+        assert_eq!(got, vec!["# Halden Optics", "Halden Optics is a company", "It makes lenses\nfor telescopes."]);
     }
 
     #[test]

@@ -109,7 +109,7 @@ pub(crate) fn sentences<'a>(question: &Question, retrieval: &'a Retrieval) -> Ve
     for (rank, chunk) in retrieval.chunks.iter().enumerate() {
         let title_terms: Vec<String> = text::content_terms(&chunk.title);
         for body in chunk.text.split_inclusive('\n') {
-            if body.trim_start().starts_with('#') {
+            if text::is_heading(body) {
                 continue;
             }
             for span in text::sentence_spans(body) {

@@ -325,6 +325,10 @@ impl IngestReport {
             SourceProblem::Skipped { path, reason } => {
                 self.warnings.push(format!("{}: skipped: {reason}", path.display()))
             }
+            SourceProblem::RepeatedId { path, line, id, first_line } => self.warnings.push(format!(
+                "{}:{line}: id `{id}` repeats line {first_line}; this record replaces that one",
+                path.display()
+            )),
         }
     }
 

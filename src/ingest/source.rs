@@ -24,6 +24,9 @@ pub enum SourceProblem {
     Error(Error),
     /// Skipped on purpose (unsupported extension); a warning.
     Skipped { path: PathBuf, reason: String },
+    /// A record's id repeats an earlier record's in the same file; the later one replaces it,
+    /// as a later ingest would. A warning: it is often a mistake.
+    RepeatedId { path: PathBuf, line: usize, id: String, first_line: usize },
 }
 
 #[derive(Debug, Default)]
@@ -122,9 +125,17 @@ impl Walk<'_> {
             };
             let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
             children.sort();
+            let (found, reported) = (self.files.len(), self.problems.len());
             for child in children {
                 // Keep the name the user gave (document ids derive from it).
                 self.visit(&path.join(child.file_name().unwrap_or_default()), false);
+            }
+            // Silence there reads as success: say why nothing came of it.
+            if explicit && self.files.len() == found && self.problems.len() == reported {
+                self.problems.push(SourceProblem::Skipped {
+                    path: path.to_path_buf(),
+                    reason: format!("no file in it to read (expected one of {})", EXTENSIONS.join(", ")),
+                });
             }
         } else if !has_supported_extension(path) {
             if explicit {
@@ -220,18 +231,28 @@ pub fn read_file(path: &Path, max_file_bytes: u64) -> ReadOutcome {
         }
     };
     let content = decode_lines(path, &bytes, &mut out.problems);
+    // A byte-order mark some editors write is no text ("\u{feff}# Title" is a heading).
+    let content = content.strip_prefix('\u{feff}').unwrap_or(&content);
     let source = path.display().to_string();
     let ext = path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).unwrap_or_default();
     match ext.as_str() {
-        "jsonl" => read_jsonl(path, &content, &source, &mut out),
+        "jsonl" => read_jsonl(path, content, &source, &mut out),
         // A JSON document is one value: a bad line breaks it whole, so parse it only when
         // every line decoded.
         "json" if !out.problems.is_empty() => {}
-        "json" => read_json(path, &content, &source, &mut out),
-        "md" => out.docs.push(plain_doc(&content, &source, markdown_title(&content))),
-        _ => out.docs.push(plain_doc(&content, &source, None)),
+        "json" => read_json(path, content, &source, &mut out),
+        "md" => out.docs.push(plain_doc(content, &source, markdown_title(content))),
+        _ => out.docs.push(plain_doc(content, &source, None)),
     }
+    let before = out.docs.len();
     out.docs.retain(|d| !d.text.trim().is_empty());
+    if out.docs.len() < before {
+        let reason = match before - out.docs.len() {
+            1 if before == 1 => "no text in it".to_string(),
+            n => format!("{n} records without text"),
+        };
+        out.problems.push(SourceProblem::Skipped { path: path.to_path_buf(), reason });
+    }
     out
 }
 
@@ -251,6 +272,7 @@ fn markdown_title(content: &str) -> Option<String> {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "an object {\"id\"?, \"title\"?, \"text\"}")]
 struct JsonlRecord {
     id: Option<serde_json::Value>,
     title: Option<String>,
@@ -259,6 +281,7 @@ struct JsonlRecord {
 
 fn read_jsonl(path: &Path, content: &str, source: &str, out: &mut ReadOutcome) {
     let mut ids = IdAllocator::default();
+    let mut lines_of: HashMap<String, usize> = HashMap::new();
     for (i, line) in content.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -272,6 +295,11 @@ fn read_jsonl(path: &Path, content: &str, source: &str, out: &mut ReadOutcome) {
                     None if !title.is_empty() => ids.for_title(&title),
                     None => format!("{source}#{}", i + 1),
                 };
+                if let Some(first_line) = lines_of.insert(id.clone(), i + 1) {
+                    let repeat =
+                        SourceProblem::RepeatedId { path: path.to_path_buf(), line: i + 1, id: id.clone(), first_line };
+                    out.problems.push(repeat);
+                }
                 out.docs.push(SourceDoc { id, title, text: rec.text, source: source.to_string() });
             }
             Err(e) => out.problems.push(SourceProblem::Error(Error::Parse {
@@ -284,7 +312,7 @@ fn read_jsonl(path: &Path, content: &str, source: &str, out: &mut ReadOutcome) {
 }
 
 #[derive(Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "not a corpus (a list of {\"title\", \"text\"} or an object {\"title\": [sentences]})")]
 enum JsonCorpus {
     /// `[{title, text}, ...]` (MuSiQue corpus, also with an optional `id`).
     List(Vec<JsonlRecord>),
@@ -298,8 +326,9 @@ fn read_json(path: &Path, content: &str, source: &str, out: &mut ReadOutcome) {
         Err(e) => {
             out.problems.push(SourceProblem::Error(Error::Parse {
                 path: path.to_path_buf(),
-                line: e.line(),
-                message: format!("{e} (expected a list of {{title, text}} or an object {{title: [sentences]}})"),
+                // A value of the wrong shape has no position; the file is one value.
+                line: e.line().max(1),
+                message: e.to_string(),
             }));
             return;
         }
@@ -390,6 +419,45 @@ mod tests {
             [SourceProblem::Error(Error::Parse { line, .. })] => assert_eq!(*line, 2),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn what_reads_as_nothing_or_twice_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let bom = write(dir.path(), "b.md", "\u{feff}# BOM title\nBody.".as_bytes());
+        let out = read_file(&bom, MAX);
+        assert_eq!((out.docs[0].title.as_str(), out.docs[0].text.as_str()), ("BOM title", "# BOM title\nBody."));
+        let empty = write(dir.path(), "e.txt", b" \n");
+        let out = read_file(&empty, MAX);
+        assert!(out.docs.is_empty());
+        assert!(matches!(&out.problems[..], [SourceProblem::Skipped { reason, .. }] if reason == "no text in it"));
+        let twice =
+            write(dir.path(), "t.jsonl", b"{\"id\":\"a\",\"text\":\"one\"}\n\n{\"id\":\"a\",\"text\":\"two\"}\n");
+        let out = read_file(&twice, MAX);
+        assert_eq!(out.docs.len(), 2, "the later record replaces the earlier at ingest");
+        assert!(
+            matches!(&out.problems[..], [SourceProblem::RepeatedId { line: 3, first_line: 1, id, .. }] if id == "a"),
+            "{:?}",
+            out.problems
+        );
+        let other = write(dir.path(), "o.json", br#"{"x": 1}"#);
+        let message = match &read_file(&other, MAX).problems[..] {
+            [SourceProblem::Error(e)] => e.to_string(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            message.ends_with(
+                "o.json:1: not a corpus (a list of {\"title\", \"text\"} or an object {\"title\": [sentences]})"
+            ),
+            "{message}"
+        );
+        std::fs::create_dir(dir.path().join("csv")).unwrap();
+        write(&dir.path().join("csv"), "x.csv", b"a,b");
+        let (files, problems) = collect_files(&[dir.path().join("csv")], &anywhere());
+        assert!(files.is_empty());
+        assert!(
+            matches!(&problems[..], [SourceProblem::Skipped { reason, .. }] if reason.starts_with("no file in it"))
+        );
     }
 
     #[test]

@@ -17,7 +17,12 @@ pub struct ExtractiveSummarizer {
 
 impl Summarizer for ExtractiveSummarizer {
     fn summarize(&self, title: &str, body: &str, entities: &[String]) -> Result<String> {
-        let lead: Vec<&str> = text::sentence_spans(body).into_iter().take(self.sentences).map(|r| &body[r]).collect();
+        let lead: Vec<&str> = text::sentence_spans(body)
+            .into_iter()
+            .map(|r| &body[r])
+            .filter(|s| !text::is_heading(s))
+            .take(self.sentences)
+            .collect();
         let counts = mention_counts(&body.to_lowercase(), entities);
         let mut counted: Vec<(usize, usize, &String)> =
             entities.iter().enumerate().map(|(first, e)| (counts[first], first, e)).collect();
