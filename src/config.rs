@@ -496,7 +496,9 @@ struct Keys(std::collections::BTreeSet<String>);
 impl Keys {
     fn of_defaults() -> Result<Keys> {
         let mut keys = std::collections::BTreeSet::new();
-        collect_paths(&toml_tree(config::File::from_str(DEFAULT_TOML, config::FileFormat::Toml))?, "", &mut keys);
+        let defaults = toml_tree(config::File::from_str(DEFAULT_TOML, config::FileFormat::Toml))
+            .map_err(|e| Error::Config(format!("the built-in defaults: {e}")))?;
+        collect_paths(&defaults, "", &mut keys);
         Ok(Keys(keys))
     }
 
@@ -563,12 +565,8 @@ fn explain(config: &config::Config, error: config::ConfigError) -> String {
     }
 }
 
-fn toml_tree<S: config::Source + Send + Sync + 'static>(source: S) -> Result<serde_json::Value> {
-    config::Config::builder()
-        .add_source(source)
-        .build()
-        .and_then(|c| c.try_deserialize())
-        .map_err(|e| Error::Config(e.to_string()))
+fn toml_tree<S: config::Source + Send + Sync + 'static>(source: S) -> Result<serde_json::Value, config::ConfigError> {
+    config::Config::builder().add_source(source).build().and_then(|c| c.try_deserialize())
 }
 
 /// Adds the dotted path of every key and section in `tree` under `prefix`.

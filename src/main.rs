@@ -73,8 +73,9 @@ enum Command {
         query: String,
         #[arg(long, value_enum, default_value = "hybrid")]
         mode: ModeArg,
-        #[arg(short, default_value_t = 5)]
-        k: usize,
+        /// How many chunks to list (1 to 10000).
+        #[arg(short, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=10_000))]
+        k: u16,
     },
     /// Evidence only: the gate and the agentic retriever, no reader, no LLM call. Prints the
     /// ranked chunks with document, span and score, and the graph paths that led there.
@@ -328,10 +329,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
     };
     match &cli.command {
         Command::Ingest { paths, triples } => {
+            // Read before the KB is opened: a mistyped triples path must not leave one behind.
+            let triples = match triples {
+                Some(file) => Some(TripleImport::load(file).context("reading the triples file (--triples)")?),
+                None => None,
+            };
             let mut engine = open(settings)?;
-            if let Some(file) = triples {
-                engine.pipeline.triples = Some(TripleImport::load(file)?);
-            }
+            engine.pipeline.triples = triples;
             let engine = std::sync::Arc::new(engine);
             // The user's own files: any path this process may read.
             let input = IngestInput {
@@ -398,12 +402,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Search { query, mode, k } => {
+            // Without a word every score is noise: a list would look like an answer.
+            if !query.chars().any(char::is_alphanumeric) {
+                anyhow::bail!("nothing to search for: give at least one word");
+            }
             let engine = open_existing(settings)?;
             let shared = runtime.block_on(engine.kb(kb, Open::Existing))?;
             let kb = shared.blocking_read();
             let query = a2rag::embed::EmbeddedQuery::new(kb.embedder().as_ref(), query)?;
-            for (rank, (id, score)) in
-                kb.search(&query, (*mode).into(), *k, (&kb.settings().retrieve).into())?.into_iter().enumerate()
+            for (rank, (id, score)) in kb
+                .search(&query, (*mode).into(), usize::from(*k), (&kb.settings().retrieve).into())?
+                .into_iter()
+                .enumerate()
             {
                 if let Some(chunk) = kb.chunk(id) {
                     say!("{:>2}. [{score:.4}] {} — {}", rank + 1, kb.chunk_title(chunk), preview(&chunk.text, 160));

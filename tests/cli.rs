@@ -109,6 +109,36 @@ fn named_knowledge_bases_from_the_command_line() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("letters, digits"), "{bad:?}");
 }
 
+/// Common mistakes fail with one message that names the mistake, and leave nothing behind.
+#[test]
+fn mistakes_are_named_once_and_leave_nothing_behind() {
+    let (dir, data) = ingested();
+    let failure = |out: Output| {
+        assert!(!out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(failure(a2rag(&data, &["search", " ?? "])).contains("nothing to search for"));
+    assert!(failure(a2rag(&data, &["search", "Curie", "-k", "0"])).contains("1..=10000"));
+
+    let fresh = dir.path().join("fresh");
+    let curie = rpc_fixture("curie.txt");
+    let err = failure(a2rag(&fresh, &["ingest", curie.to_str().unwrap(), "--triples", "/no/such/triples.json"]));
+    assert!(err.contains("--triples") && err.contains("/no/such/triples.json"), "{err}");
+    assert!(!fresh.exists(), "a failed ingest left a data directory behind");
+
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let err = failure(a2rag(&file, &["ingest", curie.to_str().unwrap()]));
+    assert!(err.contains("is a file") && err.contains("must be a directory"), "{err}");
+
+    let config = dir.path().join("bad.toml");
+    std::fs::write(&config, "[x\n").unwrap();
+    let out =
+        Command::new(BIN).arg("--config").arg(&config).args(["--data-dir"]).arg(&data).arg("stats").output().unwrap();
+    let err = failure(out);
+    assert_eq!(err.matches("configuration error").count(), 1, "{err}");
+}
+
 /// A reader that stops early (`a2rag search x | head -1`) ends the command quietly, with
 /// success, not a panic about a broken pipe.
 #[test]

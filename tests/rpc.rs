@@ -545,9 +545,14 @@ fn tcp_auth_and_stdio_at_once() {
     let address = daemon.tcp_address();
 
     let mut refused = Client::tcp(&address);
-    let (code, _) = refused.error_code("health", json!({}));
+    let (code, message) = refused.error_code("health", json!({}));
     assert_eq!(code, -32001);
+    assert!(message.contains("must be `auth`"), "{message}");
     assert!(refused.recv().is_none(), "connection should close after a failed auth");
+    let mut wrong = Client::tcp(&address);
+    let (code, message) = wrong.error_code("auth", json!({"token": "guess"}));
+    assert_eq!(code, -32001);
+    assert!(message.contains("wrong token"), "{message}");
 
     let mut c = Client::tcp(&address);
     assert_eq!(c.call("auth", json!({"token": "s3cret"})), json!({"authenticated": true}));

@@ -281,7 +281,8 @@ fn bind_unix(path: &Path) -> Result<Bound> {
     staging.push(format!(".{}.tmp", std::process::id()));
     let staging = PathBuf::from(staging);
     let _ = std::fs::remove_file(&staging);
-    let listener = UnixListener::bind(&staging).map_err(|e| Error::io(&staging, e))?;
+    // Errors name the path asked for: the staging name is this function's business.
+    let listener = UnixListener::bind(&staging).map_err(|e| Error::io(path, e))?;
     std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::io(&staging, e))?;
     std::fs::rename(&staging, path).map_err(|e| Error::io(path, e))?;
     Ok(Bound::Unix { listener, path: path.to_path_buf() })
@@ -430,17 +431,16 @@ fn check_auth(bytes: &[u8], token: &str) -> std::result::Result<Option<Value>, V
     let given = (message.get("method").and_then(Value::as_str) == Some("auth"))
         .then(|| message.pointer("/params/token").and_then(Value::as_str))
         .flatten();
-    if given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
-        Ok(id.map(|id| success(id, serde_json::json!({"authenticated": true}))))
-    } else {
-        Err(failure(
-            id.unwrap_or(Value::Null),
-            RpcError::new(
-                protocol::UNAUTHORIZED,
-                "unauthorized: the first message must be `auth` with the server's token",
-            ),
-        ))
-    }
+    let message = match given {
+        Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => {
+            return Ok(id.map(|id| success(id, serde_json::json!({"authenticated": true}))));
+        }
+        Some(_) => {
+            "unauthorized: wrong token (the daemon's is `server.bearer_token`, or else in the rpc-token file it names at start)"
+        }
+        None => "unauthorized: the first message must be `auth` with the server's token",
+    };
+    Err(failure(id.unwrap_or(Value::Null), RpcError::new(protocol::UNAUTHORIZED, message)))
 }
 
 /// A request in flight, as `$/cancelRequest` sees it.

@@ -26,6 +26,12 @@ pub(super) struct SledBackend {
 
 impl SledBackend {
     pub(super) fn open(dir: &Path) -> Result<SledBackend> {
+        if dir.exists() && !dir.is_dir() {
+            return Err(Error::Invalid(format!(
+                "{} is a file: the data directory (--data-dir, data_dir) must be a directory, created if missing",
+                dir.display()
+            )));
+        }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let db = sled::Config::new().path(dir.join("db")).open().map_err(|e| match e {
             // sled says so only in words (its lock error is an `Other` with this message).
