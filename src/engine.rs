@@ -137,6 +137,15 @@ pub struct Ingested {
     pub stats: Stats,
 }
 
+/// A stored document as a listing shows it: the id that `delete` and re-ingest go by.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DocumentInfo {
+    pub id: String,
+    pub title: String,
+    pub source: String,
+    pub chunks: usize,
+}
+
 /// The integrity check's findings: graph, provenance and documents, and curation decisions.
 #[derive(Debug, Serialize)]
 pub struct Integrity {
@@ -353,11 +362,30 @@ impl Engine {
         let id = id.to_string();
         self.write(name, move |kb| {
             if !kb.delete_document(&id)? {
-                return Err(Error::NotFound(format!("document `{id}`")));
+                return Err(Error::NotFound(format!(
+                    "document `{id}` (`a2rag docs`, or the JSON-RPC method `documents`, lists the ids)"
+                )));
             }
             kb.flush()
         })
         .await
+    }
+
+    /// The documents of KB `name`, by id.
+    pub async fn documents(&self, name: &KbName) -> Result<Vec<DocumentInfo>> {
+        let shared = self.kb(name, Open::Existing).await?;
+        let kb = shared.read().await;
+        let mut docs: Vec<DocumentInfo> = kb
+            .docs()
+            .map(|d| DocumentInfo {
+                id: d.id.clone(),
+                title: d.title.clone(),
+                source: d.source.clone(),
+                chunks: d.chunks.len(),
+            })
+            .collect();
+        docs.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(docs)
     }
 
     pub async fn stats(&self, name: &KbName) -> Result<Stats> {

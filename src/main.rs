@@ -61,6 +61,11 @@ enum Command {
     },
     /// Remove a document (by id) and everything derived from it.
     Delete { id: String },
+    /// The documents of the knowledge base: id (what `delete` takes), chunks, title.
+    Docs {
+        #[arg(long)]
+        json: bool,
+    },
     /// The knowledge bases in the data directory (see --kb).
     Kbs,
     /// Counts and index sizes.
@@ -375,6 +380,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let engine = open_existing(settings)?;
             runtime.block_on(engine.delete(kb, id))?;
             say!("deleted {id}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Docs { json } => {
+            let engine = open_existing(settings)?;
+            let docs = runtime.block_on(engine.documents(kb))?;
+            if *json {
+                say!("{}", serde_json::to_string_pretty(&docs)?);
+            } else {
+                for d in &docs {
+                    say!("{}\t{} chunks\t{}", d.id, d.chunks, d.title);
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Kbs => {

@@ -101,6 +101,13 @@ fn named_knowledge_bases_from_the_command_line() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("kbs/nope"), "{missing:?}");
     assert!(!data.join("kbs/nope").exists(), "a read created a KB");
+    let listed = stdout(&a2rag(&data, &["--kb", "papers", "docs"]));
+    let id = listed.split('\t').next().unwrap();
+    assert!(id.ends_with("curie.txt") && listed.lines().count() == 1, "{listed}");
+    assert_eq!(stdout(&a2rag(&data, &["--kb", "papers", "delete", id])), format!("deleted {id}\n"));
+    let again = a2rag(&data, &["--kb", "papers", "delete", id]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("`a2rag docs`"), "{again:?}");
+    assert_eq!(stdout(&a2rag(&data, &["--kb", "papers", "docs"])), "");
     let reindexed = a2rag(&data, &["--kb", "nope", "reindex"]);
     assert!(!reindexed.status.success(), "{reindexed:?}");
     assert!(!data.join("kbs/nope").exists(), "reindex created a KB");

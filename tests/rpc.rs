@@ -226,10 +226,20 @@ fn every_method_and_every_error_code() {
     assert_eq!(c.error_code("graph.node", json!({"name": "Atlantis"})).0, -32002);
     assert_eq!(c.error_code("graph.node", json!({"name": "Oder", "id": 1})).0, -32602);
 
-    // delete, then the document is gone.
+    // documents lists the ids delete takes; delete, then the document is gone.
+    let ids = |c: &mut Client| -> Vec<String> {
+        let docs = c.call("documents", json!({}));
+        docs.as_array().unwrap().iter().map(|d| d["id"].as_str().unwrap().to_string()).collect()
+    };
+    let before = ids(&mut c);
+    assert_eq!(before.len(), 5, "{before:?}");
+    assert!(before.contains(&"oder".to_string()), "{before:?}");
     assert_eq!(c.call("delete", json!({"id": "oder"}))["deleted"], "oder");
-    assert_eq!(c.error_code("delete", json!({"id": "oder"})).0, -32002);
+    let (code, message) = c.error_code("delete", json!({"id": "oder"}));
+    assert_eq!(code, -32002);
+    assert!(message.contains("`documents`"), "says where the ids are: {message}");
     assert_eq!(c.call("stats", json!({}))["documents"], 4);
+    assert!(!ids(&mut c).contains(&"oder".to_string()));
 
     // proposals.list with and without a status filter.
     let pending = c.call("proposals.list", json!({"status": "pending"}));

@@ -26,6 +26,7 @@ pub const METHODS: &[&str] = &[
     "ingest",
     "delete",
     "stats",
+    "documents",
     "kbs",
     "health",
     "check",
@@ -91,6 +92,10 @@ pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
         "stats" => {
             let KbParam { kb } = decode(params)?;
             to_json(&engine.stats(&kb).await?)
+        }
+        "documents" => {
+            let KbParam { kb } = decode(params)?;
+            to_json(&engine.documents(&kb).await?)
         }
         "kbs" => {
             decode::<Empty>(params)?;
