@@ -453,6 +453,9 @@ impl Settings {
         if !(self.bm25.k1 >= 0.0 && self.bm25.k1.is_finite()) {
             return bad("bm25.k1 must be >= 0 (the default is 1.2)");
         }
+        if !(self.retrieve.rrf_k >= 0.0 && self.retrieve.rrf_k.is_finite()) {
+            return bad("retrieve.rrf_k must be >= 0 (the default is 60)");
+        }
         if !(self.retrieve.passage_seed_weight >= 0.0 && self.retrieve.passage_seed_weight.is_finite()) {
             return bad("retrieve.passage_seed_weight must be >= 0 (the default is 0.05)");
         }

@@ -452,7 +452,7 @@ impl Engine {
     /// keys naming a missing proposal are removed, so their triples can be proposed again.
     /// Returns the triples released.
     pub async fn repair(&self, name: &KbName) -> Result<Vec<String>> {
-        self.write(name, |kb| curate::release_orphan_decisions(kb)).await
+        self.write(name, curate::release_orphan_decisions).await
     }
 
     /// Flushes every open knowledge base no writer holds (a write still running flushes

@@ -10,7 +10,7 @@ pub enum Error {
 
     /// sled locks its directory: one process at a time opens a KB stored there.
     #[error(
-        "{0} is in use by another a2rag process (a running `serve`, `mcp` or ingest): stop it, or send the request to that daemon (JSON-RPC, MCP or its web page)"
+        "{0} is in use by another a2rag process (a running `serve`, `mcp` or ingest): stop it first, or send questions, ingests and reviews to that daemon (JSON-RPC, MCP or its web page)"
     )]
     InUse(PathBuf),
 

@@ -273,10 +273,11 @@ fn main() -> ExitCode {
 }
 
 /// Ends the process on a failed write to stdout: quietly when its reader went away (`a2rag
-/// search x | head -1`), as Unix tools do, where `println!` would panic.
+/// search x | head -1`), where `println!` would panic, with the status of a Unix tool that
+/// SIGPIPE ended (128 + 13), so that `pipefail` still sees a run that did not finish.
 fn stdout_failed(e: std::io::Error) -> ! {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(0);
+        std::process::exit(141);
     }
     eprintln!("error: writing to standard output: {e}");
     std::process::exit(1)
@@ -635,10 +636,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Audit => {
             let engine = open_existing(settings)?;
-            let mut out = std::io::stdout().lock();
             for entry in runtime.block_on(engine.audit(kb, &Default::default()))? {
-                use std::io::Write;
-                writeln!(out, "{}", serde_json::to_string(&entry)?)?;
+                say!("{}", serde_json::to_string(&entry)?);
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -55,15 +55,19 @@ pub fn estimate_tokens(text: &str) -> u64 {
     (words * 1.3).ceil() as u64
 }
 
-/// Is this line (or sentence span) a Markdown heading: a title, not a statement?
+/// Is this line (or sentence span) a Markdown heading, a title rather than a statement: one
+/// to six `#` and a space or nothing after them ("#1 hit single" is a statement)?
 pub fn is_heading(line: &str) -> bool {
-    line.trim_start().starts_with('#')
+    let line = line.trim_start();
+    let hashes = line.bytes().take_while(|b| *b == b'#').count();
+    (1..=6).contains(&hashes) && line[hashes..].chars().next().is_none_or(|c| c == ' ' || c == '\t')
 }
 
 /// Byte ranges of sentences. Splits after `.`, `!`, `?` followed by whitespace and an
 /// upper-case letter, digit or quote, but not after common abbreviations or initials; and at
-/// the end of a Markdown heading line or of a paragraph (a blank line follows), which end
-/// what they hold without a full stop ("# Halden Optics" is no part of the sentence below it).
+/// the line breaks around a Markdown heading and at a paragraph's end (a blank line follows),
+/// which end what they hold without a full stop ("# Halden Optics" is no part of the
+/// sentence below or above it).
 pub fn sentence_spans(text: &str) -> Vec<Range<usize>> {
     let mut spans = Vec::new();
     let mut start = 0;
@@ -73,19 +77,21 @@ pub fn sentence_spans(text: &str) -> Vec<Range<usize>> {
     while i < bytes.len() {
         let b = bytes[i];
         if b == b'\n' {
-            let heading = is_heading(&text[line_start..i]);
-            let rest = &text[i + 1..];
-            let paragraph_ends =
-                rest.split('\n').next().is_some_and(|next| next.trim().is_empty()) && rest.contains('\n');
-            line_start = i + 1;
-            if heading || paragraph_ends {
+            let next = text[i + 1..].split('\n').next().unwrap_or_default();
+            if is_heading(&text[line_start..i]) || is_heading(next) || next.trim().is_empty() {
                 push_trimmed(text, start..i, &mut spans);
                 start = i + 1;
             }
+            line_start = i + 1;
             i += 1;
             continue;
         }
-        if matches!(b, b'.' | b'!' | b'?') && i + 1 < bytes.len() && bytes[i + 1].is_ascii_whitespace() {
+        // A heading ends at its line's end only ("## 1. Introduction").
+        if matches!(b, b'.' | b'!' | b'?')
+            && i + 1 < bytes.len()
+            && bytes[i + 1].is_ascii_whitespace()
+            && !is_heading(&text[line_start..i])
+        {
             let mut j = i + 1;
             while j < bytes.len() && bytes[j].is_ascii_whitespace() {
                 j += 1;
@@ -96,6 +102,9 @@ pub fn sentence_spans(text: &str) -> Vec<Range<usize>> {
                 .is_some_and(|c| c.is_uppercase() || c.is_ascii_digit() || c == '"' || c == '\'');
             if next_starts_sentence && !ends_with_abbreviation(&text[start..=i]) {
                 push_trimmed(text, start..i + 1, &mut spans);
+                if let Some(newline) = text[i + 1..j].rfind('\n') {
+                    line_start = i + 1 + newline + 1;
+                }
                 start = j;
                 i = j;
                 continue;
@@ -281,9 +290,22 @@ mod tests {
 
     #[test]
     fn a_heading_or_a_paragraph_ends_what_it_holds() {
+        let split =
+            |text: &'static str| -> Vec<&'static str> { sentence_spans(text).into_iter().map(|r| &text[r]).collect() };
         let text = "# Halden Optics\nHalden Optics is a company\n\nIt makes lenses\nfor telescopes.\n";
-        let got: Vec<&str> = sentence_spans(text).into_iter().map(|r| &text[r]).collect();
-        assert_eq!(got, vec!["# Halden Optics", "Halden Optics is a company", "It makes lenses\nfor telescopes."]);
+        assert_eq!(split(text), ["# Halden Optics", "Halden Optics is a company", "It makes lenses\nfor telescopes."]);
+        assert_eq!(
+            split("Founded by Lars Halden\n## Products\nLenses."),
+            ["Founded by Lars Halden", "## Products", "Lenses."]
+        );
+        // The line a sentence ends on is where the next heading test starts.
+        let text = "# What is it?\nIt is a lens\nmade of glass. It is\nclear";
+        assert_eq!(split(text), ["# What is it?", "It is a lens\nmade of glass.", "It is\nclear"]);
+        assert_eq!(split("#1 hit single in 1990. It sold."), ["#1 hit single in 1990.", "It sold."]);
+        assert_eq!(split("## 1. Introduction\nText."), ["## 1. Introduction", "Text."]);
+        assert!(
+            is_heading("## 1. Introduction") && is_heading("#") && !is_heading("#1 hit") && !is_heading("####### x")
+        );
     }
 
     #[test]

@@ -550,7 +550,7 @@ fn a_claimed_key_and_its_record_are_written_together_or_not_at_all_on(store: &Te
         problems.iter().any(|p| p.contains("`oslo | capital of | norway` names missing proposal 7")),
         "{store:?}: {problems:?}"
     );
-    let released = a2rag::curate::release_orphan_decisions(&kb).unwrap();
+    let released = a2rag::curate::release_orphan_decisions(&mut kb).unwrap();
     assert_eq!(released, ["oslo | capital of | norway"], "{store:?}");
     assert_eq!(kb.store().get_raw(decisions, "oslo\u{1f}capital of\u{1f}norway".as_bytes()).unwrap(), None);
 
@@ -565,4 +565,47 @@ fn a_claimed_key_and_its_record_are_written_together_or_not_at_all_on(store: &Te
     assert_eq!(kb.store().get_raw(decisions, b"key").unwrap().as_deref(), Some(&decision[..]), "{store:?}");
     assert_eq!(kb.store().get_raw(proposals, b"record-41").unwrap().as_deref(), Some(&b"{}"[..]), "{store:?}");
     assert_eq!(kb.store().get_raw(proposals, b"record-42").unwrap(), None, "nothing of a refused claim: {store:?}");
+}
+
+/// A file ingested by an earlier build kept the path as typed for its id; ingesting it again
+/// by another spelling gives the stored document the file's one id in place (curated edges
+/// and all), and it is unchanged, not a second copy.
+#[test]
+fn a_document_stored_under_a_typed_path_takes_the_file_s_id_in_place() {
+    for store in TestStore::all() {
+        a_document_stored_under_a_typed_path_takes_the_file_s_id_in_place_on(&store);
+    }
+}
+
+fn a_document_stored_under_a_typed_path_takes_the_file_s_id_in_place_on(store: &TestStore) {
+    use a2rag::ingest::source::{SourceDoc, document_path};
+    let dir = tempfile::tempdir().unwrap();
+    let (mut kb, pipeline) = open(&store.settings(&dir.path().join("data")));
+    let text = "Oslo is the capital of Norway.";
+    let file = dir.path().join("oslo.txt");
+    std::fs::write(&file, text).unwrap();
+    let typed = dir.path().join("./oslo.txt");
+    let earlier = SourceDoc {
+        id: typed.display().to_string(),
+        title: "oslo".into(),
+        text: text.into(),
+        source: typed.display().to_string(),
+    };
+    let mut report = a2rag::ingest::IngestReport::default();
+    a2rag::ingest::ingest_docs(&mut kb, &pipeline, vec![earlier], &mut (), &mut report).unwrap();
+    let key = kb.doc_by_id(&typed.display().to_string()).expect("stored as typed").key;
+
+    let report = ingest(&mut kb, &pipeline, std::slice::from_ref(&typed));
+    assert_eq!((report.added, report.replaced, report.unchanged), (0, 0, 1), "{store:?}: {report:?}");
+    let id = document_path(&file);
+    assert_ne!(id, typed.display().to_string());
+    assert_eq!(kb.doc_by_id(&id).map(|d| (d.key, d.source.clone())), Some((key, id.clone())), "{store:?}");
+    assert!(kb.doc_by_id(&typed.display().to_string()).is_none(), "{store:?}");
+    assert_eq!(kb.stats().documents, 1);
+    // Reopened from the store, the id is the new one.
+    drop(kb);
+    let (kb, _) = open(&store.settings(&dir.path().join("data")));
+    assert_eq!(kb.doc_by_id(&id).map(|d| d.key), Some(key), "{store:?}");
+    assert!(a2rag::curate::integrity_violations(&kb).unwrap().is_empty());
+    assert!(kb.integrity_violations().is_empty(), "{store:?}: {:?}", kb.integrity_violations());
 }

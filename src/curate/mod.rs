@@ -428,23 +428,25 @@ pub fn integrity_violations(kb: &Kb) -> Result<Vec<String>> {
 /// such a key: a decided proposal is never deleted, and a key is written with its proposal
 /// since this build. An unreadable key is left for a person to look at: its proposal, and
 /// so whether the triple was decided, is unknown.
-pub fn release_orphan_decisions(kb: &Kb) -> Result<Vec<String>> {
-    // Keys before proposals, as in `integrity_violations`: a key read first has its proposal.
-    let decisions: Vec<(Vec<u8>, Vec<u8>)> = kb.store().scan_raw(Keyspace::Decisions).collect::<Result<_>>()?;
-    let ids: HashSet<ProposalId> = list(kb, None)?.iter().map(|p| p.id).collect();
-    let mut batch = KbBatch::default();
+pub fn release_orphan_decisions(kb: &mut Kb) -> Result<Vec<String>> {
     let mut released = Vec::new();
-    for (key, bytes) in decisions {
-        let triple = key_label(&key);
-        if decode::<Decision>(&bytes, &triple).is_ok_and(|d| !ids.contains(&d.proposal)) {
-            batch.remove_raw(Keyspace::Decisions, &key);
-            released.push(triple);
+    // Under the write lock: a decision another daemon makes meanwhile could rewrite a key
+    // found orphaned here with a live proposal's.
+    kb.commit_under_lock(|kb, batch| {
+        // Keys before proposals, as in `integrity_violations`: a key read first has its
+        // proposal.
+        let decisions: Vec<(Vec<u8>, Vec<u8>)> = kb.store().scan_raw(Keyspace::Decisions).collect::<Result<_>>()?;
+        let ids: HashSet<ProposalId> = list(kb, None)?.iter().map(|p| p.id).collect();
+        for (key, bytes) in decisions {
+            let triple = key_label(&key);
+            if decode::<Decision>(&bytes, &triple).is_ok_and(|d| !ids.contains(&d.proposal)) {
+                batch.remove_raw(Keyspace::Decisions, &key);
+                released.push(triple);
+            }
         }
-    }
-    if !released.is_empty() {
-        kb.store().commit(batch)?;
-        kb.flush()?;
-    }
+        Ok(())
+    })?;
+    kb.flush()?;
     Ok(released)
 }
 

@@ -399,6 +399,13 @@ pub fn ingest_paths_within<K: KbAccess + ?Sized>(
         report.files += 1;
         let read = source::read_file(file, access.max_file_bytes);
         read.problems.into_iter().for_each(|p| report.problem(p));
+        // A document an earlier build stored under the path as typed takes its new id in
+        // place, curated edges and all, and is then unchanged rather than ingested twice.
+        for doc in &read.docs {
+            if let Some(earlier) = source::earlier_id(&doc.id, file) {
+                kb.write(|kb| kb.rename_document(&earlier, &doc.id, &doc.source))?;
+            }
+        }
         docs.extend(read.docs);
     }
     ingest_docs(kb, pipeline, docs, progress, &mut report)?;

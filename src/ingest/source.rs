@@ -88,7 +88,7 @@ fn outside(path: &Path, canonical: &Path) -> Error {
 /// Files under `paths` (directories recurse, sorted for determinism). Each file is visited
 /// once by its canonical path, so symlink loops end and a file reached twice is one document.
 pub fn collect_files(paths: &[PathBuf], access: &Access) -> (Vec<PathBuf>, Vec<SourceProblem>) {
-    let mut walk = Walk { access, visited: HashSet::new(), files: Vec::new(), problems: Vec::new() };
+    let mut walk = Walk { access, visited: HashSet::new(), revisits: 0, files: Vec::new(), problems: Vec::new() };
     for path in paths {
         walk.visit(path, true);
     }
@@ -98,6 +98,8 @@ pub fn collect_files(paths: &[PathBuf], access: &Access) -> (Vec<PathBuf>, Vec<S
 struct Walk<'a> {
     access: &'a Access,
     visited: HashSet<PathBuf>,
+    /// Paths reached again (through a link, or named twice): read once, found all the same.
+    revisits: usize,
     files: Vec<PathBuf>,
     problems: Vec<SourceProblem>,
 }
@@ -112,6 +114,7 @@ impl Walk<'_> {
             return self.problems.push(SourceProblem::Error(outside(path, &canonical)));
         }
         if !self.visited.insert(canonical.clone()) {
+            self.revisits += 1;
             return;
         }
         let meta = match std::fs::metadata(&canonical) {
@@ -125,13 +128,13 @@ impl Walk<'_> {
             };
             let mut children: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
             children.sort();
-            let (found, reported) = (self.files.len(), self.problems.len());
+            let before = (self.files.len(), self.problems.len(), self.revisits);
             for child in children {
-                // Keep the name the user gave (document ids derive from it).
+                // Keep the name the user gave: problems are reported by it.
                 self.visit(&path.join(child.file_name().unwrap_or_default()), false);
             }
             // Silence there reads as success: say why nothing came of it.
-            if explicit && self.files.len() == found && self.problems.len() == reported {
+            if explicit && (self.files.len(), self.problems.len(), self.revisits) == before {
                 self.problems.push(SourceProblem::Skipped {
                     path: path.to_path_buf(),
                     reason: format!("no file in it to read (expected one of {})", EXTENSIONS.join(", ")),
@@ -233,7 +236,7 @@ pub fn read_file(path: &Path, max_file_bytes: u64) -> ReadOutcome {
     let content = decode_lines(path, &bytes, &mut out.problems);
     // A byte-order mark some editors write is no text ("\u{feff}# Title" is a heading).
     let content = content.strip_prefix('\u{feff}').unwrap_or(&content);
-    let source = path.display().to_string();
+    let source = document_path(path);
     let ext = path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).unwrap_or_default();
     match ext.as_str() {
         "jsonl" => read_jsonl(path, content, &source, &mut out),
@@ -249,11 +252,32 @@ pub fn read_file(path: &Path, max_file_bytes: u64) -> ReadOutcome {
     if out.docs.len() < before {
         let reason = match before - out.docs.len() {
             1 if before == 1 => "no text in it".to_string(),
+            1 => "a record without text".to_string(),
             n => format!("{n} records without text"),
         };
         out.problems.push(SourceProblem::Skipped { path: path.to_path_buf(), reason });
     }
     out
+}
+
+/// The name a file's documents go by (their id, `{name}#{line}` for a JSONL record without
+/// id or title, and their source): the file's canonical path, so that `in/a.txt`,
+/// `./in/a.txt`, `a.txt` from inside `in` and a link to it are one document, as they are one
+/// file to the walk.
+pub fn document_path(path: &Path) -> String {
+    std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// The id earlier builds gave the document `id` read from `path`: they named it by the path
+/// as given. `None` where that is the same id, or `id` does not come from the path.
+pub fn earlier_id(id: &str, path: &Path) -> Option<String> {
+    let given = path.display().to_string();
+    let rest = id.strip_prefix(&document_path(path))?;
+    (rest.is_empty() || rest.starts_with('#')).then(|| format!("{given}{rest}")).filter(|earlier| earlier != id)
 }
 
 fn plain_doc(content: &str, source: &str, title: Option<String>) -> SourceDoc {
@@ -453,11 +477,42 @@ mod tests {
         );
         std::fs::create_dir(dir.path().join("csv")).unwrap();
         write(&dir.path().join("csv"), "x.csv", b"a,b");
+        let inside = write(&dir.path().join("csv"), "y.txt", b"text");
+        let (files, problems) = collect_files(&[inside.clone(), dir.path().join("csv")], &anywhere());
+        assert_eq!((files, problems.len()), (vec![inside.clone()], 0), "its one file was named first: {problems:?}");
+        std::fs::remove_file(inside).unwrap();
         let (files, problems) = collect_files(&[dir.path().join("csv")], &anywhere());
         assert!(files.is_empty());
         assert!(
             matches!(&problems[..], [SourceProblem::Skipped { reason, .. }] if reason.starts_with("no file in it"))
         );
+    }
+
+    #[test]
+    fn a_file_is_one_document_however_its_path_is_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(dir.path(), "a.txt", b"alpha");
+        std::os::unix::fs::symlink(&file, dir.path().join("link.txt")).unwrap();
+        let canonical = std::fs::canonicalize(&file).unwrap().display().to_string();
+        for typed in [file.clone(), dir.path().join("./a.txt"), dir.path().join("link.txt"), relative_from_here(&file)]
+        {
+            assert_eq!(read_file(&typed, MAX).docs[0].id, canonical, "{typed:?}");
+        }
+        // What earlier builds called it: the path as typed, and a JSONL record's line after it.
+        let typed = relative_from_here(&file);
+        assert_eq!(earlier_id(&canonical, &typed), Some(typed.display().to_string()));
+        assert_eq!(earlier_id(&format!("{canonical}#3"), &typed), Some(format!("{}#3", typed.display())));
+        assert_eq!(earlier_id(&canonical, Path::new(&canonical)), None, "the same id");
+        assert_eq!(earlier_id("curie", &typed), None, "an id of its own");
+    }
+
+    /// `path` (absolute) as a path relative to the current directory.
+    fn relative_from_here(path: &Path) -> PathBuf {
+        let here = std::env::current_dir().unwrap();
+        let up = here.components().count() - 1;
+        let mut relative: PathBuf = std::iter::repeat_n("..", up).collect();
+        relative.push(path.strip_prefix("/").unwrap());
+        relative
     }
 
     #[test]

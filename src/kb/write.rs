@@ -405,6 +405,39 @@ impl Kb {
         Ok(if previous.is_some() { IngestOutcome::Replaced } else { IngestOutcome::Added })
     }
 
+    /// Gives the document `old` the id `new` and the source `source`, keeping everything
+    /// else (chunks, edges, curated ones too). `false`, with nothing written, when there is no
+    /// `old` or `new` is taken.
+    pub fn rename_document(&mut self, old: &str, new: &str, source: &str) -> Result<bool> {
+        let _session = self.begin_write()?;
+        let Some(mut doc) = self.doc_by_id(old).cloned() else {
+            return Ok(false);
+        };
+        if self.doc_by_id(new).is_some() {
+            return Ok(false);
+        }
+        let mut staging = Staging::new(self);
+        staging.batch.remove_doc_id(old);
+        new.clone_into(&mut doc.id);
+        source.clone_into(&mut doc.source);
+        staging.batch.put_doc(&doc);
+        let mut changes = staging.finish()?;
+        changes.docs_updated.push(doc);
+        self.apply(changes)?;
+        Ok(true)
+    }
+
+    /// Commits the batch `stage` fills, under this KB's write lock from before `stage` reads
+    /// until the commit: what it decides from the store cannot change meanwhile, whichever
+    /// process writes (for curation's own keyspaces; KB records go through [`Staging`]).
+    pub fn commit_under_lock(&mut self, stage: impl FnOnce(&Kb, &mut KbBatch) -> Result<()>) -> Result<()> {
+        let _session = self.begin_write()?;
+        let mut batch = KbBatch::default();
+        stage(self, &mut batch)?;
+        self.store.commit(batch)?;
+        Ok(())
+    }
+
     /// Removes a document with its chunks, edges, vectors and the nodes only it mentioned.
     pub fn delete_document(&mut self, id: &str) -> Result<bool> {
         let _session = self.begin_write()?;
@@ -484,6 +517,13 @@ impl Kb {
             self.docs.insert(doc.key, doc);
         }
         for doc in changes.docs_updated {
+            if let Some(old) = self.docs.get(&doc.key)
+                && old.id != doc.id
+                && self.doc_ids.get(&old.id) == Some(&doc.key)
+            {
+                self.doc_ids.remove(&old.id);
+            }
+            self.doc_ids.insert(doc.id.clone(), doc.key);
             self.docs.insert(doc.key, doc);
         }
         for (chunk, vector) in changes.chunks_added {

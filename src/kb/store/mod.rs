@@ -598,6 +598,10 @@ impl KbBatch {
         self.remove(Family::DocId.str_key(&doc.id));
         self.remove(Family::SummaryVec.key(doc.key as u64));
     }
+    /// Forgets the id `id` went by (the document record itself stays).
+    pub fn remove_doc_id(&mut self, id: &str) {
+        self.remove(Family::DocId.str_key(id));
+    }
     pub fn put_chunk(&mut self, chunk: &Chunk) {
         self.put(Family::Chunk.key(chunk.id as u64), chunk);
     }

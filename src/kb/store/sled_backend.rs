@@ -34,8 +34,11 @@ impl SledBackend {
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let db = sled::Config::new().path(dir.join("db")).open().map_err(|e| match e {
-            // sled says so only in words (its lock error is an `Other` with this message).
-            sled::Error::Io(io) if io.to_string().starts_with("could not acquire lock") => {
+            // sled says so only in words: an `Other` error whose message names the lock and
+            // the cause (another holder, not a file system without locks).
+            sled::Error::Io(io)
+                if io.to_string().starts_with("could not acquire lock") && io.to_string().contains("WouldBlock") =>
+            {
                 Error::InUse(dir.to_path_buf())
             }
             e => Error::Store(e),
@@ -284,7 +287,7 @@ mod tests {
         let _held = SledBackend::open(dir.path()).unwrap();
         let err = SledBackend::open(dir.path()).err().unwrap();
         assert!(matches!(&err, Error::InUse(path) if path == dir.path()), "{err:?}");
-        assert!(err.to_string().contains("stop it, or send the request to that daemon"), "{err}");
+        assert!(err.to_string().contains("stop it first, or send"), "{err}");
     }
 
     #[test]
