@@ -249,12 +249,15 @@ pub fn read_file(path: &Path, max_file_bytes: u64) -> ReadOutcome {
     }
     let before = out.docs.len();
     out.docs.retain(|d| !d.text.trim().is_empty());
-    if out.docs.len() < before {
-        let reason = match before - out.docs.len() {
-            1 if before == 1 => "no text in it".to_string(),
-            1 => "a record without text".to_string(),
-            n => format!("{n} records without text"),
-        };
+    let reason = match before - out.docs.len() {
+        // A corpus or JSONL file that parsed to nothing at all, and said nothing.
+        0 if before == 0 && out.problems.is_empty() => Some("no records in it".to_string()),
+        0 => None,
+        1 if before == 1 => Some("no text in it".to_string()),
+        1 => Some("a record without text".to_string()),
+        n => Some(format!("{n} records without text")),
+    };
+    if let Some(reason) = reason {
         out.problems.push(SourceProblem::Skipped { path: path.to_path_buf(), reason });
     }
     out
@@ -451,6 +454,9 @@ mod tests {
         let bom = write(dir.path(), "b.md", "\u{feff}# BOM title\nBody.".as_bytes());
         let out = read_file(&bom, MAX);
         assert_eq!((out.docs[0].title.as_str(), out.docs[0].text.as_str()), ("BOM title", "# BOM title\nBody."));
+        let blank = write(dir.path(), "blank.jsonl", b"\n \n");
+        let out = read_file(&blank, MAX);
+        assert!(matches!(&out.problems[..], [SourceProblem::Skipped { reason, .. }] if reason == "no records in it"));
         let empty = write(dir.path(), "e.txt", b" \n");
         let out = read_file(&empty, MAX);
         assert!(out.docs.is_empty());
