@@ -307,84 +307,85 @@ struct JsonlRecord {
 }
 
 fn read_jsonl(path: &Path, content: &str, source: &str, out: &mut ReadOutcome) {
+    let records = content
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| (i + 1, serde_json::from_str::<JsonlRecord>(line)));
+    read_records(path, source, records, out);
+}
+
+/// Documents of `{id?, title?, text}` records, each with the line it starts on: a bad record
+/// is reported by its line and the others are kept. A record without id is named by its
+/// title (`title#n` for the n-th repeat), else by its line (`{source}#{line}`).
+fn read_records(
+    path: &Path,
+    source: &str,
+    records: impl Iterator<Item = (usize, serde_json::Result<JsonlRecord>)>,
+    out: &mut ReadOutcome,
+) {
     let mut ids = IdAllocator::default();
     let mut lines_of: HashMap<String, usize> = HashMap::new();
-    for (i, line) in content.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<JsonlRecord>(line) {
+    for (line, record) in records {
+        match record {
             Ok(rec) => {
                 let title = rec.title.unwrap_or_default();
                 let id = match rec.id {
                     Some(serde_json::Value::String(s)) => s,
                     Some(other) => other.to_string(),
                     None if !title.is_empty() => ids.for_title(&title),
-                    None => format!("{source}#{}", i + 1),
+                    None => format!("{source}#{line}"),
                 };
-                if let Some(first_line) = lines_of.insert(id.clone(), i + 1) {
+                if let Some(first_line) = lines_of.insert(id.clone(), line) {
                     let repeat =
-                        SourceProblem::RepeatedId { path: path.to_path_buf(), line: i + 1, id: id.clone(), first_line };
+                        SourceProblem::RepeatedId { path: path.to_path_buf(), line, id: id.clone(), first_line };
                     out.problems.push(repeat);
                 }
                 out.docs.push(SourceDoc { id, title, text: rec.text, source: source.to_string() });
             }
             Err(e) => out.problems.push(SourceProblem::Error(Error::Parse {
                 path: path.to_path_buf(),
-                line: i + 1,
+                line,
                 message: e.to_string(),
             })),
         }
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged, expecting = "not a corpus (a list of {\"title\", \"text\"} or an object {\"title\": [sentences]})")]
-enum JsonCorpus {
-    /// `[{title, text}, ...]` (MuSiQue corpus, also with an optional `id`).
-    List(Vec<JsonlRecord>),
-    /// `{title: [sentence, ...]}` (HotpotQA corpus).
-    Sentences(HashMap<String, Vec<String>>),
-}
-
+/// A JSON corpus: `[{id?, title, text}, ...]` (MuSiQue's, read record by record, like JSONL)
+/// or `{title: [sentence, ...]}` (HotpotQA's).
 fn read_json(path: &Path, content: &str, source: &str, out: &mut ReadOutcome) {
-    let corpus: JsonCorpus = match serde_json::from_str(content) {
-        Ok(c) => c,
-        Err(e) => {
-            out.problems.push(SourceProblem::Error(Error::Parse {
-                path: path.to_path_buf(),
-                // A value of the wrong shape has no position; the file is one value.
-                line: e.line().max(1),
-                message: e.to_string(),
-            }));
-            return;
-        }
-    };
-    match corpus {
-        JsonCorpus::List(records) => {
-            let mut ids = IdAllocator::default();
-            for rec in records {
-                let title = rec.title.unwrap_or_default();
-                let id = match rec.id {
-                    Some(serde_json::Value::String(s)) => s,
-                    Some(other) => other.to_string(),
-                    None => ids.for_title(&title),
+    let wrong =
+        |line: usize, message: String| SourceProblem::Error(Error::Parse { path: path.to_path_buf(), line, message });
+    const SHAPE: &str = "not a corpus (a list of {\"title\", \"text\"} or an object {\"title\": [sentences]})";
+    match content.trim_start().chars().next() {
+        Some('[') => match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(content) {
+            Ok(raw) => {
+                let line_of = |raw: &serde_json::value::RawValue| {
+                    let offset = raw.get().as_ptr() as usize - content.as_ptr() as usize;
+                    content[..offset].matches('\n').count() + 1
                 };
-                out.docs.push(SourceDoc { id, title, text: rec.text, source: source.to_string() });
+                let records = raw.into_iter().map(|r| (line_of(r), serde_json::from_str::<JsonlRecord>(r.get())));
+                read_records(path, source, records, out);
             }
-        }
-        JsonCorpus::Sentences(map) => {
-            let mut titles: Vec<_> = map.into_iter().collect();
-            titles.sort_by(|a, b| a.0.cmp(&b.0));
-            for (title, sentences) in titles {
-                out.docs.push(SourceDoc {
-                    id: title.clone(),
-                    title,
-                    text: join_sentences(&sentences),
-                    source: source.to_string(),
-                });
+            Err(e) => out.problems.push(wrong(e.line().max(1), e.to_string())),
+        },
+        Some('{') => match serde_json::from_str::<HashMap<String, Vec<String>>>(content) {
+            Ok(map) => {
+                let mut titles: Vec<_> = map.into_iter().collect();
+                titles.sort_by(|a, b| a.0.cmp(&b.0));
+                for (title, sentences) in titles {
+                    out.docs.push(SourceDoc {
+                        id: title.clone(),
+                        title,
+                        text: join_sentences(&sentences),
+                        source: source.to_string(),
+                    });
+                }
             }
-        }
+            Err(e) => out.problems.push(wrong(e.line().max(1), format!("{e}; {SHAPE}"))),
+        },
+        _ => out.problems.push(wrong(1, SHAPE.to_string())),
     }
 }
 
@@ -475,11 +476,21 @@ mod tests {
             [SourceProblem::Error(e)] => e.to_string(),
             other => panic!("{other:?}"),
         };
+        let shape = "not a corpus (a list of {\"title\", \"text\"} or an object {\"title\": [sentences]})";
+        assert!(message.contains("o.json:1: ") && message.ends_with(shape), "{message}");
+        // A list is read record by record: a bad one is named by its line, the rest kept.
+        let list = write(
+            dir.path(),
+            "l.json",
+            b"[\n{\"title\": \"A\", \"text\": \"alpha\"},\n{\"title\": \"B\"},\n{\"text\": \"gamma\"}\n]",
+        );
+        let out = read_file(&list, MAX);
+        let ids: Vec<&str> = out.docs.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(ids, ["A".to_string(), format!("{}#4", document_path(&list))]);
         assert!(
-            message.ends_with(
-                "o.json:1: not a corpus (a list of {\"title\", \"text\"} or an object {\"title\": [sentences]})"
-            ),
-            "{message}"
+            matches!(&out.problems[..], [SourceProblem::Error(Error::Parse { line: 3, message, .. })] if message.contains("missing field `text`")),
+            "{:?}",
+            out.problems
         );
         std::fs::create_dir(dir.path().join("csv")).unwrap();
         write(&dir.path().join("csv"), "x.csv", b"a,b");
