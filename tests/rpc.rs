@@ -406,6 +406,38 @@ fn requests_after_shutdown_are_answered_shutting_down() {
     assert_eq!(daemon.wait(), 0);
 }
 
+/// Requests that arrive with `shutdown` in one write, with nothing in flight, are each
+/// answered before the daemon exits (the daemon sometimes closed before reading them).
+#[test]
+fn requests_written_with_shutdown_are_all_answered() {
+    let dir = ingested_rpc_fixtures();
+    for _ in 0..5 {
+        let mut child = Command::new(BIN)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(["serve", "--stdio"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines = [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "shutdown"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "stats"}),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "health"}),
+        ];
+        let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let replies: Vec<Value> =
+            String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(replies.len(), 3, "{replies:?}");
+        assert_eq!(error_of(&replies[1]).0, -32003, "{replies:?}");
+        assert_eq!(replies[2]["result"]["status"], "shutting_down");
+        assert_eq!(replies[2]["result"]["pending"], 0, "{replies:?}");
+    }
+}
+
 /// Issue 17: a second daemon on the same socket path silently unlinked the live one's socket.
 #[test]
 fn a_second_daemon_leaves_a_live_socket_alone() {

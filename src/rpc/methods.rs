@@ -67,7 +67,7 @@ pub fn immediate(server: &Server, method: &str, params: &Value) -> Option<Method
                 "status": if server.is_shutting_down() { "shutting_down" } else { "ok" },
                 "version": env!("CARGO_PKG_VERSION"),
                 "uptime_ms": server.started.elapsed().as_millis() as u64,
-                "pending": server.max_pending - server.permits.available_permits(),
+                "pending": server.pending(),
                 "max_pending": server.max_pending,
                 "store": server.engine.store_status(),
             })

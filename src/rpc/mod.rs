@@ -21,7 +21,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -87,6 +87,9 @@ pub struct Server {
     engine: Arc<Engine>,
     permits: Arc<Semaphore>,
     max_pending: usize,
+    /// Requests holding a permit now (shutdown's drain takes the permits too, so they alone
+    /// cannot say).
+    pending: AtomicUsize,
     max_message_bytes: usize,
     started: Instant,
     shutdown: watch::Sender<bool>,
@@ -95,6 +98,11 @@ pub struct Server {
 }
 
 impl Server {
+    /// Requests in flight.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
     fn is_shutting_down(&self) -> bool {
         *self.shutdown.borrow()
     }
@@ -167,6 +175,7 @@ impl Daemon {
             engine,
             permits: Arc::new(Semaphore::new(max_pending)),
             max_pending,
+            pending: AtomicUsize::new(0),
             max_message_bytes: settings.max_message_bytes.max(1),
             started: Instant::now(),
             shutdown: watch::channel(false).0,
@@ -228,6 +237,7 @@ impl Daemon {
                 "work still in flight after the grace period; exiting anyway"
             );
         }
+
         // Until here connections kept answering "shutting down"; now they close, once their
         // last responses are written.
         server.closing.send_replace(true);
@@ -383,10 +393,13 @@ where
     let mut authenticated = token.is_none();
     loop {
         // After `shutdown` the connection still reads, to answer "shutting down" (-32003)
-        // rather than vanish, until the work in flight is over.
+        // rather than vanish, until the work in flight is over; and then what has already
+        // arrived (biased: a ready line comes before closing), so a request sent after
+        // `shutdown` gets its answer however fast the daemon stops.
         let frame = tokio::select! {
-            _ = server.closing() => break,
+            biased;
             frame = reader.next() => frame,
+            _ = server.closing() => break,
         };
         let bytes = match frame {
             Ok(Some(Frame::Line(bytes))) => bytes,
@@ -582,6 +595,7 @@ impl Conn {
         let Ok(permit) = self.server.permits.clone().try_acquire_owned() else {
             return Started::Done(reply(Err(RpcError::new(protocol::OVERLOADED, "overloaded"))));
         };
+        self.server.pending.fetch_add(1, Ordering::SeqCst);
 
         let cancelled = Arc::new(AtomicBool::new(false));
         let cooperative = methods::stops_on_cancel(&method);
@@ -603,6 +617,7 @@ impl Conn {
             if let Some(key) = &key {
                 conn.running.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
             }
+            conn.server.pending.fetch_sub(1, Ordering::SeqCst);
             drop(permit);
             drop(in_flight);
             conn.server.engine.metrics.request(Door::Rpc, name, Outcome::of(&result));
