@@ -146,6 +146,30 @@ fn mistakes_are_named_once_and_leave_nothing_behind() {
     assert_eq!(err.matches("configuration error").count(), 1, "{err}");
 }
 
+/// `migrate` checks every destination before it copies anything, and knows the source
+/// directory however it is spelled.
+#[test]
+fn migrate_refuses_before_copying_anything() {
+    let (dir, data) = ingested();
+    let curie = rpc_fixture("curie.txt");
+    stdout(&a2rag(&data, &["--kb", "papers", "ingest", curie.to_str().unwrap()]));
+    let to = dir.path().join("copy");
+    stdout(&a2rag(&to, &["--kb", "papers", "ingest", curie.to_str().unwrap()]));
+    let refused = a2rag(&data, &["migrate", "--to", to.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("already holds documents"), "{err}");
+    let copied = a2rag(&to, &["docs"]);
+    assert!(
+        String::from_utf8_lossy(&copied.stdout).is_empty(),
+        "the default KB was copied before the refusal: {copied:?}"
+    );
+
+    let spelled = format!("{}/./", data.display());
+    let same = a2rag(&data, &["migrate", "--to", &spelled]);
+    let err = String::from_utf8_lossy(&same.stderr);
+    assert!(!same.status.success() && err.contains("the configured store itself"), "{err}");
+}
+
 /// A reader that stops early (`a2rag search x | head -1`) ends the command quietly, with the
 /// status SIGPIPE gives a Unix tool, not a panic about a broken pipe.
 #[test]

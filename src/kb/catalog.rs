@@ -234,8 +234,10 @@ pub fn migrate(
     to: &Settings,
     mut progress: impl FnMut(&KbName, usize),
 ) -> Result<Vec<(KbName, usize)>> {
+    // However the directory is spelled ("./d/", an absolute path, a link to it).
+    let place = |dir: &Path| std::fs::canonicalize(dir).or_else(|_| std::path::absolute(dir)).ok();
     let same = match (from.store.backend, to.store.backend) {
-        (StoreBackend::Sled, StoreBackend::Sled) => from.data_dir == to.data_dir,
+        (StoreBackend::Sled, StoreBackend::Sled) => place(&from.data_dir) == place(&to.data_dir),
         (StoreBackend::Postgres, StoreBackend::Postgres) => from.store.url == to.store.url,
         _ => false,
     };
@@ -250,8 +252,14 @@ pub fn migrate(
             Location::of(from, &KbName::default())
         )));
     }
+    // Every destination is checked before anything is copied: a refusal half-way would
+    // leave a partial copy that the next attempt refuses in turn.
+    let names = names(from)?;
+    for name in &names {
+        super::store::ensure_empty(&Location::of(to, name))?;
+    }
     let mut copied = Vec::new();
-    for name in names(from)? {
+    for name in names {
         let entries =
             super::store::copy_kb(&Location::of(from, &name), &Location::of(to, &name), |n| progress(&name, n))?;
         copied.push((name, entries));

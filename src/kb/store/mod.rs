@@ -502,13 +502,9 @@ impl ChangedRecords {
 /// the embedder id, and makes `to` hand out ids above all of `from`'s. Returns the entries
 /// copied. Refuses a destination that already holds documents.
 pub fn copy_kb(from: &Location, to: &Location, mut progress: impl FnMut(usize)) -> Result<usize> {
+    ensure_empty(to)?;
     let source = Store::open(from)?;
     let target = Store::open(to)?;
-    if target.docs().next().is_some() {
-        return Err(Error::Invalid(format!(
-            "{to} already holds documents: migrate into an empty store, or delete that knowledge base first"
-        )));
-    }
     // Above every id the source has handed out; taken outside the read-only snapshot.
     let id_floor = source.next_id()?;
     let consistent = source.snapshot_session()?;
@@ -538,6 +534,17 @@ pub fn copy_kb(from: &Location, to: &Location, mut progress: impl FnMut(usize)) 
     target.backend.reserve_ids_through(id_floor)?;
     target.flush()?;
     Ok(copied)
+}
+
+/// Refuses a destination that holds documents already (one that does not exist yet is
+/// empty, and is not created here).
+pub fn ensure_empty(to: &Location) -> Result<()> {
+    if to.exists()? && Store::open(to)?.docs().next().is_some() {
+        return Err(Error::Invalid(format!(
+            "{to} already holds documents: migrate into an empty store, or delete that knowledge base first"
+        )));
+    }
+    Ok(())
 }
 
 /// Entries per transaction when copying a KB.
