@@ -180,3 +180,23 @@ fn repair_releases_a_decision_key_whose_proposal_is_missing() {
     let pending = curate::list(&engine.kb.blocking_read(), Some(Status::Pending)).unwrap();
     assert_eq!(pending.len(), proposals.len(), "the other proposals are untouched: {pending:?}");
 }
+
+/// A correction is a name or a phrase, not a page; and a proposal whose document is gone can
+/// only be rejected, with that said, not "chunk N not found".
+#[test]
+fn decisions_refuse_huge_corrections_and_gone_sentences_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), true);
+    let response = ask(&engine, "Where was Marie Curie born?");
+    let proposals = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
+    let (first, second) = (&proposals[0], &proposals[1]);
+    let huge = RawTriple { subject: "X".repeat(501), relation: "was born in".into(), object: "Warsaw".into() };
+    let err = curate::edit(&mut engine.kb.blocking_write(), first.id, "ann", huge).unwrap_err().to_string();
+    assert!(err.contains("subject is longer than 500"), "{err}");
+
+    assert!(engine.kb.blocking_write().delete_document(&second.doc_id).unwrap());
+    let err = curate::approve(&mut engine.kb.blocking_write(), second.id, "ann").unwrap_err().to_string();
+    assert!(err.contains("deleted or changed since") && err.contains("only be rejected"), "{err}");
+    let rejected = curate::reject(&mut engine.kb.blocking_write(), second.id, "ann").unwrap();
+    assert_eq!(rejected.status, Status::Rejected);
+}

@@ -308,6 +308,9 @@ pub fn edit(kb: &mut Kb, id: ProposalId, who: &str, corrected: RawTriple) -> Res
     decide(kb, id, who, Action::Edit, Some(corrected))
 }
 
+/// Longest subject, relation or object a reviewer may write: a name or a phrase, not a page.
+const MAX_PART_CHARS: usize = 500;
+
 fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Option<RawTriple>) -> Result<Proposal> {
     let mut proposal = get_proposal(kb, id)?;
     if proposal.status != Status::Pending {
@@ -315,6 +318,19 @@ fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Opt
     }
     if who.trim().is_empty() {
         return Err(Error::Invalid("who is empty".into()));
+    }
+    if action != Action::Reject && kb.chunk(proposal.chunk).is_none() {
+        return Err(Error::Invalid(format!(
+            "proposal {id} was read from `{}`, which has been deleted or changed since: its sentence is \
+             gone, so it can only be rejected",
+            proposal.doc_id
+        )));
+    }
+    if let Some(t) = &corrected {
+        let parts = [("subject", &t.subject), ("relation", &t.relation), ("object", &t.object)];
+        if let Some((part, _)) = parts.iter().find(|(_, text)| text.chars().count() > MAX_PART_CHARS) {
+            return Err(Error::Invalid(format!("the {part} is longer than {MAX_PART_CHARS} characters")));
+        }
     }
     let applied = corrected.clone().unwrap_or_else(|| proposal.triple.clone());
     let status = if action == Action::Reject { Status::Rejected } else { Status::Approved };
