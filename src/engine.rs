@@ -105,6 +105,14 @@ impl InlineDoc {
         if self.text.trim().is_empty() {
             return Err(Error::Invalid(format!("documents[{index}].text is empty")));
         }
+        // An id is what `delete` and listings name a document by: a line of text.
+        if let Some(id) = &self.id
+            && (id.trim().is_empty() || id.chars().any(char::is_control))
+        {
+            return Err(Error::Invalid(format!(
+                "documents[{index}].id must be non-empty text without control characters (or left out)"
+            )));
+        }
         let title = self.title.or_else(|| self.id.clone()).unwrap_or_default();
         let id = match self.id.or_else(|| (!title.is_empty()).then(|| title.clone())) {
             Some(id) => id,
@@ -333,6 +341,14 @@ impl Engine {
             .enumerate()
             .map(|(i, d)| d.into_source(i, &input.source))
             .collect::<Result<Vec<_>>>()?;
+        // Two documents of one request under one id: the second would silently replace the
+        // first, which is a client's mistake.
+        let mut first_of: HashMap<&str, usize> = HashMap::new();
+        for (i, doc) in docs.iter().enumerate() {
+            if let Some(first) = first_of.insert(doc.id.as_str(), i) {
+                return Err(Error::Invalid(format!("documents[{i}] has the id `{}` of documents[{first}]", doc.id)));
+            }
+        }
         let (paths, access) = (input.paths, input.access);
         let shared = self.kb(name, Open::OrCreate).await?;
         let engine = self.clone();

@@ -279,6 +279,12 @@ fn every_method_and_every_error_code() {
     assert_eq!(code, -32602);
     assert!(message.contains("nonzero"), "not silently raised to 1: {message}");
     assert_eq!(c.error_code("ingest", json!({})).0, -32602);
+    let twice = json!({"documents": [{"id": "z", "text": "One."}, {"id": "z", "text": "Two."}]});
+    let (code, message) = c.error_code("ingest", twice);
+    assert!(code == -32602 && message.contains("documents[1] has the id `z` of documents[0]"), "{message}");
+    let (code, message) = c.error_code("ingest", json!({"documents": [{"id": "a\nb", "text": "One."}]}));
+    assert!(code == -32602 && message.contains("control characters"), "{message}");
+    assert_eq!(c.error_code("ingest", json!({"documents": [{"id": " ", "text": "One."}]})).0, -32602);
     assert!(c.error_code("proposals.edit", json!({"id": 1, "subject": "a"})).1.contains("relation"));
 
     // An oversized message is refused without killing the connection.
