@@ -335,6 +335,11 @@ impl Engine {
         for path in &input.paths {
             input.access.check(path)?;
         }
+        // Nothing there to read: say so before a new KB is created for it.
+        if input.documents.is_empty() && !input.paths.iter().any(|p| p.symlink_metadata().is_ok()) {
+            let listed: Vec<String> = input.paths.iter().map(|p| p.display().to_string()).collect();
+            return Err(Error::Invalid(format!("nothing to ingest: {} not found", listed.join(", "))));
+        }
         let docs = input
             .documents
             .into_iter()

@@ -108,6 +108,10 @@ fn named_knowledge_bases_from_the_command_line() {
     let again = a2rag(&data, &["--kb", "papers", "delete", id]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("`a2rag docs`"), "{again:?}");
     assert_eq!(stdout(&a2rag(&data, &["--kb", "papers", "docs"])), "");
+    let missing_path = a2rag(&data, &["--kb", "nope", "ingest", "/no/such/dir"]);
+    let err = String::from_utf8_lossy(&missing_path.stderr);
+    assert!(!missing_path.status.success() && err.contains("/no/such/dir not found"), "{err}");
+    assert!(!data.join("kbs/nope").exists(), "an ingest of nothing created a KB");
     let reindexed = a2rag(&data, &["--kb", "nope", "reindex"]);
     assert!(!reindexed.status.success(), "{reindexed:?}");
     assert!(!data.join("kbs/nope").exists(), "reindex created a KB");

@@ -144,6 +144,8 @@ fn review_skips_and_quits_and_stops_at_end_of_input() {
     curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
     let summary = curate::review(&engine.kb, "s\nq\n".as_bytes(), Vec::new(), "tester").unwrap();
     assert_eq!((summary.skipped, summary.approved), (1, 0));
+    let nobody = curate::review(&engine.kb, "a\n".as_bytes(), Vec::new(), " ").unwrap_err().to_string();
+    assert!(nobody.contains("--who"), "{nobody}");
     let summary = curate::review(&engine.kb, "s\n".as_bytes(), Vec::new(), "tester").unwrap();
     assert_eq!(summary.skipped, 1);
     assert_eq!(curate::list(&engine.kb.blocking_read(), Some(Status::Pending)).unwrap().len(), 3);

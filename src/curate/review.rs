@@ -28,6 +28,10 @@ pub fn review(
     mut output: impl Write,
     who: &str,
 ) -> Result<ReviewSummary> {
+    // Checked once here: every decision would refuse it, one "not applied" at a time.
+    if who.trim().is_empty() {
+        return Err(Error::Invalid("the reviewer's name is empty: pass --who NAME (default: $USER)".into()));
+    }
     let out_err = |e| Error::io("<review output>", e);
     let pending = super::list(&kb.blocking_read(), Some(Status::Pending))?;
     let mut summary = ReviewSummary::default();
