@@ -159,6 +159,21 @@ fn two_daemons_on_one_database_serve_each_others_writes() {
     assert_eq!(entries[0]["edge"], edge);
     assert_eq!(a.call("audit", json!({}))["entries"], b.call("audit", json!({}))["entries"], "one audit log");
 
+    // A and B decide the same proposals at the same moment: one decision each, the other
+    // told it is decided already, and one audit entry.
+    for other in answer["proposals"].as_array().unwrap().iter().skip(1) {
+        let (approve, reject) = std::thread::scope(|s| {
+            let approve = s.spawn(|| a.request("proposals.approve", json!({"id": other, "who": "ann"})));
+            let reject = s.spawn(|| b.request("proposals.reject", json!({"id": other, "who": "bob"})));
+            (approve.join().unwrap(), reject.join().unwrap())
+        });
+        let won = [&approve, &reject].iter().filter(|r| r.get("error").is_none()).count();
+        assert_eq!(won, 1, "{approve} {reject}");
+        let lost = if approve.get("error").is_some() { &approve } else { &reject };
+        assert!(lost["error"]["message"].as_str().unwrap().contains("already"), "{lost}");
+    }
+    assert_eq!(b.call("check", json!({}))["ok"], true);
+
     // kill -9 of A in the middle of an ingest: B keeps serving; A restarted is consistent,
     // and B, following the log, ends up holding exactly what A restarted reads back. (What
     // B holds the instant A dies is no measure: a commit A sent just before it died can land

@@ -312,6 +312,10 @@ pub fn edit(kb: &mut Kb, id: ProposalId, who: &str, corrected: RawTriple) -> Res
 const MAX_PART_CHARS: usize = 500;
 
 fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Option<RawTriple>) -> Result<Proposal> {
+    // The proposal's state is read under the KB's write lock, held until the decision
+    // commits: two daemons on one PostgreSQL store deciding one proposal at once both read
+    // "pending" and both wrote, leaving two audit entries for one decision.
+    let _locked = kb.begin_write()?;
     let mut proposal = get_proposal(kb, id)?;
     if proposal.status != Status::Pending {
         return Err(Error::Invalid(format!("proposal {id} is already {:?}", proposal.status).to_lowercase()));

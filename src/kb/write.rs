@@ -480,7 +480,7 @@ impl Kb {
     /// Takes the store's write lock for this KB and brings memory up to date with every
     /// change committed before it, so that staging sees all of them (the alias merges and
     /// node reuse of a sequential run, whichever daemon writes).
-    fn begin_write(&mut self) -> Result<store::Session> {
+    pub(crate) fn begin_write(&mut self) -> Result<store::Session> {
         let session = self.store.write_session()?;
         self.catch_up()?;
         Ok(session)
