@@ -145,6 +145,24 @@ pub struct Ingested {
     pub stats: Stats,
 }
 
+/// Longest question, in characters: a few paragraphs. Reading one costs time in its length
+/// (a 400 KB "question" held a worker for over a minute, past the deadline, and the daemon's
+/// other requests with it).
+pub const MAX_QUESTION_CHARS: usize = 4000;
+
+fn check_question(question: &str) -> Result<()> {
+    if question.trim().is_empty() {
+        return Err(Error::Invalid("question is empty".into()));
+    }
+    let chars = question.chars().count();
+    if chars > MAX_QUESTION_CHARS {
+        return Err(Error::Invalid(format!(
+            "question is {chars} characters long, more than {MAX_QUESTION_CHARS}: ask it shorter, or ingest the text as a document"
+        )));
+    }
+    Ok(())
+}
+
 /// A stored document as a listing shows it: the id that `delete` and re-ingest go by.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DocumentInfo {
@@ -262,9 +280,7 @@ impl Engine {
     /// Runs the controller on `request`; an accepted answer proposes the new triples of the
     /// chunks it cites, for a person to review.
     pub async fn query(&self, name: &KbName, request: &QueryRequest) -> Result<Answered> {
-        if request.question.trim().is_empty() {
-            return Err(Error::Invalid("question is empty".into()));
-        }
+        check_question(&request.question)?;
         let settings = self.settings_for(request.policy.as_deref())?;
         let kb = self.kb(name, Open::Existing).await?;
         let kb = kb.read().await;
@@ -296,9 +312,7 @@ impl Engine {
     /// with the embedded sufficiency check. Never calls a model, whatever `llm.provider` and
     /// `retrieve.sufficiency_judge` say.
     pub async fn retrieve(&self, name: &KbName, request: &RetrieveRequest) -> Result<Retrieved> {
-        if request.question.trim().is_empty() {
-            return Err(Error::Invalid("question is empty".into()));
-        }
+        check_question(&request.question)?;
         let settings = self.settings_for(request.policy.as_deref())?;
         let mut options = crate::control::first_retrieval(&settings);
         if let Some(k) = request.top_k {

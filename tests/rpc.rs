@@ -275,6 +275,9 @@ fn every_method_and_every_error_code() {
     assert_eq!(code, -32602);
     assert!(message.contains("question"), "{message}");
     assert_eq!(c.error_code("query", json!({"question": "  "})).0, -32602);
+    // (Within the 4096 bytes this daemon reads per message.)
+    let (code, message) = c.error_code("retrieve", json!({"question": "ab ".repeat(1334)}));
+    assert!(code == -32602 && message.contains("more than 4000"), "{message}");
     let (code, message) = c.error_code("query", json!({"question": "Where?", "budget": {"max_iterations": 0}}));
     assert_eq!(code, -32602);
     assert!(message.contains("nonzero"), "not silently raised to 1: {message}");

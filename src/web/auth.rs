@@ -71,8 +71,12 @@ fn session_id(headers: &HeaderMap) -> Option<&str> {
         .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
 }
 
+/// The credentials of an `Authorization: Bearer …` header; the scheme's case does not matter
+/// (RFC 7235).
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ")
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim_start())
 }
 
 /// Lets through requests with the token or a session; a session's POST must also carry its
@@ -155,5 +159,19 @@ mod tests {
         let (id, _) = sessions.open();
         sessions.close(&id);
         assert_eq!(sessions.csrf(&id), None);
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            bearer(&headers).map(str::to_string)
+        };
+        assert_eq!(with("Bearer s3cret").as_deref(), Some("s3cret"));
+        assert_eq!(with("bearer s3cret").as_deref(), Some("s3cret"));
+        assert_eq!(with("BEARER  s3cret").as_deref(), Some("s3cret"));
+        assert_eq!(with("Basic s3cret"), None);
+        assert_eq!(with("Bearers3cret"), None);
     }
 }
