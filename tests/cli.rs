@@ -174,6 +174,23 @@ fn migrate_refuses_before_copying_anything() {
     assert!(!same.status.success() && err.contains("the configured store itself"), "{err}");
 }
 
+/// Ingesting unchanged documents again with their triples file is no error: the triples
+/// matched, and the stored documents keep the graph they were ingested with.
+#[test]
+fn unchanged_documents_match_their_imported_triples_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (curie, triples) = (rpc_fixture("curie.txt"), rpc_fixture("triples.jsonl"));
+    let args = ["ingest", curie.to_str().unwrap(), "--triples", triples.to_str().unwrap()];
+    let first = a2rag(&data, &args);
+    let again = a2rag(&data, &args);
+    let (err_first, err_again) = (String::from_utf8_lossy(&first.stderr), String::from_utf8_lossy(&again.stderr));
+    assert_eq!(first.status.success(), again.status.success(), "{err_first}\n---\n{err_again}");
+    assert!(!err_again.contains("curie") || !err_again.contains("no ingested document"), "{err_again}");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("1 unchanged"), "{again:?}");
+    assert!(err_again.contains("kept the graph they were ingested with"), "{err_again}");
+}
+
 /// A reader that stops early (`a2rag search x | head -1`) ends the command quietly, with the
 /// status SIGPIPE gives a Unix tool, not a panic about a broken pipe.
 #[test]

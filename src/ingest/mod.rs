@@ -434,6 +434,7 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
 ) -> Result<()> {
     progress.start(docs.len());
     // Skip the preparation work for unchanged documents.
+    let mut kept_triples = 0;
     let work: Vec<SourceDoc> = kb.write(|kb| {
         docs.into_iter()
             .filter(|doc| {
@@ -442,11 +443,20 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
                 if unchanged {
                     report.record(IngestOutcome::Unchanged);
                     progress.advance(&doc.id);
+                    // Its triples were matched, not lost: the stored document keeps its graph.
+                    let import = pipeline.triples.as_ref().and_then(|i| i.for_document(&doc.title, &doc.text));
+                    kept_triples += usize::from(import.is_some_and(|t| !t.is_empty()));
                 }
                 !unchanged
             })
             .collect()
     });
+    if kept_triples > 0 {
+        report.warnings.push(format!(
+            "{kept_triples} unchanged document(s) kept the graph they were ingested with: imported triples \
+             are applied when a document is added or changed (delete it first to import new ones)"
+        ));
+    }
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(work.len()).max(1);
     std::thread::scope(|scope| -> Result<()> {
         // Worker w drafts documents w, w + workers, ...; reading the channels round-robin
