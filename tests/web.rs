@@ -157,6 +157,18 @@ fn the_api_needs_the_token_and_a_session_post_needs_its_csrf_token() {
     assert_eq!(answered.json()["answer"], "Warsaw");
     // State changes are POSTs only.
     assert_eq!(http(&d.http, "GET", "/api/ask", &with_csrf, None).status, 405);
+    // Malformed requests are answered in the API's JSON error shape, which the page shows.
+    let who = json!({"who": "ann"});
+    for (method, path, body) in [
+        ("POST", "/api/proposals/abc/approve", Some(&who)),
+        ("POST", "/api/ask", Some(&json!({"question": "Where?", "colour": 1}))),
+        ("GET", "/api/entities", None),
+    ] {
+        let refused = http(&d.http, method, path, &with_csrf, body);
+        assert!((400..500).contains(&refused.status), "{path}: {}", refused.status);
+        assert!(refused.header("content-type").is_some_and(|t| t.starts_with("application/json")), "{path}");
+        assert!(refused.json()["error"].as_str().is_some_and(|e| !e.is_empty()), "{path}: {}", refused.body);
+    }
 
     assert_eq!(http(&d.http, "POST", "/api/logout", &with_csrf, None).status, 200);
     assert_eq!(http(&d.http, "GET", "/api/proposals", &session, None).status, 401, "signed out");

@@ -5,13 +5,14 @@
 
 use axum::Extension;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::auth::{Authed, csrf_of};
+use super::extract::{Json as Body, Path, Query};
 use super::{ApiError, Shared};
 use crate::control::QueryRequest;
 use crate::curate::{Action, AuditFilter, ProposalId, Status};
@@ -86,7 +87,7 @@ pub(super) async fn decide(
     State(web): Shared,
     Path((id, action)): Path<(ProposalId, Action)>,
     Query(OnKb { kb }): Query<OnKb>,
-    Json(body): Json<DecisionBody>,
+    Body(body): Body<DecisionBody>,
 ) -> ApiResult {
     let decision = match (action, body.triple) {
         (Action::Approve, None) => Decision::Approve,
@@ -197,7 +198,7 @@ pub(super) struct AskBody {
 }
 
 /// A question through the controller; an accepted answer proposes triples for the queue.
-pub(super) async fn ask(State(web): Shared, Json(body): Json<AskBody>) -> ApiResult {
+pub(super) async fn ask(State(web): Shared, Body(body): Body<AskBody>) -> ApiResult {
     let request = QueryRequest { question: body.question, policy: body.policy, ..Default::default() };
     to_json(&web.engine.query(&body.kb, &request).await?)
 }

@@ -112,7 +112,7 @@ pub(super) struct Login {
 }
 
 /// Opens a session for the right token; the page keeps the CSRF token it gets back.
-pub(super) async fn login(State(web): Shared, axum::Json(login): axum::Json<Login>) -> Response {
+pub(super) async fn login(State(web): Shared, super::extract::Json(login): super::extract::Json<Login>) -> Response {
     if !constant_time_eq(login.token.trim().as_bytes(), web.token.as_bytes()) {
         return ApiError(StatusCode::UNAUTHORIZED, "wrong token".into()).into_response();
     }

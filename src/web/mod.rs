@@ -14,6 +14,7 @@
 
 mod api;
 mod auth;
+mod extract;
 
 use std::future::Future;
 use std::net::SocketAddr;
