@@ -41,6 +41,21 @@ pub struct StoreStatus {
     pub sync: std::collections::BTreeMap<String, SyncReport>,
 }
 
+/// Polls a follower may miss before its view of the shared store counts as stale.
+const STALE_POLLS: u64 = 10;
+/// The least time without a look at the store that counts as stale, however short the poll.
+const MIN_STALE_MS: u64 = 5_000;
+
+impl StoreStatus {
+    /// Has some follower gone many polls (`poll_ms` each) without a successful look at the
+    /// shared store? Then the database is unreachable or stuck, and what this daemon serves
+    /// is growing old: `health` says `degraded`.
+    pub fn stale(&self, poll_ms: u64) -> bool {
+        let limit = poll_ms.saturating_mul(STALE_POLLS).max(MIN_STALE_MS);
+        self.sync.values().any(|r| r.checked_ms_ago > limit)
+    }
+}
+
 pub struct Engine {
     pub settings: Arc<Settings>,
     /// The default knowledge base ([`KbName::default`]): the data directory itself.
@@ -572,6 +587,25 @@ fn load_policies(dir: &Path, config_file: Option<&Path>) -> Result<HashMap<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_follower_many_polls_behind_makes_the_store_stale() {
+        let with = |ago: &[u64]| StoreStatus {
+            backend: crate::config::StoreBackend::Postgres,
+            sync: ago
+                .iter()
+                .enumerate()
+                .map(|(i, &checked_ms_ago)| {
+                    let report = SyncReport { applied_change: 1, latest_change: 1, lag_ms: 0, checked_ms_ago };
+                    (format!("kb{i}"), report)
+                })
+                .collect(),
+        };
+        assert!(!with(&[]).stale(500), "sled follows nothing");
+        assert!(!with(&[200, 4_000]).stale(500), "within 5 s");
+        assert!(with(&[200, 6_000]).stale(500), "one KB 12 polls behind");
+        assert!(!with(&[6_000]).stale(1_000), "10 polls of 1 s not yet missed");
+    }
 
     /// Issue 17: `--policy cheap` failed outside the checkout ("known: " and nothing).
     #[test]

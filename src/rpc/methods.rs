@@ -63,13 +63,21 @@ pub fn immediate(server: &Server, method: &str, params: &Value) -> Option<Method
     let no_params = || decode::<Empty>(params.clone());
     match method {
         "health" => Some(no_params().map(|_| {
+            let store = server.engine.store_status();
+            let status = if server.is_shutting_down() {
+                "shutting_down"
+            } else if store.stale(server.engine.settings.store.poll_ms) {
+                "degraded"
+            } else {
+                "ok"
+            };
             json!({
-                "status": if server.is_shutting_down() { "shutting_down" } else { "ok" },
+                "status": status,
                 "version": env!("CARGO_PKG_VERSION"),
                 "uptime_ms": server.started.elapsed().as_millis() as u64,
                 "pending": server.pending(),
                 "max_pending": server.max_pending,
-                "store": server.engine.store_status(),
+                "store": store,
             })
         })),
         "shutdown" => Some(no_params().map(|_| {
