@@ -54,6 +54,10 @@ pub enum Error {
     #[error("invalid input: {0}")]
     Invalid(String),
 
+    /// A valid request the current state refuses: a proposal decided already.
+    #[error("conflict: {0}")]
+    Conflict(String),
+
     /// A task of this process died (a panic on a worker thread): a bug, not bad input.
     #[error("internal error: {0}; please report it")]
     Internal(String),

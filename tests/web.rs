@@ -209,6 +209,8 @@ fn the_page_api_decides_explores_and_exports_what_json_rpc_sees() {
     let no_triple = http(&d.http, "POST", &format!("/api/proposals/{edit}/edit"), &auth, Some(&who));
     assert_eq!(no_triple.status, 400);
     assert_eq!(http(&d.http, "POST", &format!("/api/proposals/{approve}/approve"), &auth, Some(&who)).status, 200);
+    let again = http(&d.http, "POST", &format!("/api/proposals/{approve}/reject"), &auth, Some(&who));
+    assert_eq!(again.status, 409, "decided already: {}", again.body);
     let corrected =
         json!({"who": "ben", "triple": {"subject": "Marie Curie", "relation": "studied in", "object": "Paris"}});
     assert_eq!(http(&d.http, "POST", &format!("/api/proposals/{edit}/edit"), &auth, Some(&corrected)).status, 200);

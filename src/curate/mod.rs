@@ -318,7 +318,7 @@ fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Opt
     let _locked = kb.begin_write()?;
     let mut proposal = get_proposal(kb, id)?;
     if proposal.status != Status::Pending {
-        return Err(Error::Invalid(format!("proposal {id} is already {:?}", proposal.status).to_lowercase()));
+        return Err(Error::Conflict(format!("proposal {id} is already {:?}", proposal.status).to_lowercase()));
     }
     if who.trim().is_empty() {
         return Err(Error::Invalid("who is empty".into()));

@@ -46,7 +46,7 @@ impl RpcError {
 impl From<Error> for RpcError {
     fn from(e: Error) -> RpcError {
         let code = match e {
-            Error::Invalid(_) => INVALID_PARAMS,
+            Error::Invalid(_) | Error::Conflict(_) => INVALID_PARAMS,
             Error::NotFound(_) => NOT_FOUND,
             _ => INTERNAL_ERROR,
         };

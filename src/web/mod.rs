@@ -138,6 +138,7 @@ impl From<Error> for ApiError {
     fn from(e: Error) -> ApiError {
         let status = match e {
             Error::Invalid(_) => StatusCode::BAD_REQUEST,
+            Error::Conflict(_) => StatusCode::CONFLICT,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
