@@ -87,23 +87,18 @@ pub fn sentence_spans(text: &str) -> Vec<Range<usize>> {
             continue;
         }
         // A heading ends at its line's end only ("## 1. Introduction").
-        if matches!(b, b'.' | b'!' | b'?')
-            && i + 1 < bytes.len()
-            && bytes[i + 1].is_ascii_whitespace()
-            && !is_heading(&text[line_start..i])
-        {
-            let mut j = i + 1;
+        if matches!(b, b'.' | b'!' | b'?') && !is_heading(&text[line_start..i]) {
+            // The quotes and brackets the sentence closes belong to it ("... large.” It").
+            let end = i + 1 + text[i + 1..].len() - text[i + 1..].trim_start_matches(CLOSERS).len();
+            let mut j = end;
             while j < bytes.len() && bytes[j].is_ascii_whitespace() {
                 j += 1;
             }
-            let next_starts_sentence = text[j..]
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_uppercase() || c.is_ascii_digit() || c == '"' || c == '\'');
+            let next_starts_sentence = j > end && text[j..].chars().next().is_some_and(starts_sentence);
             if next_starts_sentence && !ends_with_abbreviation(&text[start..=i]) {
-                push_trimmed(text, start..i + 1, &mut spans);
-                if let Some(newline) = text[i + 1..j].rfind('\n') {
-                    line_start = i + 1 + newline + 1;
+                push_trimmed(text, start..end, &mut spans);
+                if let Some(newline) = text[end..j].rfind('\n') {
+                    line_start = end + newline + 1;
                 }
                 start = j;
                 i = j;
@@ -115,6 +110,31 @@ pub fn sentence_spans(text: &str) -> Vec<Range<usize>> {
     push_trimmed(text, start..text.len(), &mut spans);
     spans
 }
+
+/// Do the words `between` a span and a verb after it only join another clause to the span's
+/// ("born in Uppsala in 1899 and founded Lund Chemicals": 1899 is the birth's year, not the
+/// founding's)? "and" or "but", alone or with one lower-case word ("and later founded"); not
+/// "and Jones founded", where the span is one of the verb's subjects.
+pub fn joins_next_clause(between: &str) -> bool {
+    let words = word_spans(between);
+    words.first().is_some_and(|(_, w)| w.eq_ignore_ascii_case("and") || w.eq_ignore_ascii_case("but"))
+        && words.len() <= 2
+        && words[1..].iter().all(|(_, w)| w.starts_with(char::is_lowercase))
+}
+
+/// Can `c` open a sentence after a full stop and a space: a capital, a digit, an opening
+/// quote or bracket, or a symbol outside ASCII that no word begins with ("🧪 The plant ...").
+/// A lower-case letter continues the sentence ("approx. ten"), and so does a closing quote
+/// after a space.
+fn starts_sentence(c: char) -> bool {
+    c.is_uppercase()
+        || c.is_ascii_digit()
+        || matches!(c, '"' | '\'' | '(' | '[')
+        || (!c.is_ascii() && !c.is_alphanumeric() && !c.is_whitespace() && !CLOSERS.contains(&c))
+}
+
+/// What closes a quote or a bracket a sentence may end inside.
+const CLOSERS: &[char] = &['"', '\'', ')', ']', '”', '’', '»', '›'];
 
 fn push_trimmed(text: &str, range: Range<usize>, spans: &mut Vec<Range<usize>>) {
     let slice = &text[range.clone()];
@@ -285,6 +305,34 @@ mod tests {
                 "Dr. Smith agreed!",
                 "Did he?"
             ]
+        );
+    }
+
+    #[test]
+    fn a_verb_after_and_is_another_clause_s() {
+        assert!(joins_next_clause(" and ") && joins_next_clause(", and later ") && joins_next_clause(" but "));
+        assert!(!joins_next_clause(" and Jones ") && !joins_next_clause(" ") && !joins_next_clause(" who then "));
+        assert!(!joins_next_clause(" and in the end "));
+    }
+
+    #[test]
+    fn a_sentence_may_open_with_a_quote_a_bracket_or_a_symbol() {
+        let split =
+            |text: &'static str| -> Vec<&'static str> { sentence_spans(text).into_iter().map(|r| &text[r]).collect() };
+        assert_eq!(
+            split("It was founded in 1931. 🧪 The company opened a plant. “It was large.” (It closed.) It sold."),
+            [
+                "It was founded in 1931.",
+                "🧪 The company opened a plant.",
+                "“It was large.”",
+                "(It closed.)",
+                "It sold."
+            ]
+        );
+        // A lower-case word or a closing quote goes on with the sentence.
+        assert_eq!(
+            split("It weighs approx. ten tons. He said “no. ” Then left."),
+            ["It weighs approx. ten tons.", "He said “no. ” Then left."]
         );
     }
 

@@ -182,11 +182,16 @@ fn a_rewrite_adds_its_new_evidence_after_what_the_question_found() {
     assert!(!first.is_empty() && later.iter().any(|c| !first.contains(c)), "{first:?} {later:?}");
     let new: Vec<_> = later.iter().copied().filter(|c| !first.contains(c)).collect();
     let reports = question.stages.len() + rewrite.stages.len();
+    let asked: Vec<String> = question.seeds.entities.iter().map(|s| s.name.clone()).collect();
+    let rewritten: Vec<String> = rewrite.seeds.entities.iter().map(|s| s.name.clone()).collect();
+    assert_ne!(asked, rewritten, "the rewrite aligns other seeds");
     let merged = question.absorb(rewrite, 2);
     let merged_ids = ids(&merged);
     assert_eq!(&merged_ids[..first.len()], first.as_slice(), "the question's own evidence keeps its ranks");
     assert_eq!(&merged_ids[first.len()..], new.as_slice(), "then the rewrite's new chunks, once each");
     assert_eq!(merged.stages.len(), reports, "both attempts' stage reports are kept");
+    let kept: Vec<String> = merged.seeds.entities.iter().map(|s| s.name.clone()).collect();
+    assert_eq!(kept, asked, "the seeds stay what the question itself names");
 }
 
 #[test]

@@ -150,9 +150,22 @@ fn relation_between(q: &Question, s: &Sentence<'_>, anchor: &str, answer: &str) 
         None if s.is_about(anchor) => 0..lower.len(),
         None => return None,
     };
-    let between = &lower[range.start.min(range.end)..range.end.max(range.start)];
-    text::words(between)
+    let start = range.start.min(range.end);
+    let between = &lower[start..range.end.max(range.start)];
+    // A relation after the answer that only "and" joins to it is another clause's ("born in
+    // 1899 and founded Lund Chemicals" does not say Lund Chemicals was founded in 1899).
+    // Offsets into the lower-cased text are the sentence's where no letter changed its length.
+    let cased = if s.text.len() == lower.len() { s.text } else { lower.as_str() };
+    text::word_spans(between)
+        .into_iter()
+        .filter(|(at, _)| {
+            let joint = answer_at.1..start + at;
+            start + at < answer_at.1
+                || !cased.get(joint.clone()).or_else(|| lower.get(joint)).is_some_and(text::joins_next_clause)
+        })
+        .map(|(_, w)| w)
         .find(|w| q.relation_words.iter().any(|r| same_word(w, r)))
+        .map(str::to_string)
         .or_else(|| lifespan(q, between, &lower[answer_at.1..]))
 }
 
@@ -394,6 +407,20 @@ pub(crate) mod tests {
         // Named nowhere in the cited chunk.
         let v = run(Check::Grounding, Q, &span("Lena Varga", &[0, 1], Vec::new()), Some(&r));
         assert!(!v.pass, "{v:?}");
+    }
+
+    #[test]
+    fn grounding_rejects_an_answer_of_the_clause_before_the_relation() {
+        let sandberg = ("Erik Sandberg", "He was born in Uppsala in 1899 and founded Lund Chemicals after the war.");
+        let r = retrieval(&[sandberg, ("Lund Chemicals", "It was founded by Erik Sandberg in 1931.")]);
+        let when = "When was Lund Chemicals founded?";
+        let v = run(Check::Grounding, when, &span("1899", &[0], Vec::new()), Some(&r));
+        assert!(!v.pass, "1899 is the year he was born: {v:?}");
+        assert!(run(Check::Grounding, when, &span("1931", &[1], Vec::new()), Some(&r)).pass);
+        // One of the verb's subjects is linked by it.
+        let r = retrieval(&[("Lund Chemicals", "Erik Sandberg and Nils Berg founded Lund Chemicals.")]);
+        let who = "Who founded Lund Chemicals?";
+        assert!(run(Check::Grounding, who, &span("Erik Sandberg", &[0], Vec::new()), Some(&r)).pass);
     }
 
     #[test]

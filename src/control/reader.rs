@@ -633,6 +633,7 @@ fn proximity(question: &Question, sentence: &str, start: usize, len: usize) -> f
         .iter()
         .enumerate()
         .filter(|(i, (_, w))| (*i < at || *i >= end) && question.cues.iter().any(|r| same_word(w, r)))
+        .filter(|(i, (b, _))| *i < at || !text::joins_next_clause(&sentence[start + len..*b]))
         .map(|(i, _)| if i < at { at - i } else { i + 1 - end })
         .min();
     match distance {

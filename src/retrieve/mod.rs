@@ -135,8 +135,11 @@ impl Retrieval {
     /// the chunks this attempt found keep their order, the later attempt's new chunks follow
     /// (at most `top_k` of them). A rewrite then adds evidence for the reader without
     /// pushing down what the user's own question found: a rewrite is a guess at what is
-    /// missing, the question is what was asked. Stage, seeds and sufficiency are the later
-    /// attempt's; paths and stage reports are kept from both.
+    /// missing, the question is what was asked. The seeds stay the question's: they are what
+    /// the reader and the checks read the question's names from, and a rewrite that adds the
+    /// candidate answer's name to its query must not make the question name it (or stop
+    /// naming "Malmö plant" because the rewrite's seeds only have "Malmö"). Stage and
+    /// sufficiency are the later attempt's; paths and stage reports are kept from both.
     pub fn absorb(mut self, later: Retrieval, top_k: usize) -> Retrieval {
         let known: HashSet<ChunkId> = self.chunks.iter().map(|c| c.chunk).collect();
         self.chunks.extend(later.chunks.into_iter().filter(|c| !known.contains(&c.chunk)).take(top_k));
@@ -147,7 +150,7 @@ impl Retrieval {
             paths: self.paths,
             stage: later.stage,
             sufficient: later.sufficient,
-            seeds: later.seeds,
+            seeds: self.seeds,
             graph_share: later.graph_share,
             stages: self.stages,
             micros: self.micros + later.micros,
