@@ -167,6 +167,21 @@ fn relation_between(q: &Question, s: &Sentence<'_>, anchor: &str, answer: &str) 
         .find(|w| q.relation_words.iter().any(|r| same_word(w, r)))
         .map(str::to_string)
         .or_else(|| lifespan(q, between, &lower[answer_at.1..]))
+        .or_else(|| whole_chain(q, &lower, answer_at.0))
+}
+
+/// A sentence that states every relation of a chain of two or more, with an entity of the
+/// question and the answer as the object of one of them (a relation word at most two words
+/// before it: "studied in Glasgow"), states the chain through its subject: "He studied in
+/// Glasgow and later founded Bergen Marine Works" answers "where did the founder of Bergen
+/// Marine Works study?" though "founded" stands between Glasgow and the question's entity.
+/// "a Norwegian sea captain born in Tromsø" does not make "Norwegian" where he was born.
+fn whole_chain(q: &Question, sentence: &str, answer_at: usize) -> Option<String> {
+    let words: Vec<String> = text::words(sentence).collect();
+    let stated = |r: &String| words.iter().any(|w| same_word(w, r));
+    let before: Vec<String> = text::words(&sentence[..answer_at]).collect();
+    let object = before.iter().rev().take(2).any(|w| q.relation_words.iter().any(|r| same_word(w, r)));
+    (q.relation_words.len() >= 2 && object && q.relation_words.iter().all(stated)).then(|| q.relation_words.join(" + "))
 }
 
 /// Does `sentence` state the date at `start..end` as the event the question asks of it (birth
@@ -409,6 +424,10 @@ pub(crate) mod tests {
         assert!(!v.pass, "{v:?}");
     }
 
+    fn haugen() -> (&'static str, &'static str) {
+        ("Ola Haugen", "He studied in Glasgow and later founded Bergen Marine Works.")
+    }
+
     #[test]
     fn grounding_rejects_an_answer_of_the_clause_before_the_relation() {
         let sandberg = ("Erik Sandberg", "He was born in Uppsala in 1899 and founded Lund Chemicals after the war.");
@@ -417,6 +436,21 @@ pub(crate) mod tests {
         let v = run(Check::Grounding, when, &span("1899", &[0], Vec::new()), Some(&r));
         assert!(!v.pass, "1899 is the year he was born: {v:?}");
         assert!(run(Check::Grounding, when, &span("1931", &[1], Vec::new()), Some(&r)).pass);
+        // Where the sentence states the whole chain, its subject links the two.
+        let r = retrieval(&[haugen()]);
+        let study = "Where did the founder of Bergen Marine Works study?";
+        assert!(run(Check::Grounding, study, &span("Glasgow", &[0], Vec::new()), Some(&r)).pass);
+        let v = run(
+            Check::Grounding,
+            "Where was Bergen Marine Works founded?",
+            &span("Glasgow", &[0], Vec::new()),
+            Some(&r),
+        );
+        assert!(!v.pass, "{v:?}");
+        let r = retrieval(&[("Odd Rasmussen", "Rasmussen, captain of the Sjøstjerne, is a Norwegian born in Tromsø.")]);
+        let born = "Where was the captain of the Sjøstjerne born?";
+        assert!(run(Check::Grounding, born, &span("Tromsø", &[0], Vec::new()), Some(&r)).pass);
+        assert!(!run(Check::Grounding, born, &span("Norwegian", &[0], Vec::new()), Some(&r)).pass);
         // One of the verb's subjects is linked by it.
         let r = retrieval(&[("Lund Chemicals", "Erik Sandberg and Nils Berg founded Lund Chemicals.")]);
         let who = "Who founded Lund Chemicals?";

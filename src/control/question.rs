@@ -71,10 +71,16 @@ pub fn stem(word: &str) -> String {
             return head.to_string();
         }
     }
-    // The "e" a suffix replaces: "close" meets "closed" ("clos"), "movie" meets "movies".
+    // The "e" a suffix replaces: "close" meets "closed" ("clos"), "movie" meets "movies";
+    // and the "y" it turns to "i": "study" meets "studied" ("studi").
     match lower.strip_suffix('e') {
         Some(head) if head.chars().count() >= 4 => head.to_string(),
-        _ => lower,
+        _ => match lower.strip_suffix('y') {
+            Some(head) if head.chars().count() >= 4 && !head.ends_with(['a', 'e', 'i', 'o', 'u']) => {
+                format!("{head}i")
+            }
+            _ => lower,
+        },
     }
 }
 
@@ -248,6 +254,7 @@ mod tests {
         assert!(same_word("wife", "spouse") && same_word("married", "husband"));
         assert!(same_word("named", "name") && !same_word("named", "game"));
         assert!(same_word("close", "closed") && same_word("movie", "movies") && !same_word("state", "station"));
+        assert!(same_word("study", "studied") && same_word("company", "companies") && !same_word("play", "plain"));
     }
 
     #[test]

@@ -142,6 +142,8 @@ struct Candidate {
     link: Option<PathHop>,
     /// A sentence calls it by the question's type noun.
     typed: bool,
+    /// A sentence puts it after a preposition of place ("born in Tromsø").
+    placed: bool,
 }
 
 /// Reads an answer out of `retrieval`; `kb` gives the edges between the retrieved chunks'
@@ -196,6 +198,7 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
                 c.surface = surface.clone();
             }
             c.typed |= typed;
+            c.placed |= after_place_preposition(&s.text[..start]);
             if support > c.support {
                 c.support = support;
                 c.support_chunk = Some(s.chunk);
@@ -613,7 +616,15 @@ fn amounts_and_dates(sentence: &str) -> Vec<String> {
                 out.push(format!("{w} {scale}"));
                 i += 2;
             } else {
-                out.push(w);
+                // A range of years is its two ends: "(1885–1950)" states a birth and a death
+                // year. A score ("3–1") stays whole.
+                let ends: Vec<&str> = w.split(['-', '–', '—']).collect();
+                let year = |e: &&str| (3..=4).contains(&e.len()) && e.chars().all(|c| c.is_ascii_digit());
+                if ends.len() == 2 && ends.iter().all(year) {
+                    out.extend(ends.iter().map(|e| e.to_string()));
+                } else {
+                    out.push(w);
+                }
                 i += 1;
             }
         } else {
@@ -673,6 +684,12 @@ fn near_word(sentence: &str, start: usize, len: usize, noun: &str) -> bool {
     before || after
 }
 
+/// Does `before` end with a preposition of place, the word before a span it precedes?
+fn after_place_preposition(before: &str) -> bool {
+    const PLACE_PREPOSITIONS: &[&str] = &["in", "at", "near", "from", "outside"];
+    text::words(before).last().is_some_and(|w| PLACE_PREPOSITIONS.contains(&w.as_str()))
+}
+
 /// (byte offset, lower-case word) of each word.
 fn word_positions(sentence: &str) -> Vec<(usize, String)> {
     text::word_spans(sentence).into_iter().map(|(at, w)| (at, w.to_lowercase())).collect()
@@ -724,8 +741,16 @@ fn type_fit(question: &Question, c: &Candidate, person: bool) -> f32 {
                     0.3
                 };
             }
+            // "Where": a place, which a sentence states after "in", "at" or "near" (not the
+            // "Norwegian" of "a Norwegian sea captain born in Tromsø").
             if question.where_() && !digits {
-                return if person { 0.3 } else { 0.8 };
+                return if person {
+                    0.3
+                } else if c.placed {
+                    1.0
+                } else {
+                    0.8
+                };
             }
             0.5
         }
@@ -936,6 +961,7 @@ mod tests {
             amounts_and_dates("He was premier twice, a two-time Pro Bowl pick, and won it three times."),
             vec!["twice", "two-time", "three times"]
         );
+        assert_eq!(amounts_and_dates("Ola Haugen (1885–1950) won 3–1."), vec!["1885", "1950", "3–1"]);
     }
 
     #[test]
@@ -1065,6 +1091,18 @@ mod tests {
         let q = Question::parse("Which medal was the real person awarded?", None);
         let untyped = |surface: &str| Candidate { surface: surface.into(), ..Candidate::default() };
         assert!(type_fit(&q, &untyped("Medal of Honor"), false) > type_fit(&q, &untyped("Vietnam War"), false));
+    }
+
+    #[test]
+    fn where_asks_for_what_a_sentence_puts_after_in_or_at() {
+        let text = "Odd Rasmussen is a Norwegian sea captain born in Tromsø.";
+        let r = retrieval(&[("Odd Rasmussen", text)]);
+        let (_dir, kb) = crate::ingest::testing::kb_with_docs(&[("Odd Rasmussen", text)]);
+        let q = Question::parse("Where was the captain born?", Some(&r));
+        assert_eq!(read(&kb, &q, &r).answer, "Tromsø");
+        assert!(
+            after_place_preposition("born in ") && !after_place_preposition("is a ") && !after_place_preposition("")
+        );
     }
 
     #[test]
