@@ -787,7 +787,16 @@ fn two_knowledge_bases_in_one_daemon_never_see_each_other() {
         assert_eq!(code, -32602, "{method}: {message}");
         assert!(message.contains("unknown knowledge base `harbour`"), "{method}: {message}");
     }
-    assert_eq!(c.error_code("stats", json!({"kb": "../x"})).0, -32602);
+    let (code, message) = c.error_code("stats", json!({"kb": "../x"}));
+    assert_eq!(code, -32602);
+    assert_eq!(message, "invalid params: knowledge base name `../x` is not 1 to 64 letters, digits, `-` or `_`");
+    let (code, message) = c.error_code("query", json!({"kb": "../x", "question": "Who?"}));
+    assert_eq!(
+        (code, message.as_str()),
+        (-32602, "invalid params: kb: knowledge base name `../x` is not 1 to 64 letters, digits, `-` or `_`")
+    );
+    let (_, message) = c.error_code("query", json!({"kb": "harbour", "questoin": "Who?"}));
+    assert!(message.contains("unknown field `questoin`") && message.ends_with("or `kb`"), "{message}");
     assert_eq!(c.call("kbs", json!({}))["kbs"], json!(["default"]));
 
     // The first ingest creates it; a document id may exist in both.

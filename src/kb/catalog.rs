@@ -38,15 +38,19 @@ impl KbName {
     pub const DEFAULT: &'static str = "default";
 
     pub fn new(name: &str) -> Result<KbName> {
+        KbName::parse(name).map_err(Error::Invalid)
+    }
+
+    /// The name, or what a name may be: the message alone, for the request decoders that
+    /// say "invalid params" themselves.
+    fn parse(name: &str) -> std::result::Result<KbName, String> {
         let valid = !name.is_empty()
             && name.len() <= MAX_NAME_BYTES
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         if valid {
             Ok(KbName(name.to_string()))
         } else {
-            Err(Error::Invalid(format!(
-                "knowledge base name `{name}` is not 1 to {MAX_NAME_BYTES} letters, digits, `-` or `_`"
-            )))
+            Err(format!("knowledge base name `{name}` is not 1 to {MAX_NAME_BYTES} letters, digits, `-` or `_`"))
         }
     }
 
@@ -89,9 +93,9 @@ impl std::str::FromStr for KbName {
 }
 
 impl TryFrom<String> for KbName {
-    type Error = Error;
-    fn try_from(s: String) -> Result<KbName> {
-        KbName::new(&s)
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<KbName, String> {
+        KbName::parse(&s)
     }
 }
 

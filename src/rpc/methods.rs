@@ -163,7 +163,14 @@ fn decode_on_kb<T: DeserializeOwned>(mut params: Value) -> Result<(KbName, T), R
         Some(name) => serde_json::from_value(name)
             .map_err(|e| RpcError::new(INVALID_PARAMS, format!("invalid params: kb: {e}")))?,
     };
-    Ok((kb, decode(params)?))
+    // `kb` was taken out above, so serde's list of the fields it expected lacks it.
+    let params = decode(params).map_err(|mut e| {
+        if e.message.contains("unknown field") {
+            e.message.push_str(", or `kb`");
+        }
+        e
+    })?;
+    Ok((kb, params))
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> MethodResult {
