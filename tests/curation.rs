@@ -183,8 +183,9 @@ fn repair_releases_a_decision_key_whose_proposal_is_missing() {
     assert_eq!(pending.len(), proposals.len(), "the other proposals are untouched: {pending:?}");
 }
 
-/// A correction is a name or a phrase, not a page; and a proposal whose document is gone can
-/// only be rejected, with that said, not "chunk N not found".
+/// A correction is a name or a phrase, not a page, and one that changes nothing is an
+/// approval; a proposal whose document is gone can only be rejected, with that said, not
+/// "chunk N not found".
 #[test]
 fn decisions_refuse_huge_corrections_and_gone_sentences_clearly() {
     let dir = tempfile::tempdir().unwrap();
@@ -195,6 +196,13 @@ fn decisions_refuse_huge_corrections_and_gone_sentences_clearly() {
     let huge = RawTriple { subject: "X".repeat(501), relation: "was born in".into(), object: "Warsaw".into() };
     let err = curate::edit(&mut engine.kb.blocking_write(), first.id, "ann", huge).unwrap_err().to_string();
     assert!(err.contains("subject is longer than 500"), "{err}");
+    // An edit to the triple proposed is an approval.
+    let unchanged = curate::edit(&mut engine.kb.blocking_write(), first.id, "ann", first.triple.clone()).unwrap();
+    assert!(unchanged.status == Status::Approved && unchanged.corrected.is_none(), "{unchanged:?}");
+    let audit = curate::audit_log(&engine.kb.blocking_read()).unwrap();
+    let entry = audit.iter().find(|e| e.proposal == first.id).unwrap();
+    assert_eq!(entry.action, curate::Action::Approve);
+    assert!(curate::integrity_violations(&engine.kb.blocking_read()).unwrap().is_empty());
 
     assert!(engine.kb.blocking_write().delete_document(&second.doc_id).unwrap());
     let err = curate::approve(&mut engine.kb.blocking_write(), second.id, "ann").unwrap_err().to_string();

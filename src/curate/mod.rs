@@ -317,6 +317,11 @@ fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Opt
     // "pending" and both wrote, leaving two audit entries for one decision.
     let _locked = kb.begin_write()?;
     let mut proposal = get_proposal(kb, id)?;
+    // An edit that changes nothing is an approval, and the audit says so.
+    let (action, corrected) = match corrected {
+        Some(same) if same == proposal.triple => (Action::Approve, None),
+        corrected => (action, corrected),
+    };
     if proposal.status != Status::Pending {
         return Err(Error::Conflict(format!("proposal {id} is already {:?}", proposal.status).to_lowercase()));
     }
