@@ -450,14 +450,13 @@ impl Settings {
         if let Some((name, _)) = shares.iter().find(|(_, value)| !(0.0..=1.0).contains(value)) {
             return bad(&format!("{name} must be in [0, 1]"));
         }
-        if !(self.bm25.k1 >= 0.0 && self.bm25.k1.is_finite()) {
-            return bad("bm25.k1 must be >= 0 (the default is 1.2)");
-        }
-        if !(self.retrieve.rrf_k >= 0.0 && self.retrieve.rrf_k.is_finite()) {
-            return bad("retrieve.rrf_k must be >= 0 (the default is 60)");
-        }
-        if !(self.retrieve.passage_seed_weight >= 0.0 && self.retrieve.passage_seed_weight.is_finite()) {
-            return bad("retrieve.passage_seed_weight must be >= 0 (the default is 0.05)");
+        let weights = [
+            ("bm25.k1", f64::from(self.bm25.k1), "1.2"),
+            ("retrieve.rrf_k", f64::from(self.retrieve.rrf_k), "60"),
+            ("retrieve.passage_seed_weight", self.retrieve.passage_seed_weight, "0.05"),
+        ];
+        if let Some((name, _, default)) = weights.iter().find(|(_, value, _)| !(*value >= 0.0 && value.is_finite())) {
+            return bad(&format!("{name} must be >= 0 (the default is {default})"));
         }
         if !(0.0..=2.0).contains(&self.llm.temperature) {
             return bad("llm.temperature must be in [0, 2]");

@@ -309,7 +309,7 @@ mod tests {
     }
 
     #[test]
-    fn a_verb_after_and_is_another_clause_s() {
+    fn a_verb_after_and_begins_another_clause() {
         assert!(joins_next_clause(" and ") && joins_next_clause(", and later ") && joins_next_clause(" but "));
         assert!(!joins_next_clause(" and Jones ") && !joins_next_clause(" ") && !joins_next_clause(" who then "));
         assert!(!joins_next_clause(" and in the end "));

@@ -198,7 +198,7 @@ pub fn read(kb: &Kb, question: &Question, retrieval: &Retrieval) -> ReaderAnswer
                 c.surface = surface.clone();
             }
             c.typed |= typed;
-            c.placed |= after_place_preposition(&s.text[..start]);
+            c.placed |= question.where_() && after_place_preposition(&s.text[..start]);
             if support > c.support {
                 c.support = support;
                 c.support_chunk = Some(s.chunk);

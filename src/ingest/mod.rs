@@ -402,7 +402,7 @@ pub fn ingest_paths_within<K: KbAccess + ?Sized>(
         // A document an earlier build stored under the path as typed takes its new id in
         // place, curated edges and all, and is then unchanged rather than ingested twice.
         for doc in &read.docs {
-            if let Some(earlier) = source::earlier_id(&doc.id, file) {
+            if let Some(earlier) = source::earlier_id(&doc.id, &doc.source, file) {
                 kb.write(|kb| kb.rename_document(&earlier, &doc.id, &doc.source))?;
             }
         }

@@ -275,11 +275,12 @@ pub fn document_path(path: &Path) -> String {
         .to_string()
 }
 
-/// The id earlier builds gave the document `id` read from `path`: they named it by the path
-/// as given. `None` where that is the same id, or `id` does not come from the path.
-pub fn earlier_id(id: &str, path: &Path) -> Option<String> {
+/// The id earlier builds gave the document `id` read from `path`, whose name is now `name`
+/// ([`document_path`], as its documents' `source` holds it): they named it by the path as
+/// given. `None` where that is the same id, or `id` does not come from the path.
+pub fn earlier_id(id: &str, name: &str, path: &Path) -> Option<String> {
     let given = path.display().to_string();
-    let rest = id.strip_prefix(&document_path(path))?;
+    let rest = id.strip_prefix(name)?;
     (rest.is_empty() || rest.starts_with('#')).then(|| format!("{given}{rest}")).filter(|earlier| earlier != id)
 }
 
@@ -517,10 +518,11 @@ mod tests {
         }
         // What earlier builds called it: the path as typed, and a JSONL record's line after it.
         let typed = relative_from_here(&file);
-        assert_eq!(earlier_id(&canonical, &typed), Some(typed.display().to_string()));
-        assert_eq!(earlier_id(&format!("{canonical}#3"), &typed), Some(format!("{}#3", typed.display())));
-        assert_eq!(earlier_id(&canonical, Path::new(&canonical)), None, "the same id");
-        assert_eq!(earlier_id("curie", &typed), None, "an id of its own");
+        assert_eq!(earlier_id(&canonical, &canonical, &typed), Some(typed.display().to_string()));
+        let record = format!("{canonical}#3");
+        assert_eq!(earlier_id(&record, &canonical, &typed), Some(format!("{}#3", typed.display())));
+        assert_eq!(earlier_id(&canonical, &canonical, Path::new(&canonical)), None, "the same id");
+        assert_eq!(earlier_id("curie", &canonical, &typed), None, "an id of its own");
     }
 
     /// `path` (absolute) as a path relative to the current directory.

@@ -409,6 +409,11 @@ impl Kb {
     /// else (chunks, edges, curated ones too). `false`, with nothing written, when there is no
     /// `old` or `new` is taken.
     pub fn rename_document(&mut self, old: &str, new: &str, source: &str) -> Result<bool> {
+        // Ingest asks for every file named by a relative path, and there is seldom an `old`:
+        // no write lock for nothing (taken below, where the store is read again).
+        if self.doc_by_id(old).is_none() {
+            return Ok(false);
+        }
         let _session = self.begin_write()?;
         let Some(mut doc) = self.doc_by_id(old).cloned() else {
             return Ok(false);

@@ -237,7 +237,6 @@ impl Daemon {
                 "work still in flight after the grace period; exiting anyway"
             );
         }
-
         // Until here connections kept answering "shutting down"; now they close, once their
         // last responses are written.
         server.closing.send_replace(true);

@@ -34,13 +34,7 @@ impl SledBackend {
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let db = sled::Config::new().path(dir.join("db")).open().map_err(|e| match e {
-            // sled says so only in words: an `Other` error whose message names the lock and
-            // the cause (another holder, not a file system without locks).
-            sled::Error::Io(io)
-                if io.to_string().starts_with("could not acquire lock") && io.to_string().contains("WouldBlock") =>
-            {
-                Error::InUse(dir.to_path_buf())
-            }
+            sled::Error::Io(io) if held_by_another_process(&io) => Error::InUse(dir.to_path_buf()),
             e => Error::Store(e),
         })?;
         // The KB holds the users' documents: owner-only, whatever the umask. Only sled's own
@@ -275,6 +269,14 @@ fn restrict_to_owner(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Is this sled's failure to lock its directory because another process holds it? sled says
+/// so only in words: an `Other` error whose message names the lock and the cause (another
+/// holder, not a file system without locks).
+fn held_by_another_process(io: &std::io::Error) -> bool {
+    let message = io.to_string();
+    message.starts_with("could not acquire lock") && message.contains("WouldBlock")
 }
 
 #[cfg(test)]
