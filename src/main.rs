@@ -235,6 +235,33 @@ enum BenchCommand {
         #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
         megabytes: Vec<usize>,
     },
+    /// What a KB costs as it grows: a synthetic encyclopaedia at each size, ingested, then
+    /// opened and queried by a fresh process; ingest passages/s, open s, peak RSS, disk,
+    /// a2rag and hybrid retrieval p50/p95, and each figure's log-log slope.
+    Scale {
+        /// Passages per KB, e.g. `10k,100k,1m`.
+        #[arg(long, value_delimiter = ',', default_value = "10k,100k", value_parser = a2rag::bench::scale::parse_size)]
+        sizes: Vec<usize>,
+        /// Questions timed per size.
+        #[arg(long, default_value_t = 200)]
+        questions: usize,
+        /// Keep each size's KB (in `a2rag-bench-scale` under the system's temporary
+        /// directory) instead of removing it.
+        #[arg(long)]
+        keep: bool,
+    },
+    /// One step of `bench scale`, run in a child process.
+    #[command(hide = true)]
+    ScaleStep {
+        #[arg(value_enum)]
+        step: a2rag::bench::scale::ScaleStep,
+        #[arg(long)]
+        size: usize,
+        #[arg(long)]
+        questions: usize,
+        #[arg(long)]
+        dir: PathBuf,
+    },
     /// Retrieval latency (all stages, no LLM) over a dataset's questions.
     Retrieve {
         #[arg(long, default_value = "../shared/datasets/musique")]
@@ -556,6 +583,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     a2rag::bench::retrieve(settings, dataset, triples.as_deref(), &scratch)?
                 }
                 BenchCommand::LargeDoc { megabytes } => a2rag::bench::large_doc(settings, megabytes, &scratch)?,
+                BenchCommand::Scale { sizes, questions, keep } => {
+                    let options = a2rag::bench::scale::ScaleOptions {
+                        sizes: sizes.clone(),
+                        questions: *questions,
+                        // Not the per-process scratch directory, which is removed below.
+                        scratch: std::env::temp_dir().join("a2rag-bench-scale"),
+                        keep: *keep,
+                        config: cli.config.clone(),
+                    };
+                    a2rag::bench::scale::run(&options)?
+                }
+                BenchCommand::ScaleStep { step, size, questions, dir } => {
+                    // A child of `bench scale`: its one JSON line is its report.
+                    let line = match step {
+                        a2rag::bench::scale::ScaleStep::Ingest => {
+                            a2rag::bench::scale::ingest_step(settings, *size, dir)?
+                        }
+                        a2rag::bench::scale::ScaleStep::Serve => {
+                            a2rag::bench::scale::serve_step(settings, *size, *questions, dir)?
+                        }
+                    };
+                    println!("{line}");
+                    return Ok(ExitCode::SUCCESS);
+                }
                 BenchCommand::Embed { corpus, batch } => a2rag::bench::embed(&settings, corpus, *batch)?,
                 BenchCommand::Rpc { dataset, clients, queries } => {
                     let engine = std::sync::Arc::new(open(settings)?);

@@ -23,9 +23,35 @@ pub fn weighted_rank_fusion(lists: &[(&[u64], f32)], k: f32) -> Vec<(u64, f32)> 
     fused
 }
 
+/// The `k` highest-scoring hits, best first, ties on the key (a total order); selects
+/// before it sorts, so a long list of scored keys costs linear time plus `k log k`.
+pub fn top_k(mut hits: Vec<(u64, f32)>, k: usize) -> Vec<(u64, f32)> {
+    let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if k == 0 {
+        return Vec::new();
+    }
+    if hits.len() > k {
+        hits.select_nth_unstable_by(k - 1, order);
+        hits.truncate(k);
+    }
+    hits.sort_by(order);
+    hits
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_top_k_are_the_head_of_the_full_sort() {
+        let hits: Vec<(u64, f32)> = (0..200u64).map(|i| (i, ((i * 37) % 17) as f32)).collect();
+        let mut sorted = hits.clone();
+        sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        for k in [1, 5, 17, 199, 200, 500] {
+            assert_eq!(top_k(hits.clone(), k), sorted[..k.min(200)].to_vec());
+        }
+        assert!(top_k(hits, 0).is_empty());
+    }
 
     #[test]
     fn agreement_beats_a_single_first_place() {

@@ -609,3 +609,89 @@ fn a_document_stored_under_a_typed_path_takes_the_file_s_id_in_place_on(store: &
     assert!(a2rag::curate::integrity_violations(&kb).unwrap().is_empty());
     assert!(kb.integrity_violations().is_empty(), "{store:?}: {:?}", kb.integrity_violations());
 }
+
+#[test]
+fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss() {
+    for store in TestStore::all() {
+        a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(&store);
+    }
+}
+
+fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(store: &TestStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(dir.path(), 300);
+    let mut settings = store.settings(&dir.path().join("kb"));
+    // Every index links into HNSW graphs, however small.
+    settings.index.exact_search_max = 0;
+    let (mut kb, pipeline) = open(&settings);
+    ingest(&mut kb, &pipeline, std::slice::from_ref(&corpus));
+    let index_dir = kb.index_dir();
+    assert!(index_dir.join("manifest.json").is_file(), "an ingest batch saves the graphs");
+    let mut chunk_ids: Vec<u64> = kb.chunk_ids().map(u64::from).collect();
+    chunk_ids.sort_unstable();
+    let probe_ids: Vec<u64> = [3, 77, 150, 299].iter().map(|i| chunk_ids[*i]).collect();
+    let probes: Vec<Vec<f32>> = probe_ids.iter().map(|id| kb.chunk_index().get(*id).unwrap()).collect();
+    let answers = |kb: &a2rag::kb::Kb| -> Vec<Vec<(u64, f32)>> {
+        probes
+            .iter()
+            .flat_map(|v| [kb.chunk_index().search(v, 8).unwrap(), kb.node_index().search(v, 8).unwrap()])
+            .collect()
+    };
+    let before = answers(&kb);
+    drop(kb);
+
+    let (kb, _) = open(&settings);
+    assert_eq!(kb.linked_at_open(), 0, "a clean reopen links nothing");
+    assert_eq!(answers(&kb), before, "the saved graphs answer as the ones they were saved from");
+
+    // A write that no save followed (as when a process dies before its batch ends): the
+    // next open drops what went and links what came.
+    let mut kb = kb;
+    let doomed = kb.doc_by_id("doc-5").unwrap().chunks.clone();
+    assert!(kb.delete_document("doc-5").unwrap());
+    let doc = a2rag::ingest::source::SourceDoc {
+        id: "late".into(),
+        title: "Late Harbour".into(),
+        text: "Late Harbour is a port in Province 2. It was built by Mayor Ann Smith in 1901.".into(),
+        source: "test".into(),
+    };
+    let prepared = pipeline.prepare(doc).unwrap();
+    kb.commit_document(prepared).unwrap();
+    let late = u64::from(kb.doc_by_id("late").unwrap().chunks[0]);
+    drop(kb);
+    let (kb, _) = open(&settings);
+    assert!(kb.linked_at_open() > 0, "the new document's vectors were linked at open");
+    let late_vector = kb.chunk_index().get(late).unwrap();
+    assert_eq!(kb.chunk_index().search(&late_vector, 1).unwrap()[0].0, late);
+    for chunk in doomed {
+        let hits = kb.chunk_index().search(&probes[0], 400).unwrap();
+        assert!(hits.iter().all(|(id, _)| *id != u64::from(chunk)), "a deleted chunk is not a candidate");
+    }
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+    drop(kb);
+    let (kb, _) = open(&settings);
+    assert_eq!(kb.linked_at_open(), 0, "the open that linked saved what it linked");
+    drop(kb);
+
+    // A damaged graph file costs that index a link pass, not a wrong answer or a failure.
+    let graph_file = std::fs::read_dir(&index_dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name().unwrap().to_str().unwrap().starts_with("chunks-") && p.extension().unwrap() == "usearch"
+        })
+        .unwrap();
+    let mut bytes = std::fs::read(&graph_file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x5a;
+    std::fs::write(&graph_file, bytes).unwrap();
+    let (kb, _) = open(&settings);
+    assert!(kb.linked_at_open() >= 299, "the chunk index was linked again from the store");
+    for (probe, id) in probes.iter().zip(probe_ids) {
+        assert_eq!(kb.chunk_index().search(probe, 1).unwrap()[0].0, id);
+    }
+    drop(kb);
+    std::fs::remove_dir_all(&index_dir).unwrap();
+    let (kb, _) = open(&settings);
+    assert!(kb.linked_at_open() > 0 && index_dir.join("manifest.json").is_file(), "a lost save is rebuilt and saved");
+}

@@ -2,6 +2,7 @@
 //! a baseline measured in the same run, never a bare absolute.
 
 pub mod rpc;
+pub mod scale;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -144,11 +145,7 @@ pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, 
             let r = Retriever::new(&kb)
                 .retrieve(&q.question, RetrieveOptions { strategy, min_stage: Stage::Local, top_k: 10 })?;
             out.push(t.elapsed().as_secs_f64() * 1000.0);
-            let staged: u64 = r.stages.iter().map(|s| s.micros).sum();
-            for s in &r.stages {
-                *phases.entry(format!("{:?}", s.stage).to_lowercase()).or_insert(0.0) += s.micros as f64 / 1000.0;
-            }
-            *phases.entry("seeds+fusion".to_string()).or_insert(0.0) += r.micros.saturating_sub(staged) as f64 / 1000.0;
+            add_phases(&r, &mut phases);
         }
         Ok((out, phases))
     };
@@ -158,17 +155,31 @@ pub fn retrieve(settings: Settings, dataset_dir: &Path, triples: Option<&Path>, 
     let (hybrid, _) = time(Strategy::Text(crate::kb::SearchMode::Hybrid))?;
     let (a50, a95) = (percentile(&a2rag, 0.5), percentile(&a2rag, 0.95));
     let (h50, h95) = (percentile(&hybrid, 0.5), percentile(&hybrid, 0.95));
-    let n = dataset.questions.len().max(1) as f64;
-    let breakdown: Vec<String> = phases.iter().map(|(phase, ms)| format!("{phase} {:.2}", ms / n)).collect();
     Ok(format!(
         "retrieve {} ({} questions): a2rag p50 {a50:.2} ms p95 {a95:.2} ms (target p50 <= 10 ms)\n  \
          mean ms per question by phase: {}\n  \
          baseline hybrid text retrieval: p50 {h50:.2} ms p95 {h95:.2} ms; a2rag/hybrid at p50 = {:.1}x",
         dataset.name,
         dataset.questions.len(),
-        breakdown.join(", "),
+        mean_phases(&phases, dataset.questions.len()),
         a50 / h50.max(1e-9)
     ))
+}
+
+/// Adds a retrieval's milliseconds per stage to `phases` (the rest of its time is seed
+/// alignment plus the final fusion).
+fn add_phases(r: &crate::retrieve::Retrieval, phases: &mut std::collections::BTreeMap<String, f64>) {
+    let staged: u64 = r.stages.iter().map(|s| s.micros).sum();
+    for s in &r.stages {
+        *phases.entry(format!("{:?}", s.stage).to_lowercase()).or_insert(0.0) += s.micros as f64 / 1000.0;
+    }
+    *phases.entry("seeds+fusion".to_string()).or_insert(0.0) += r.micros.saturating_sub(staged) as f64 / 1000.0;
+}
+
+/// `phases` divided by `n`, as "phase ms, ...".
+fn mean_phases(phases: &std::collections::BTreeMap<String, f64>, n: usize) -> String {
+    let n = n.max(1) as f64;
+    phases.iter().map(|(phase, ms)| format!("{phase} {:.2}", ms / n)).collect::<Vec<_>>().join(", ")
 }
 
 /// Sentences/s of the configured embedder against the hash embedder on the same sentences.
@@ -385,9 +396,9 @@ pub fn synthetic_document(bytes: usize, seed: u64) -> String {
         if rng.random_range(0..20) == 0 {
             places += 1;
         }
-        let place = syllables(1000 + rng.random_range(0..=places) as u64);
+        let place = scale::syllables(1000 + rng.random_range(0..=places) as u64);
         let person = format!("{} {}", FIRST[rng.random_range(0..FIRST.len())], LAST[rng.random_range(0..LAST.len())]);
-        let org = format!("{} {}", syllables(rng.random_range(0..200)), ORGS[rng.random_range(0..ORGS.len())]);
+        let org = format!("{} {}", scale::syllables(rng.random_range(0..200)), ORGS[rng.random_range(0..ORGS.len())]);
         let verb = VERBS[rng.random_range(0..VERBS.len())];
         let year = rng.random_range(1800..2020);
         text.push_str(&format!("{person} {verb} the {org} in {place} in {year}. "));
@@ -396,24 +407,6 @@ pub fn synthetic_document(bytes: usize, seed: u64) -> String {
         }
     }
     text
-}
-
-/// A pronounceable capitalised name for `n` ("Kava", "Lomesu", ...), distinct per `n`.
-fn syllables(mut n: u64) -> String {
-    const CONSONANTS: &[u8] = b"bdfgklmnprstvz";
-    const VOWELS: &[u8] = b"aeiou";
-    let mut name = String::new();
-    loop {
-        let s = (n % 70) as usize;
-        name.push(CONSONANTS[s % 14] as char);
-        name.push(VOWELS[s / 14] as char);
-        n /= 70;
-        if n == 0 {
-            break;
-        }
-    }
-    let mut chars = name.chars();
-    chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
 }
 
 /// The same corpus in sled and in the PostgreSQL database `postgres` (which must hold no

@@ -504,7 +504,11 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
         drop(prepared);
         Ok(())
     })?;
-    kb.write(|kb| kb.link_staged_vectors())?;
+    kb.write(|kb| {
+        kb.link_staged_vectors()?;
+        kb.save_indexes_or_warn();
+        Ok::<_, Error>(())
+    })?;
     progress.finish();
     Ok(())
 }

@@ -113,10 +113,9 @@ impl Bm25 {
                 *scores.entry(*key).or_default() += s;
             }
         }
-        let mut ranked: Vec<(u64, f32)> = scores.into_iter().collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        ranked.truncate(k);
-        ranked
+        // A common query word scores a large share of all chunks: select the top `k` before
+        // sorting.
+        crate::rank::top_k(scores.into_iter().collect(), k)
     }
 }
 

@@ -15,6 +15,7 @@ pub mod pages;
 pub mod passage_graph;
 pub mod reindex;
 pub mod relations;
+mod saved;
 pub mod store;
 pub mod vector;
 mod write;
@@ -39,6 +40,9 @@ use store::{Family, Location, Store};
 use vector::VectorIndex;
 
 pub use write::{IngestOutcome, PreparedChunk, PreparedDoc, PreparedTriple};
+
+/// The saved HNSW graphs' directory inside a sled KB's directory (see [`saved`]).
+const SAVED_INDEX_DIR: &str = "index";
 
 pub struct Kb {
     settings: Arc<Settings>,
@@ -83,6 +87,10 @@ pub struct Kb {
     pages: Mutex<Option<Arc<Pages>>>,
     /// The store's change log is applied up to this change (see [`follow`]).
     applied_change: u64,
+    /// The generation of the last save of the HNSW graphs (see [`saved`]).
+    saved_generation: u64,
+    /// Vectors that opening had to link because no saved graph held them.
+    linked_at_open: usize,
 }
 
 /// What makes two edges state the same fact: subject, relation label and object.
@@ -192,6 +200,8 @@ impl Kb {
             passage_graph: Mutex::new(None),
             pages: Mutex::new(None),
             applied_change: 0,
+            saved_generation: 0,
+            linked_at_open: 0,
         };
         kb.load()?;
         Ok(kb)
@@ -235,8 +245,6 @@ impl Kb {
                 let (id, v) = item?;
                 index.upsert(id, &v)?;
             }
-            index.link_staged()?;
-            tracing::debug!(ms = started.elapsed().as_millis() as u64, ?family, "loaded vectors");
         }
         for item in self.store.scan_vectors(Family::FactVec) {
             let (id, v) = item?;
@@ -244,9 +252,111 @@ impl Kb {
                 self.fact_index.upsert(id, &v)?;
             }
         }
-        self.fact_index.link_staged()?;
-        tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded fact vectors");
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded vectors");
+        let left = self.restore_saved_graphs();
+        self.link_staged_vectors()?;
+        self.linked_at_open = left;
+        tracing::debug!(
+            ms = started.elapsed().as_millis() as u64,
+            linked = left,
+            "linked the vectors no saved graph held"
+        );
+        if left > 0 {
+            // Save what was just linked, or the next open links it again.
+            self.save_indexes_or_warn();
+        }
         Ok(())
+    }
+
+    /// The directory of the saved HNSW graphs: beside a sled store, or under the data
+    /// directory for a PostgreSQL KB (each machine keeps its own).
+    pub fn index_dir(&self) -> std::path::PathBuf {
+        match self.store.location() {
+            Location::Sled(dir) => dir.join(SAVED_INDEX_DIR),
+            Location::Postgres { kb, .. } => {
+                self.settings.data_dir.join("postgres").join(kb.as_str()).join(SAVED_INDEX_DIR)
+            }
+        }
+    }
+
+    /// How many vectors opening this KB linked because no saved graph held them: 0 when the
+    /// saved graphs were current.
+    pub fn linked_at_open(&self) -> usize {
+        self.linked_at_open
+    }
+
+    fn graph_fingerprint(&self) -> saved::GraphFingerprint {
+        let index = &self.settings.index;
+        saved::GraphFingerprint {
+            embedder: self.embedder.id(),
+            dim: self.embedder.dim(),
+            options: format!("{:?}/{}", index.quantization, index.connectivity),
+        }
+    }
+
+    /// The vector indexes with their names in the saved-graph manifest.
+    fn saved_indexes(&mut self) -> [(&'static str, &mut VectorIndex); 4] {
+        [
+            ("chunks", &mut self.chunk_index),
+            ("summaries", &mut self.summary_index),
+            ("nodes", &mut self.node_index),
+            ("facts", &mut self.fact_index),
+        ]
+    }
+
+    /// Adopts the saved graphs of each index (see [`saved`]); an index whose files are
+    /// missing or damaged is linked from its vectors instead. Returns how many vectors are
+    /// left to link.
+    fn restore_saved_graphs(&mut self) -> usize {
+        let dir = self.index_dir();
+        let manifest = saved::Manifest::read(&dir, &self.graph_fingerprint());
+        if let Some(manifest) = &manifest {
+            self.saved_generation = manifest.generation;
+        }
+        let mut left = 0;
+        for (name, index) in self.saved_indexes() {
+            if let Some(files) = manifest.as_ref().and_then(|m| m.indexes.get(name)) {
+                match index.restore(&dir, files) {
+                    Ok(adopted) => tracing::debug!(index = name, adopted, "restored saved graphs"),
+                    Err(e) => {
+                        tracing::warn!(index = name, error = %e, "a saved graph is unusable; linking this index again")
+                    }
+                }
+            }
+            left += index.staged_for_linking();
+        }
+        left
+    }
+
+    /// Saves the HNSW graphs that changed since the last save (see [`saved`]), so that the
+    /// next open reads them instead of linking. Links staged vectors first. Skipped while
+    /// another process saves into the same directory.
+    pub fn save_indexes(&mut self) -> Result<()> {
+        self.link_staged_vectors()?;
+        let dir = self.index_dir();
+        let Some(_lock) = saved::SaveLock::try_take(&dir)? else {
+            tracing::debug!(dir = %dir.display(), "another process is saving the indexes; skipped");
+            return Ok(());
+        };
+        let generation = self.saved_generation + 1;
+        let mut manifest = saved::Manifest::new(self.graph_fingerprint(), generation);
+        for (name, index) in self.saved_indexes() {
+            let files = index.save(&dir, name, generation)?;
+            if !files.is_empty() {
+                manifest.indexes.insert(name.to_string(), files);
+            }
+        }
+        manifest.commit(&dir)?;
+        self.saved_generation = generation;
+        Ok(())
+    }
+
+    /// [`Kb::save_indexes`] where failing to save must not fail the caller: the store is the
+    /// truth, and a missing save costs the next open a link pass.
+    pub fn save_indexes_or_warn(&mut self) {
+        if let Err(e) = self.save_indexes() {
+            tracing::warn!(error = %e, "could not save the vector indexes; the next open links them again");
+        }
     }
 
     /// Links the vectors written since the last pass into the HNSW graphs (see

@@ -25,17 +25,24 @@
 //!   cost per linked vector flat; a search costs one small-graph search per graph.
 
 use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
 
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
+use super::saved::{self, SavedGraph};
 use crate::config::{IndexSettings, Quantization};
 use crate::embed::cosine;
 use crate::error::{Error, Result};
+use crate::rank::top_k;
 
 /// Graph candidates fetched per requested hit before exact rescoring.
 const OVERSAMPLE: usize = 2;
 /// Extra candidates on top, so that small `k` still gets a margin.
 const OVERSAMPLE_MIN_EXTRA: usize = 8;
+/// Searches of several graphs split the candidate budget among them, but never ask one
+/// graph for fewer candidates than a search of this many hits would (see
+/// [`VectorIndex::search`]).
+const SPLIT_FLOOR: usize = 64;
 /// Vectors per HNSW graph (see the module docs): small enough that linking one vector costs
 /// about the same at any index size, large enough that a big index is a handful of graphs.
 const GRAPH_MAX: usize = 32_768;
@@ -48,8 +55,13 @@ pub struct VectorIndex {
     dim: usize,
     /// Every stored vector, exact; the source of all scores.
     vectors: HashMap<u64, Vec<f32>>,
-    /// Stored but not yet linked into `graph`. A key is never both here and in `graph`.
+    /// Stored but not yet linked into a graph. A key is never both here and in a graph.
     staged: BTreeSet<u64>,
+    /// The graph each linked key is in.
+    home: HashMap<u64, usize>,
+    /// Per graph, its files on disk while they still match it (see [`saved`]); a graph
+    /// that changed since is saved again.
+    saved: Vec<Option<SavedGraph>>,
     build_threads: usize,
     /// Up to this many vectors, searches scan every vector and nothing is linked.
     exact_max: usize,
@@ -81,6 +93,8 @@ impl VectorIndex {
         };
         let index = VectorIndex {
             graphs: vec![graph],
+            saved: vec![None],
+            home: HashMap::new(),
             options,
             dim,
             vectors: HashMap::new(),
@@ -104,6 +118,12 @@ impl VectorIndex {
     /// Vectors waiting for [`VectorIndex::link_staged`].
     pub fn staged(&self) -> usize {
         self.staged.len()
+    }
+
+    /// Vectors the next [`VectorIndex::link_staged`] will link (none while the index is
+    /// small enough to be searched exactly).
+    pub fn staged_for_linking(&self) -> usize {
+        if self.vectors.len() <= self.exact_max { 0 } else { self.staged.len() }
     }
 
     pub fn memory_bytes(&self) -> usize {
@@ -133,8 +153,9 @@ impl VectorIndex {
     }
 
     fn unlink(&mut self, key: u64) -> Result<()> {
-        if let Some(graph) = self.graphs.iter().find(|g| g.contains(key)) {
-            graph.remove(key).map_err(index_error)?;
+        if let Some(at) = self.home.remove(&key) {
+            self.graphs[at].remove(key).map_err(index_error)?;
+            self.saved[at] = None;
         }
         Ok(())
     }
@@ -161,10 +182,13 @@ impl VectorIndex {
             if room == 0 {
                 let graph = Index::new(&self.options).map_err(index_error)?;
                 self.graphs.push(graph);
+                self.saved.push(None);
                 continue;
             }
             let (part, later) = rest.split_at(room.min(rest.len()));
             self.link_into(last, part)?;
+            self.saved[last] = None;
+            self.home.extend(part.iter().map(|key| (*key, last)));
             rest = later;
         }
         Ok(())
@@ -204,16 +228,17 @@ impl VectorIndex {
             // Nothing linked: every vector is staged, so score them all in one pass over
             // the map instead of looking each staged key up.
             let hits = self.vectors.iter().map(|(key, v)| (*key, cosine(query, v))).collect();
-            return Ok(best(hits, k));
+            return Ok(top_k(hits, k));
         }
         let mut candidates: Vec<u64> = self.staged.iter().copied().collect();
-        for graph in self.graphs.iter().filter(|g| g.size() > 0) {
-            let wanted = (k * OVERSAMPLE + OVERSAMPLE_MIN_EXTRA).min(graph.size());
+        let graphs: Vec<&Index> = self.graphs.iter().filter(|g| g.size() > 0).collect();
+        for graph in &graphs {
+            let wanted = candidates_per_graph(k, graphs.len()).min(graph.size());
             candidates.extend(graph.search(query, wanted).map_err(index_error)?.keys);
         }
         let hits: Vec<(u64, f32)> =
             candidates.into_iter().filter_map(|key| self.vectors.get(&key).map(|v| (key, cosine(query, v)))).collect();
-        Ok(best(hits, k))
+        Ok(top_k(hits, k))
     }
 
     /// Whether searches are exact scans (the graphs hold nothing yet).
@@ -231,6 +256,82 @@ impl VectorIndex {
         self.vectors.get(&key).map(|v| cosine(query, v))
     }
 
+    /// Writes the graphs changed since the last save into `dir` as `NAME-GENERATION-I` files
+    /// and returns the files of every non-empty graph, for the manifest (see [`saved`]). An
+    /// index searched exactly has no graph and saves nothing.
+    pub fn save(&mut self, dir: &Path, name: &str, generation: u64) -> Result<Vec<SavedGraph>> {
+        let mut members: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.graphs.len()];
+        for (key, at) in &self.home {
+            if let (None, Some(vector)) = (&self.saved[*at], self.vectors.get(key)) {
+                members[*at].push((*key, saved::fingerprint(vector)));
+            }
+        }
+        let mut files = Vec::new();
+        for (at, graph) in self.graphs.iter().enumerate().filter(|(_, g)| g.size() > 0) {
+            if let Some(file) = &self.saved[at] {
+                files.push(file.clone());
+                continue;
+            }
+            let mut bytes = vec![0u8; graph.serialized_length()];
+            graph.save_to_buffer(&mut bytes).map_err(index_error)?;
+            members[at].sort_unstable();
+            let file = saved::write_graph(dir, &format!("{name}-{generation}-{at}"), &bytes, &members[at])?;
+            self.saved[at] = Some(file.clone());
+            files.push(file);
+        }
+        Ok(files)
+    }
+
+    /// Adopts saved graphs instead of linking: called once, when every stored vector has
+    /// been upserted and nothing is linked yet. A member whose vector is no longer stored, or
+    /// differs from the one it was linked with, is removed from its graph; vectors no graph
+    /// holds stay staged for the next link pass. On an error nothing is adopted. Returns how
+    /// many vectors the graphs brought.
+    pub fn restore(&mut self, dir: &Path, files: &[SavedGraph]) -> Result<usize> {
+        if !self.home.is_empty() {
+            return Err(Error::Internal("saved graphs restored into an index that links already".into()));
+        }
+        let mut graphs = Vec::new();
+        let mut saved_files = Vec::new();
+        let mut home = HashMap::new();
+        for file in files {
+            let (bytes, members) = saved::read_graph(dir, file)?;
+            let graph = Index::new(&self.options).map_err(index_error)?;
+            graph.load_from_buffer(&bytes).map_err(index_error)?;
+            if graph.size() != members.len() || graph.dimensions() != self.dim {
+                return Err(Error::Index(format!("{} does not hold the members its list names", file.file)));
+            }
+            // The file keeps the expansion it was built with; the settings say what to use now.
+            graph.change_expansion_add(self.options.expansion_add);
+            graph.change_expansion_search(self.options.expansion_search);
+            let at = graphs.len();
+            let mut intact = true;
+            for (key, print) in members {
+                let current = self.staged.contains(&key)
+                    && !home.contains_key(&key)
+                    && self.vectors.get(&key).is_some_and(|v| saved::fingerprint(v) == print);
+                if current {
+                    home.insert(key, at);
+                } else {
+                    graph.remove(key).map_err(index_error)?;
+                    intact = false;
+                }
+            }
+            self.reserve(&graph, graph.size().max(1024))?;
+            graphs.push(graph);
+            saved_files.push(intact.then(|| file.clone()));
+        }
+        if graphs.is_empty() {
+            return Ok(0);
+        }
+        for key in home.keys() {
+            self.staged.remove(key);
+        }
+        let adopted = home.len();
+        (self.graphs, self.saved, self.home) = (graphs, saved_files, home);
+        Ok(adopted)
+    }
+
     /// Room for `capacity` vectors in `graph`, with one add/search context per build thread
     /// or core.
     fn reserve(&self, graph: &Index, capacity: usize) -> Result<()> {
@@ -238,15 +339,16 @@ impl VectorIndex {
     }
 }
 
-/// The `k` best hits, best first; ties break on the key, so the order is total.
-fn best(mut hits: Vec<(u64, f32)>, k: usize) -> Vec<(u64, f32)> {
-    let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    if hits.len() > k && k > 0 {
-        hits.select_nth_unstable_by(k - 1, order);
-        hits.truncate(k);
-    }
-    hits.sort_by(order);
-    hits
+/// Candidates to ask each of `graphs` graphs for, for `k` hits. One graph gets the whole
+/// oversampled budget. Several split it: a wide search (the global stage's 1,024 dense seeds)
+/// would otherwise ask every graph for 2,056 candidates, which made its cost grow with the
+/// number of graphs; but no graph is asked for less than the full budget of a search of
+/// [`SPLIT_FLOOR`] hits, so a search of up to that many hits is as exact as with one graph,
+/// and a wide one keeps every graph's best candidates.
+fn candidates_per_graph(k: usize, graphs: usize) -> usize {
+    let budget = k * OVERSAMPLE + OVERSAMPLE_MIN_EXTRA;
+    let floor = k.min(SPLIT_FLOOR) * OVERSAMPLE + OVERSAMPLE_MIN_EXTRA;
+    budget.div_ceil(graphs.max(1)).max(floor)
 }
 
 fn cores() -> usize {
@@ -394,6 +496,98 @@ mod tests {
         idx.remove(3).unwrap();
         assert_eq!(idx.len(), 499);
         assert!(idx.search(&data[400], 5).unwrap().iter().all(|h| h.0 != 3));
+    }
+
+    /// An index holding `data` under keys 0.., all staged.
+    fn staged_index(data: &[Vec<f32>], graph_max: usize) -> VectorIndex {
+        let mut idx = index(16);
+        idx.graph_max = graph_max;
+        for (key, v) in data.iter().enumerate() {
+            idx.upsert(key as u64, v).unwrap();
+        }
+        idx
+    }
+
+    #[test]
+    fn restored_graphs_answer_as_the_saved_ones_without_linking() {
+        let data = vectors(700, 16);
+        let dir = tempfile::tempdir().unwrap();
+        let mut built = staged_index(&data, 300);
+        built.link_staged().unwrap();
+        let files = built.save(dir.path(), "chunks", 1).unwrap();
+        assert_eq!(files.iter().map(|f| f.count).collect::<Vec<_>>(), vec![300, 300, 100]);
+        let mut opened = staged_index(&data, 300);
+        assert_eq!(opened.restore(dir.path(), &files).unwrap(), 700);
+        assert_eq!(opened.staged(), 0, "nothing is left to link");
+        for v in data.iter().step_by(29) {
+            assert_eq!(opened.search(v, 5).unwrap(), built.search(v, 5).unwrap());
+        }
+        // Unchanged graphs are not written again; the one linked into is.
+        opened.upsert(700, &data[3]).unwrap();
+        opened.link_staged().unwrap();
+        let again = opened.save(dir.path(), "chunks", 2).unwrap();
+        assert_eq!(again[..2], files[..2]);
+        assert!(again[2].file.starts_with("chunks-2-") && again[2].count == 101);
+    }
+
+    #[test]
+    fn restoring_drops_members_whose_vector_changed_or_went_and_stages_the_rest() {
+        let data = vectors(400, 16);
+        let dir = tempfile::tempdir().unwrap();
+        let mut built = staged_index(&data[..300], 1000);
+        built.link_staged().unwrap();
+        let files = built.save(dir.path(), "nodes", 1).unwrap();
+        // The store moved on after the save: key 5 got another vector, key 9 went, and
+        // keys 300.. were written.
+        let mut opened = staged_index(&data, 1000);
+        opened.upsert(5, &data[350]).unwrap();
+        opened.remove(9).unwrap();
+        assert_eq!(opened.restore(dir.path(), &files).unwrap(), 298);
+        assert_eq!(opened.staged(), 101, "the changed vector and the new ones wait for linking");
+        opened.link_staged().unwrap();
+        let hits = opened.search(&data[350], 2).unwrap();
+        assert_eq!(hits.iter().map(|h| h.0).collect::<BTreeSet<_>>(), BTreeSet::from([5, 350]));
+        assert!(opened.search(&data[9], 3).unwrap().iter().all(|h| h.0 != 9));
+        assert_eq!(opened.graphs[0].size(), 399);
+    }
+
+    #[test]
+    fn a_damaged_graph_file_is_refused_and_nothing_adopted() {
+        let data = vectors(200, 16);
+        let dir = tempfile::tempdir().unwrap();
+        let mut built = staged_index(&data, 1000);
+        built.link_staged().unwrap();
+        let files = built.save(dir.path(), "facts", 1).unwrap();
+        let path = dir.path().join(&files[0].file);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x40;
+        std::fs::write(&path, bytes).unwrap();
+        let mut opened = staged_index(&data, 1000);
+        assert!(opened.restore(dir.path(), &files).is_err());
+        assert_eq!((opened.staged(), opened.is_exact()), (200, true), "every vector still waits for linking");
+        opened.link_staged().unwrap();
+        assert_eq!(opened.search(&data[17], 1).unwrap()[0].0, 17);
+    }
+
+    #[test]
+    fn several_graphs_share_a_wide_search_and_keep_its_best_hits() {
+        assert_eq!(candidates_per_graph(10, 1), 28);
+        assert_eq!(candidates_per_graph(10, 30), 28, "a narrow search asks every graph for its whole budget");
+        assert_eq!(candidates_per_graph(1024, 1), 2056);
+        assert_eq!(candidates_per_graph(1024, 30), 136, "a wide one splits it");
+        let data = vectors(3000, 16);
+        let mut idx = staged_index(&data, 200);
+        idx.link_staged().unwrap();
+        assert_eq!(idx.graphs.len(), 15);
+        let exact = staged_index(&data, 200);
+        for v in data.iter().step_by(101) {
+            let (wide, reference) = (idx.search(v, 600).unwrap(), exact.search(v, 600).unwrap());
+            assert_eq!(wide[..20], reference[..20], "the best hits of a wide search are exact");
+            let found: BTreeSet<u64> = wide.iter().map(|h| h.0).collect();
+            let overlap = reference.iter().filter(|h| found.contains(&h.0)).count();
+            assert!(overlap >= 540, "a wide search finds most of the exact top 600 ({overlap})");
+        }
     }
 
     #[test]

@@ -57,19 +57,20 @@ fn weigh_phrases(
         .collect()
 }
 
-/// The reset vector over `graph`'s rows, summing to 1, or `None` when no phrase seed is in
-/// the graph. `dense` lists candidate passages with their dense scores.
+/// The reset vector over `graph`'s rows as `(row, mass)`, rows ascending, summing to 1, or
+/// `None` when no phrase seed is in the graph. `dense` lists candidate passages with their
+/// dense scores. Sparse: its size follows the seeds, not the graph.
 pub fn reset_vector(
     graph: &PassageGraph,
     phrases: &[(NodeId, f64)],
     dense: &[(ChunkId, f32)],
     passage_weight: f64,
-) -> Option<Vec<f64>> {
-    let mut p = vec![0.0; graph.csr.len()];
+) -> Option<Vec<(usize, f64)>> {
+    let mut p: std::collections::BTreeMap<usize, f64> = std::collections::BTreeMap::new();
     let mut phrase_mass = 0.0;
     for (node, w) in phrases {
         if let Some(row) = graph.node_row(*node) {
-            p[row] += w;
+            *p.entry(row).or_default() += w;
             phrase_mass += w;
         }
     }
@@ -80,12 +81,11 @@ pub fn reset_vector(
     for (chunk, score) in dense {
         let normalised = if hi > lo { (score - lo) / (hi - lo) } else { 1.0 };
         if let Some(row) = graph.chunk_row(*chunk) {
-            p[row] += passage_weight * normalised as f64;
+            *p.entry(row).or_default() += passage_weight * normalised as f64;
         }
     }
-    let total: f64 = p.iter().sum();
-    p.iter_mut().for_each(|x| *x /= total);
-    Some(p)
+    let total: f64 = p.values().sum();
+    Some(p.into_iter().filter(|(_, x)| *x > 0.0).map(|(row, x)| (row, x / total)).collect())
 }
 
 /// Passages ranked by PPR mass from the reset vector of `phrases` and `dense`, best first
@@ -112,14 +112,10 @@ fn rank_on(
     passages_by_mass(graph, &scores)
 }
 
-/// Passage rows of `scores` with positive mass, best first, ties on chunk id.
-fn passages_by_mass(graph: &PassageGraph, scores: &[f64]) -> Vec<(ChunkId, f32)> {
-    let mut ranked: Vec<(ChunkId, f32)> = scores
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| **s > 0.0)
-        .filter_map(|(row, s)| graph.chunk_at(row).map(|c| (c, *s as f32)))
-        .collect();
+/// The passage rows among `scores` (rows with positive mass), best first, ties on chunk id.
+fn passages_by_mass(graph: &PassageGraph, scores: &[(usize, f64)]) -> Vec<(ChunkId, f32)> {
+    let mut ranked: Vec<(ChunkId, f32)> =
+        scores.iter().filter_map(|(row, s)| graph.chunk_at(*row).map(|c| (c, *s as f32))).collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     ranked
 }
@@ -202,7 +198,12 @@ mod tests {
         let mut settings = Settings::defaults().retrieve;
         settings.ppr_tolerance = 1e-14;
         settings.ppr_max_iterations = 10_000;
-        let p = reset_vector(&graph, &phrases, &dense, 0.05).unwrap();
+        let sparse = reset_vector(&graph, &phrases, &dense, 0.05).unwrap();
+        let mut p = vec![0.0; 8];
+        for (row, mass) in &sparse {
+            p[*row] = *mass;
+        }
+        assert_eq!(sparse.len(), 4, "the seeds' rows only: the dense candidate scored lowest adds nothing");
         // Dense scores min-max to 1, 2/3, 0 (in f32), times 0.05, beside the phrase weights; sum to 1.
         let raw = [0.5, 0.0, 0.0, 0.25, 0.0, 0.05, 0.0, 0.05 * 2.0 / 3.0];
         let total: f64 = raw.iter().sum();

@@ -37,17 +37,24 @@ pub fn method_for(csr: &Csr, settings: &RetrieveSettings) -> PprMethod {
     }
 }
 
-/// PPR scores for personalisation `p` by the method `settings` selects (see [`method_for`]).
-pub fn scores(csr: &Csr, p: &[f64], settings: &RetrieveSettings) -> Vec<f64> {
+/// PPR scores for the sparse personalisation `p` (rows ascending, distinct) by the method
+/// `settings` selects (see [`method_for`]): the rows with positive mass, ascending. Forward
+/// push, the method of large graphs, works on the rows it touches only.
+pub fn scores(csr: &Csr, p: &[(usize, f64)], settings: &RetrieveSettings) -> Vec<(usize, f64)> {
     match method_for(csr, settings) {
-        PprMethod::Push => forward_push(csr, p, settings.restart_prob, settings.ppr_push_epsilon),
+        PprMethod::Push => forward_push_sparse(csr, p, settings.restart_prob, settings.ppr_push_epsilon),
         PprMethod::Power | PprMethod::Auto => {
             let params = PprParams {
                 restart_prob: settings.restart_prob,
                 tolerance: settings.ppr_tolerance,
                 max_iterations: settings.ppr_max_iterations,
             };
-            power_iteration(csr, p, params).0
+            let mut dense = vec![0.0; csr.len()];
+            for &(row, mass) in p {
+                dense[row] += mass;
+            }
+            let (scores, _) = power_iteration(csr, &dense, params);
+            scores.into_iter().enumerate().filter(|(_, s)| *s > 0.0).collect()
         }
     }
 }
@@ -179,47 +186,110 @@ fn row_ranges(csr: &Csr, threads: usize) -> Vec<std::ops::Range<usize>> {
 
 /// Forward push (Andersen, Chung, Lang 2006): touches only the neighbourhood where the
 /// residual is large, so its cost does not grow with the graph. Approximates the same
-/// vector as [`power_iteration`] with per-node error below `epsilon * deg`.
+/// vector as [`power_iteration`] with per-node error below `epsilon * deg`. Dense in and out;
+/// see [`forward_push_sparse`].
 pub fn forward_push(csr: &Csr, p: &[f64], restart_prob: f64, epsilon: f64) -> Vec<f64> {
-    let n = csr.len();
-    let mut estimate = vec![0.0; n];
-    let mut residual = p.to_vec();
-    let mut queue: std::collections::VecDeque<usize> = (0..n).filter(|&i| p[i] > 0.0).collect();
-    let mut queued = vec![false; n];
-    queue.iter().for_each(|&i| queued[i] = true);
-    let threshold = |u: usize| epsilon * csr.degree(u).max(1) as f64;
-    while let Some(u) = queue.pop_front() {
-        queued[u] = false;
-        let ru = residual[u];
-        if ru < threshold(u) {
-            continue;
-        }
-        estimate[u] += restart_prob * ru;
-        residual[u] = 0.0;
-        let neighbours = csr.neighbours(u);
-        let strength = csr.strength(u);
-        if strength <= 0.0 {
-            // Dangling: the walk restarts, returning the mass to the seeds.
-            for (i, pi) in p.iter().enumerate().filter(|(_, pi)| **pi > 0.0) {
-                residual[i] += (1.0 - restart_prob) * ru * pi;
-                if !queued[i] && residual[i] >= threshold(i) {
-                    queued[i] = true;
-                    queue.push_back(i);
-                }
-            }
-            continue;
-        }
-        let share = (1.0 - restart_prob) * ru / strength;
-        for (&v, &w) in neighbours.iter().zip(csr.neighbour_weights(u)) {
-            let v = v as usize;
-            residual[v] += share * w as f64;
-            if !queued[v] && residual[v] >= threshold(v) {
-                queued[v] = true;
-                queue.push_back(v);
-            }
+    let seeds: Vec<(usize, f64)> = p.iter().enumerate().filter(|(_, x)| **x > 0.0).map(|(i, x)| (i, *x)).collect();
+    let mut dense = vec![0.0; csr.len()];
+    for (row, mass) in forward_push_sparse(csr, &seeds, restart_prob, epsilon) {
+        dense[row] = mass;
+    }
+    dense
+}
+
+/// [`forward_push`] from a sparse personalisation (rows ascending, distinct), returning the
+/// rows with positive mass, ascending. Its time and the memory it clears follow the rows it
+/// touches: its arrays come from a pool and only touched entries are reset, so a query on a
+/// graph of millions of rows neither allocates nor clears millions of entries.
+pub fn forward_push_sparse(csr: &Csr, p: &[(usize, f64)], restart_prob: f64, epsilon: f64) -> Vec<(usize, f64)> {
+    static POOL: std::sync::Mutex<Vec<PushScratch>> = std::sync::Mutex::new(Vec::new());
+    let pooled = POOL.lock().ok().and_then(|mut pool| pool.pop());
+    let mut scratch = pooled.unwrap_or_default();
+    let ranked = scratch.run(csr, p, restart_prob, epsilon);
+    if let Ok(mut pool) = POOL.lock() {
+        pool.push(scratch);
+    }
+    ranked
+}
+
+/// The per-row arrays of one push, all zero between pushes.
+#[derive(Default)]
+struct PushScratch {
+    estimate: Vec<f64>,
+    residual: Vec<f64>,
+    queued: Vec<bool>,
+    touched: Vec<bool>,
+    /// The rows whose entries the current push set.
+    rows: Vec<usize>,
+}
+
+impl PushScratch {
+    fn touch(&mut self, row: usize) {
+        if !self.touched[row] {
+            self.touched[row] = true;
+            self.rows.push(row);
         }
     }
-    estimate
+
+    /// Adds `mass` to the residual of `row`, queueing it once it reaches `threshold`.
+    fn add(&mut self, row: usize, mass: f64, threshold: f64, queue: &mut std::collections::VecDeque<usize>) {
+        self.touch(row);
+        self.residual[row] += mass;
+        if !self.queued[row] && self.residual[row] >= threshold {
+            self.queued[row] = true;
+            queue.push_back(row);
+        }
+    }
+
+    fn run(&mut self, csr: &Csr, p: &[(usize, f64)], restart_prob: f64, epsilon: f64) -> Vec<(usize, f64)> {
+        let n = csr.len();
+        if self.estimate.len() < n {
+            self.estimate.resize(n, 0.0);
+            self.residual.resize(n, 0.0);
+            self.queued.resize(n, false);
+            self.touched.resize(n, false);
+        }
+        let threshold = |u: usize| epsilon * csr.degree(u).max(1) as f64;
+        let mut queue = std::collections::VecDeque::new();
+        for &(row, mass) in p.iter().filter(|(row, mass)| *mass > 0.0 && *row < n) {
+            self.touch(row);
+            self.residual[row] += mass;
+            if !self.queued[row] {
+                self.queued[row] = true;
+                queue.push_back(row);
+            }
+        }
+        while let Some(u) = queue.pop_front() {
+            self.queued[u] = false;
+            let ru = self.residual[u];
+            if ru < threshold(u) {
+                continue;
+            }
+            self.estimate[u] += restart_prob * ru;
+            self.residual[u] = 0.0;
+            let strength = csr.strength(u);
+            if strength <= 0.0 {
+                // Dangling: the walk restarts, returning the mass to the seeds.
+                for &(i, pi) in p.iter().filter(|(_, pi)| *pi > 0.0) {
+                    self.add(i, (1.0 - restart_prob) * ru * pi, threshold(i), &mut queue);
+                }
+                continue;
+            }
+            let share = (1.0 - restart_prob) * ru / strength;
+            for (&v, &w) in csr.neighbours(u).iter().zip(csr.neighbour_weights(u)) {
+                let v = v as usize;
+                self.add(v, share * w as f64, threshold(v), &mut queue);
+            }
+        }
+        let mut ranked: Vec<(usize, f64)> =
+            self.rows.iter().map(|&row| (row, self.estimate[row])).filter(|(_, mass)| *mass > 0.0).collect();
+        ranked.sort_unstable_by_key(|(row, _)| *row);
+        for &row in &self.rows {
+            (self.estimate[row], self.residual[row], self.queued[row], self.touched[row]) = (0.0, 0.0, false, false);
+        }
+        self.rows.clear();
+        ranked
+    }
 }
 
 #[cfg(test)]
@@ -292,6 +362,25 @@ mod tests {
         for (a, b) in push.iter().zip(&reference) {
             assert!((a - b).abs() < 1e-6, "push {push:?} vs {reference:?}");
         }
+    }
+
+    #[test]
+    fn a_sparse_push_equals_the_dense_one_and_leaves_no_trace_for_the_next() {
+        let (n, edges) = graph();
+        let csr = Csr::from_edges(n, &edges);
+        let p = personalization(&csr, &[6, 0, 7]);
+        let dense = forward_push(&csr, &p, 0.5, 1e-9);
+        let seeds: Vec<(usize, f64)> = p.iter().enumerate().filter(|(_, x)| **x > 0.0).map(|(i, x)| (i, *x)).collect();
+        let mut scratch = PushScratch::default();
+        let sparse = scratch.run(&csr, &seeds, 0.5, 1e-9);
+        let expected: Vec<(usize, f64)> =
+            dense.iter().enumerate().filter(|(_, x)| **x > 0.0).map(|(i, x)| (i, *x)).collect();
+        assert_eq!(sparse, expected, "the same pushes in the same order");
+        assert!(scratch.rows.is_empty() && scratch.estimate.iter().chain(&scratch.residual).all(|x| *x == 0.0));
+        assert!(!scratch.queued.iter().chain(&scratch.touched).any(|x| *x));
+        let again = scratch.run(&csr, &[(3, 1.0)], 0.5, 1e-9);
+        let fresh = PushScratch::default().run(&csr, &[(3, 1.0)], 0.5, 1e-9);
+        assert_eq!(again, fresh, "a reused scratch answers as a fresh one");
     }
 
     #[test]

@@ -1,0 +1,274 @@
+//! Saved HNSW graphs: the vector indexes' graphs written beside the store, so that opening a
+//! KB reads them back instead of linking every vector again (about 2 ms a passage, which made
+//! a 100k-passage KB take minutes to open).
+//!
+//! Layout of the directory ([`super::Kb::index_dir`]):
+//! - `manifest.json`: format, embedder, graph options, and for each index the files of its
+//!   graphs, each with its CRC-32 and member count;
+//! - `NAME-GEN-I.usearch`: graph `I` of index `NAME` as usearch serialises it, written by the
+//!   save of generation `GEN`;
+//! - `NAME-GEN-I.keys`: its members, little-endian `(key, fingerprint)` pairs of `u64`, the
+//!   fingerprint being that of the exact vector the graph was given.
+//!
+//! A save writes only the graphs that changed since the previous one, under a new generation,
+//! syncs them, then replaces the manifest by a rename and removes the files it no longer
+//! names. A crash at any point leaves the old manifest with its files, or the new one with
+//! its files.
+//!
+//! The store stays the source of truth. At open every member's fingerprint is compared with
+//! the stored vector: a member whose vector changed or went is dropped from its graph, and a
+//! stored vector that no graph holds is linked. A save that lags behind the store (a crash
+//! during an ingest, another daemon's writes, a `reindex`) therefore costs linking what
+//! changed, never a wrong candidate; a damaged or foreign file costs a rebuild of that index.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Bumped when the files' meaning changes; a manifest of another format is ignored.
+const FORMAT: u32 = 1;
+const MANIFEST: &str = "manifest.json";
+const LOCK: &str = "lock";
+
+/// What the graphs were built for: a manifest recorded for other settings is not used.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphFingerprint {
+    pub embedder: String,
+    pub dim: usize,
+    /// The usearch options that shape a graph (quantisation, connectivity).
+    pub options: String,
+}
+
+/// One graph's files, as the manifest names them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedGraph {
+    pub file: String,
+    pub crc: u32,
+    pub members: String,
+    pub members_crc: u32,
+    pub count: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    pub built_for: GraphFingerprint,
+    pub generation: u64,
+    /// The graphs of each index, in the order they were filled.
+    pub indexes: BTreeMap<String, Vec<SavedGraph>>,
+}
+
+impl Manifest {
+    pub fn new(built_for: GraphFingerprint, generation: u64) -> Manifest {
+        Manifest { format: FORMAT, built_for, generation, indexes: BTreeMap::new() }
+    }
+
+    /// The manifest in `dir`, if there is one this build can use for `built_for`; a missing
+    /// one is `None` quietly, an unreadable or foreign one with a warning (the indexes are
+    /// then linked from the stored vectors, as without a save).
+    pub fn read(dir: &Path, built_for: &GraphFingerprint) -> Option<Manifest> {
+        let path = dir.join(MANIFEST);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "saved indexes unreadable; linking them again");
+                return None;
+            }
+        };
+        match serde_json::from_slice::<Manifest>(&bytes) {
+            Ok(m) if m.format == FORMAT && &m.built_for == built_for => Some(m),
+            Ok(_) => {
+                tracing::info!(path = %path.display(), "saved indexes were built for other settings; linking them again");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "saved index manifest is damaged; linking the indexes again");
+                None
+            }
+        }
+    }
+
+    /// Replaces the manifest in `dir` atomically, then removes the graph files it does not
+    /// name (those of earlier generations).
+    pub fn commit(&self, dir: &Path) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| Error::Index(format!("encoding the manifest: {e}")))?;
+        let staging = dir.join(format!("{MANIFEST}.tmp"));
+        write_synced(&staging, &bytes)?;
+        let path = dir.join(MANIFEST);
+        fs::rename(&staging, &path).map_err(|e| Error::io(&path, e))?;
+        sync_dir(dir)?;
+        let named: HashSet<&str> =
+            self.indexes.values().flatten().flat_map(|g| [g.file.as_str(), g.members.as_str()]).collect();
+        let entries = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let graph_file = name.ends_with(".usearch") || name.ends_with(".keys");
+            if graph_file && !named.contains(name) {
+                // A leftover costs disk, not correctness: the next save tries again.
+                if let Err(e) = fs::remove_file(entry.path()) {
+                    tracing::debug!(file = name, error = %e, "could not remove an old graph file");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Exclusive use of a saved-index directory while a save writes it. On sled the store's own
+/// lock already makes one process the writer; daemons sharing a PostgreSQL KB and a data
+/// directory take turns here, and one that finds it taken skips its save.
+pub struct SaveLock {
+    _file: File,
+}
+
+impl SaveLock {
+    /// Creates `dir` if needed and takes its lock; `None` while another process holds it.
+    pub fn try_take(dir: &Path) -> Result<Option<SaveLock>> {
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        // The graphs hold the KB's vectors: owner-only, like the store beside them.
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(|e| Error::io(dir, e))?;
+        let path = dir.join(LOCK);
+        let file =
+            File::options().create(true).truncate(false).write(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor this function owns; released when `file` closes.
+        let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        Ok(taken.then_some(SaveLock { _file: file }))
+    }
+}
+
+/// Writes one graph (already serialised) and its members; returns what the manifest records.
+pub fn write_graph(dir: &Path, stem: &str, graph: &[u8], members: &[(u64, u64)]) -> Result<SavedGraph> {
+    let file = format!("{stem}.usearch");
+    write_synced(&dir.join(&file), graph)?;
+    let encoded: Vec<u8> =
+        members.iter().flat_map(|(key, print)| key.to_le_bytes().into_iter().chain(print.to_le_bytes())).collect();
+    let members_file = format!("{stem}.keys");
+    write_synced(&dir.join(&members_file), &encoded)?;
+    Ok(SavedGraph {
+        file,
+        crc: crc32fast::hash(graph),
+        members: members_file,
+        members_crc: crc32fast::hash(&encoded),
+        count: members.len(),
+    })
+}
+
+/// Reads one graph's bytes and members back, refusing either if its checksum or size is off.
+pub fn read_graph(dir: &Path, saved: &SavedGraph) -> Result<(Vec<u8>, Vec<(u64, u64)>)> {
+    let graph = read_checked(&dir.join(&saved.file), saved.crc)?;
+    let encoded = read_checked(&dir.join(&saved.members), saved.members_crc)?;
+    if encoded.len() != saved.count * 16 {
+        return Err(Error::Index(format!("{}: {} bytes for {} members", saved.members, encoded.len(), saved.count)));
+    }
+    let members = encoded
+        .chunks_exact(16)
+        .map(|pair| {
+            let (key, print) = pair.split_at(8);
+            (u64_le(key), u64_le(print))
+        })
+        .collect();
+    Ok((graph, members))
+}
+
+/// A fingerprint of a vector's exact values: equal vectors, equal prints; a changed vector
+/// almost surely changes it. Not a defence against crafted input (the files are the
+/// process's own), only against staleness.
+pub fn fingerprint(vector: &[f32]) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64 ^ vector.len() as u64;
+    for x in vector {
+        hash = (hash.rotate_left(5) ^ u64::from(x.to_bits())).wrapping_mul(0x0100_0000_01b3_9e37);
+    }
+    hash ^ (hash >> 29)
+}
+
+fn u64_le(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(bytes);
+    u64::from_le_bytes(word)
+}
+
+fn read_checked(path: &PathBuf, crc: u32) -> Result<Vec<u8>> {
+    let bytes = fs::read(path).map_err(|e| Error::io(path, e))?;
+    if crc32fast::hash(&bytes) != crc {
+        return Err(Error::Index(format!("{}: checksum mismatch", path.display())));
+    }
+    Ok(bytes)
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut file = File::create(path).map_err(|e| Error::io(path, e))?;
+    file.write_all(bytes).and_then(|()| file.sync_all()).map_err(|e| Error::io(path, e))
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn built_for() -> GraphFingerprint {
+        GraphFingerprint { embedder: "hash-8".into(), dim: 8, options: "i8/16".into() }
+    }
+
+    #[test]
+    fn a_graph_reads_back_and_a_flipped_byte_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let saved = write_graph(dir.path(), "chunks-1-0", b"graph bytes", &[(7, 70), (9, 90)]).unwrap();
+        let (graph, members) = read_graph(dir.path(), &saved).unwrap();
+        assert_eq!((graph.as_slice(), members), (b"graph bytes".as_slice(), vec![(7, 70), (9, 90)]));
+        let path = dir.path().join(&saved.file);
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[0] ^= 1;
+        fs::write(&path, bytes).unwrap();
+        assert!(read_graph(dir.path(), &saved).is_err());
+    }
+
+    #[test]
+    fn a_commit_replaces_the_manifest_and_removes_unnamed_graph_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = write_graph(dir.path(), "chunks-1-0", b"old", &[(1, 1)]).unwrap();
+        let mut first = Manifest::new(built_for(), 1);
+        first.indexes.insert("chunks".into(), vec![old.clone()]);
+        first.commit(dir.path()).unwrap();
+        let new = write_graph(dir.path(), "chunks-2-0", b"new", &[(1, 2)]).unwrap();
+        let mut second = Manifest::new(built_for(), 2);
+        second.indexes.insert("chunks".into(), vec![new.clone()]);
+        second.commit(dir.path()).unwrap();
+        let read = Manifest::read(dir.path(), &built_for()).unwrap();
+        assert_eq!((read.generation, &read.indexes["chunks"]), (2, &vec![new]));
+        assert!(!dir.path().join(&old.file).exists() && !dir.path().join(&old.members).exists());
+        let other = GraphFingerprint { dim: 16, ..built_for() };
+        assert!(Manifest::read(dir.path(), &other).is_none(), "graphs built for other settings are not used");
+        fs::write(dir.path().join(MANIFEST), b"{ not json").unwrap();
+        assert!(Manifest::read(dir.path(), &built_for()).is_none());
+    }
+
+    #[test]
+    fn fingerprints_tell_vectors_apart() {
+        let a = [0.5f32, -0.25, 0.125];
+        assert_eq!(fingerprint(&a), fingerprint(&a.clone()));
+        assert_ne!(fingerprint(&a), fingerprint(&[0.5, -0.25, 0.126]));
+        assert_ne!(fingerprint(&a), fingerprint(&[-0.25, 0.5, 0.125]));
+    }
+
+    #[test]
+    fn a_taken_lock_is_refused_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = SaveLock::try_take(dir.path()).unwrap();
+        assert!(first.is_some());
+        assert!(SaveLock::try_take(dir.path()).unwrap().is_none());
+        drop(first);
+        assert!(SaveLock::try_take(dir.path()).unwrap().is_some());
+    }
+}
