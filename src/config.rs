@@ -419,7 +419,7 @@ impl Settings {
         // bound: at 0 it never stops, far below the default it runs for minutes.
         if !(MIN_PUSH_EPSILON..1.0).contains(&self.retrieve.ppr_push_epsilon) {
             return bad(&format!(
-                "retrieve.ppr_push_epsilon must be at least {MIN_PUSH_EPSILON:e} and below 1 (the default is 1e-7)"
+                "retrieve.ppr_push_epsilon must be at least {MIN_PUSH_EPSILON:e} and below 1 (the default is 1e-6)"
             ));
         }
         if !(self.retrieve.ppr_tolerance > 0.0 && self.retrieve.ppr_tolerance.is_finite()) {

@@ -240,6 +240,14 @@ pub struct ServeFigures {
     pub peak_rss_bytes: u64,
 }
 
+/// One size's figures.
+struct Row {
+    size: usize,
+    ingest: IngestFigures,
+    disk: u64,
+    serve: ServeFigures,
+}
+
 /// Which step a child process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ScaleStep {
@@ -274,7 +282,7 @@ pub fn run(options: &ScaleOptions) -> Result<String> {
         if !options.keep {
             std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         }
-        rows.push((size, ingest, disk, serve));
+        rows.push(Row { size, ingest, disk, serve });
     }
     Ok(table(&rows, options.questions))
 }
@@ -388,7 +396,7 @@ pub fn serve_step(settings: Settings, size: usize, questions: usize, dir: &Path)
     serde_json::to_string(&figures).map_err(|e| Error::Internal(e.to_string()))
 }
 
-fn table(rows: &[(usize, IngestFigures, u64, ServeFigures)], questions: usize) -> String {
+fn table(rows: &[Row], questions: usize) -> String {
     let gb = |b: u64| b as f64 / 1e9;
     let mut out = format!(
         "scale: synthetic encyclopaedia (~70-word titled pages naming each other), {questions} two-hop questions per size; \
@@ -396,7 +404,7 @@ fn table(rows: &[(usize, IngestFigures, u64, ServeFigures)], questions: usize) -
          | passages | ingest passages/s | ingest CPU s | open s | first query ms | peak RSS serving GB | disk GB | a2rag p50 / p95 ms | hybrid p50 / p95 ms | a2rag/hybrid p50 | R@5 a2rag / hybrid |\n\
          |---|---|---|---|---|---|---|---|---|---|---|\n"
     );
-    for (size, ingest, disk, serve) in rows {
+    for Row { size, ingest, disk, serve } in rows {
         out.push_str(&format!(
             "| {size} | {:.0} | {:.1} | {:.2} | {:.1} | {:.2} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1}x | {:.3} / {:.3} |\n",
             ingest.passages as f64 / ingest.seconds.max(1e-9),
@@ -415,20 +423,20 @@ fn table(rows: &[(usize, IngestFigures, u64, ServeFigures)], questions: usize) -
         ));
     }
     if rows.len() >= 2 {
-        let sizes: Vec<f64> = rows.iter().map(|r| r.0 as f64).collect();
-        let slope = |figure: &dyn Fn(&(usize, IngestFigures, u64, ServeFigures)) -> f64| {
+        let sizes: Vec<f64> = rows.iter().map(|r| r.size as f64).collect();
+        let slope = |figure: &dyn Fn(&Row) -> f64| {
             let values: Vec<f64> = rows.iter().map(figure).collect();
             log_log_slope(&sizes, &values).map_or_else(|| "-".to_string(), |s| format!("{s:.2}"))
         };
         out.push_str(&format!(
             "log-log slope against passages (1 = linear, 0 = flat): ingest time {}, open {}, peak RSS {}, disk {}, \
              a2rag p50 {}, hybrid p50 {}\n",
-            slope(&|r| r.1.seconds),
-            slope(&|r| r.3.open_seconds),
-            slope(&|r| r.3.peak_rss_bytes as f64),
-            slope(&|r| r.2 as f64),
-            slope(&|r| r.3.a2rag_p50_ms),
-            slope(&|r| r.3.hybrid_p50_ms),
+            slope(&|r| r.ingest.seconds),
+            slope(&|r| r.serve.open_seconds),
+            slope(&|r| r.serve.peak_rss_bytes as f64),
+            slope(&|r| r.disk as f64),
+            slope(&|r| r.serve.a2rag_p50_ms),
+            slope(&|r| r.serve.hybrid_p50_ms),
         ));
     }
     out

@@ -44,6 +44,9 @@ pub struct GraphFingerprint {
     pub options: String,
 }
 
+/// A graph's members: `(key, fingerprint of the vector it was linked with)`.
+pub type Members = Vec<(u64, u64)>;
+
 /// One graph's files, as the manifest names them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedGraph {
@@ -163,7 +166,7 @@ pub fn write_graph(dir: &Path, stem: &str, graph: &[u8], members: &[(u64, u64)])
 }
 
 /// Reads one graph's bytes and members back, refusing either if its checksum or size is off.
-pub fn read_graph(dir: &Path, saved: &SavedGraph) -> Result<(Vec<u8>, Vec<(u64, u64)>)> {
+pub fn read_graph(dir: &Path, saved: &SavedGraph) -> Result<(Vec<u8>, Members)> {
     let graph = read_checked(&dir.join(&saved.file), saved.crc)?;
     let encoded = read_checked(&dir.join(&saved.members), saved.members_crc)?;
     if encoded.len() != saved.count * 16 {

@@ -38,7 +38,8 @@ pub fn method_for(csr: &Csr, settings: &RetrieveSettings) -> PprMethod {
 }
 
 /// PPR scores for the sparse personalisation `p` (rows ascending, distinct) by the method
-/// `settings` selects (see [`method_for`]): the rows with positive mass, ascending. Forward
+/// `settings` selects (see [`method_for`]): the rows with positive mass, in no set order
+/// (callers rank them). Forward
 /// push, the method of large graphs, works on the rows it touches only.
 pub fn scores(csr: &Csr, p: &[(usize, f64)], settings: &RetrieveSettings) -> Vec<(usize, f64)> {
     match method_for(csr, settings) {
@@ -198,7 +199,7 @@ pub fn forward_push(csr: &Csr, p: &[f64], restart_prob: f64, epsilon: f64) -> Ve
 }
 
 /// [`forward_push`] from a sparse personalisation (rows ascending, distinct), returning the
-/// rows with positive mass, ascending. Its time and the memory it clears follow the rows it
+/// rows with positive mass in the order the push first reached them. Its time and the memory it clears follow the rows it
 /// touches: its arrays come from a pool and only touched entries are reset, so a query on a
 /// graph of millions of rows neither allocates nor clears millions of entries.
 pub fn forward_push_sparse(csr: &Csr, p: &[(usize, f64)], restart_prob: f64, epsilon: f64) -> Vec<(usize, f64)> {
@@ -212,55 +213,53 @@ pub fn forward_push_sparse(csr: &Csr, p: &[(usize, f64)], restart_prob: f64, eps
     ranked
 }
 
-/// The per-row arrays of one push, all zero between pushes.
+/// The per-row state of one push, all zero between pushes. Separate arrays: an update of a
+/// neighbour reads its residual and flags only, which keeps the hot arrays small (the
+/// flags say whether the row is queued, and whether this push reached it already, in the
+/// byte a queued flag alone would take).
 #[derive(Default)]
 struct PushScratch {
-    estimate: Vec<f64>,
     residual: Vec<f64>,
-    queued: Vec<bool>,
-    touched: Vec<bool>,
-    /// The rows whose entries the current push set.
+    estimate: Vec<f64>,
+    flags: Vec<u8>,
+    /// The rows the current push reached, each once.
     rows: Vec<usize>,
 }
 
-impl PushScratch {
-    fn touch(&mut self, row: usize) {
-        if !self.touched[row] {
-            self.touched[row] = true;
-            self.rows.push(row);
-        }
-    }
+const QUEUED: u8 = 1;
+const REACHED: u8 = 2;
 
+impl PushScratch {
     /// Adds `mass` to the residual of `row`, queueing it once it reaches `threshold`.
     fn add(&mut self, row: usize, mass: f64, threshold: f64, queue: &mut std::collections::VecDeque<usize>) {
-        self.touch(row);
+        let mut flags = self.flags[row];
+        if flags & REACHED == 0 {
+            flags |= REACHED;
+            self.rows.push(row);
+        }
         self.residual[row] += mass;
-        if !self.queued[row] && self.residual[row] >= threshold {
-            self.queued[row] = true;
+        if flags & QUEUED == 0 && self.residual[row] >= threshold {
+            flags |= QUEUED;
             queue.push_back(row);
         }
+        self.flags[row] = flags;
     }
 
     fn run(&mut self, csr: &Csr, p: &[(usize, f64)], restart_prob: f64, epsilon: f64) -> Vec<(usize, f64)> {
         let n = csr.len();
-        if self.estimate.len() < n {
-            self.estimate.resize(n, 0.0);
+        if self.residual.len() < n {
             self.residual.resize(n, 0.0);
-            self.queued.resize(n, false);
-            self.touched.resize(n, false);
+            self.estimate.resize(n, 0.0);
+            self.flags.resize(n, 0);
         }
         let threshold = |u: usize| epsilon * csr.degree(u).max(1) as f64;
         let mut queue = std::collections::VecDeque::new();
         for &(row, mass) in p.iter().filter(|(row, mass)| *mass > 0.0 && *row < n) {
-            self.touch(row);
-            self.residual[row] += mass;
-            if !self.queued[row] {
-                self.queued[row] = true;
-                queue.push_back(row);
-            }
+            // Every seed is pushed once, whatever its mass.
+            self.add(row, mass, 0.0, &mut queue);
         }
         while let Some(u) = queue.pop_front() {
-            self.queued[u] = false;
+            self.flags[u] &= !QUEUED;
             let ru = self.residual[u];
             if ru < threshold(u) {
                 continue;
@@ -281,11 +280,10 @@ impl PushScratch {
                 self.add(v, share * w as f64, threshold(v), &mut queue);
             }
         }
-        let mut ranked: Vec<(usize, f64)> =
+        let ranked: Vec<(usize, f64)> =
             self.rows.iter().map(|&row| (row, self.estimate[row])).filter(|(_, mass)| *mass > 0.0).collect();
-        ranked.sort_unstable_by_key(|(row, _)| *row);
         for &row in &self.rows {
-            (self.estimate[row], self.residual[row], self.queued[row], self.touched[row]) = (0.0, 0.0, false, false);
+            (self.residual[row], self.estimate[row], self.flags[row]) = (0.0, 0.0, 0);
         }
         self.rows.clear();
         ranked
@@ -372,12 +370,14 @@ mod tests {
         let dense = forward_push(&csr, &p, 0.5, 1e-9);
         let seeds: Vec<(usize, f64)> = p.iter().enumerate().filter(|(_, x)| **x > 0.0).map(|(i, x)| (i, *x)).collect();
         let mut scratch = PushScratch::default();
-        let sparse = scratch.run(&csr, &seeds, 0.5, 1e-9);
+        let mut sparse = scratch.run(&csr, &seeds, 0.5, 1e-9);
+        sparse.sort_unstable_by_key(|(row, _)| *row);
         let expected: Vec<(usize, f64)> =
             dense.iter().enumerate().filter(|(_, x)| **x > 0.0).map(|(i, x)| (i, *x)).collect();
         assert_eq!(sparse, expected, "the same pushes in the same order");
-        assert!(scratch.rows.is_empty() && scratch.estimate.iter().chain(&scratch.residual).all(|x| *x == 0.0));
-        assert!(!scratch.queued.iter().chain(&scratch.touched).any(|x| *x));
+        assert!(scratch.rows.is_empty());
+        assert!(scratch.residual.iter().chain(&scratch.estimate).all(|x| *x == 0.0));
+        assert!(scratch.flags.iter().all(|f| *f == 0));
         let again = scratch.run(&csr, &[(3, 1.0)], 0.5, 1e-9);
         let fresh = PushScratch::default().run(&csr, &[(3, 1.0)], 0.5, 1e-9);
         assert_eq!(again, fresh, "a reused scratch answers as a fresh one");
