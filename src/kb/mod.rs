@@ -254,6 +254,10 @@ impl Kb {
         }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded vectors");
         let left = self.restore_saved_graphs();
+        if left > 0 {
+            // Minutes on a large KB: say why this open is slow.
+            tracing::info!(vectors = left, "linking the vectors no saved graph holds; they are saved afterwards");
+        }
         self.link_staged_vectors()?;
         self.linked_at_open = left;
         tracing::debug!(
