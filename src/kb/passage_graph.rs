@@ -145,14 +145,22 @@ pub fn synonym_pairs(kb: &Kb, threshold: f32) -> Vec<(NodeId, NodeId, f32)> {
             }
         }
     }
-    pairs
-        .into_iter()
-        .filter_map(|(a, b)| {
-            let va = kb.node_index.get(a as u64)?;
-            let cos = kb.node_index.similarity(b as u64, &va)?;
-            (cos >= threshold).then_some((a, b, cos))
-        })
-        .collect()
+    // Pairs come sorted by their first node: copy its vector once for all its partners
+    // (copying it per pair was most of a large KB's first query).
+    let mut synonyms = Vec::new();
+    let mut first: Option<(NodeId, Option<Vec<f32>>)> = None;
+    for (a, b) in pairs {
+        if first.as_ref().is_none_or(|(id, _)| *id != a) {
+            first = Some((a, kb.node_index.get(a as u64)));
+        }
+        let Some((_, Some(va))) = &first else { continue };
+        if let Some(cos) = kb.node_index.similarity(b as u64, va)
+            && cos >= threshold
+        {
+            synonyms.push((a, b, cos));
+        }
+    }
+    synonyms
 }
 
 /// Share of the rows from `first_passage` on that lie in the component holding most of them.
