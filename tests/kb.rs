@@ -638,6 +638,20 @@ fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(store: &Te
             .collect()
     };
     let before = answers(&kb);
+    let generation = || -> u64 {
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(index_dir.join("manifest.json")).unwrap()).unwrap();
+        manifest["generation"].as_u64().unwrap()
+    };
+    let saved_generation = generation();
+    // One more small document is not worth rewriting the graphs it touched; an open links it.
+    let extra = dir.path().join("extra.txt");
+    std::fs::write(&extra, "Quiet Bay is a cove in Province 3.").unwrap();
+    ingest(&mut kb, &pipeline, std::slice::from_ref(&extra));
+    assert_eq!(generation(), saved_generation, "a batch of a few vectors saves nothing");
+    drop(kb);
+    let (kb, _) = open(&settings);
+    assert!(kb.linked_at_open() > 0, "the small batch's vectors are linked at open");
     drop(kb);
 
     let (kb, _) = open(&settings);

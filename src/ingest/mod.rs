@@ -506,7 +506,7 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
     })?;
     kb.write(|kb| {
         kb.link_staged_vectors()?;
-        kb.save_indexes_or_warn();
+        kb.save_indexes_if_worth_it();
         Ok::<_, Error>(())
     })?;
     progress.finish();

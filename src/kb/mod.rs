@@ -43,6 +43,10 @@ pub use write::{IngestOutcome, PreparedChunk, PreparedDoc, PreparedTriple};
 
 /// The saved HNSW graphs' directory inside a sled KB's directory (see [`saved`]).
 const SAVED_INDEX_DIR: &str = "index";
+/// Vectors an index may have linked or unlinked since the last save before the end of an
+/// ingest batch saves again (see [`Kb::save_indexes_if_worth_it`]): linking them at an open
+/// costs about half a second.
+const SAVE_AFTER: usize = 256;
 
 pub struct Kb {
     settings: Arc<Settings>,
@@ -353,6 +357,21 @@ impl Kb {
         manifest.commit(&dir)?;
         self.saved_generation = generation;
         Ok(())
+    }
+
+    /// [`Kb::save_indexes`] once enough has changed since the last save to be worth
+    /// rewriting the changed graphs (tens of MB each on a large KB), at the end of an ingest
+    /// batch: a daemon taking one document per request saves every few dozen documents, and
+    /// an open links at most [`SAVE_AFTER`] vectors per index that no save holds.
+    pub fn save_indexes_if_worth_it(&mut self) {
+        let unsaved = [&self.chunk_index, &self.summary_index, &self.node_index, &self.fact_index]
+            .iter()
+            .map(|index| index.unsaved() + index.staged_for_linking())
+            .max()
+            .unwrap_or(0);
+        if unsaved >= SAVE_AFTER {
+            self.save_indexes_or_warn();
+        }
     }
 
     /// [`Kb::save_indexes`] where failing to save must not fail the caller: the store is the

@@ -62,6 +62,8 @@ pub struct VectorIndex {
     /// Per graph, its files on disk while they still match it (see [`saved`]); a graph
     /// that changed since is saved again.
     saved: Vec<Option<SavedGraph>>,
+    /// Keys linked into or removed from a graph since the last save.
+    unsaved: usize,
     build_threads: usize,
     /// Up to this many vectors, searches scan every vector and nothing is linked.
     exact_max: usize,
@@ -94,6 +96,7 @@ impl VectorIndex {
         let index = VectorIndex {
             graphs: vec![graph],
             saved: vec![None],
+            unsaved: 0,
             home: HashMap::new(),
             options,
             dim,
@@ -156,6 +159,7 @@ impl VectorIndex {
         if let Some(at) = self.home.remove(&key) {
             self.graphs[at].remove(key).map_err(index_error)?;
             self.saved[at] = None;
+            self.unsaved += 1;
         }
         Ok(())
     }
@@ -188,6 +192,7 @@ impl VectorIndex {
             let (part, later) = rest.split_at(room.min(rest.len()));
             self.link_into(last, part)?;
             self.saved[last] = None;
+            self.unsaved += part.len();
             self.home.extend(part.iter().map(|key| (*key, last)));
             rest = later;
         }
@@ -256,6 +261,12 @@ impl VectorIndex {
         self.vectors.get(&key).map(|v| cosine(query, v))
     }
 
+    /// Keys linked into or removed from the graphs since the last save: what an open would
+    /// have to link again (or drop) if the KB were opened now.
+    pub fn unsaved(&self) -> usize {
+        self.unsaved
+    }
+
     /// Writes the graphs changed since the last save into `dir` as `NAME-GENERATION-I` files
     /// and returns the files of every non-empty graph, for the manifest (see [`saved`]). An
     /// index searched exactly has no graph and saves nothing.
@@ -279,6 +290,7 @@ impl VectorIndex {
             self.saved[at] = Some(file.clone());
             files.push(file);
         }
+        self.unsaved = 0;
         Ok(files)
     }
 
