@@ -8,7 +8,6 @@
 //! Each phase runs in a child process (`bench scale-step`), so that peak RSS and open time
 //! are those of one process serving one KB, as a daemon after a restart would be.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -372,10 +371,7 @@ pub fn serve_step(settings: Settings, size: usize, questions: usize, dir: &Path)
             if strategy == Strategy::Adaptive {
                 super::add_phases(&r, &mut phases);
             }
-            let mut seen = HashSet::new();
-            let docs: Vec<String> =
-                r.chunks.iter().filter(|c| seen.insert(&c.doc_id)).map(|c| c.doc_id.clone()).collect();
-            recall.push(recall_at(&docs, &q.gold, 5));
+            recall.push(recall_at(&crate::eval::ranked_docs(&r.chunks), &q.gold, 5));
         }
         Ok((ms, recall))
     };
@@ -507,6 +503,7 @@ pub fn parse_size(text: &str) -> std::result::Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     #[test]
     fn pages_are_titled_uniquely_link_existing_pages_and_are_reproducible() {

@@ -179,7 +179,7 @@ fn best_f1(q: &EvalQuestion, answer: &str) -> f64 {
 }
 
 /// Document ids of ranked chunks, first occurrence order.
-fn ranked_docs(chunks: &[RankedChunk]) -> Vec<String> {
+pub fn ranked_docs(chunks: &[RankedChunk]) -> Vec<String> {
     let mut seen = HashSet::new();
     chunks.iter().filter(|c| seen.insert(c.doc_id.clone())).map(|c| c.doc_id.clone()).collect()
 }

@@ -175,7 +175,7 @@ impl VectorIndex {
     /// differ between two builds in rare near-ties.
     /// Does nothing while the index is small enough to be searched exactly.
     pub fn link_staged(&mut self) -> Result<()> {
-        if self.staged.is_empty() || self.vectors.len() <= self.exact_max {
+        if self.staged_for_linking() == 0 {
             return Ok(());
         }
         let staged: Vec<u64> = std::mem::take(&mut self.staged).into_iter().collect();
