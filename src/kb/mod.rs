@@ -7,6 +7,7 @@
 pub mod align;
 pub mod bm25;
 pub mod catalog;
+mod exact;
 pub mod explore;
 pub mod follow;
 pub mod graph;

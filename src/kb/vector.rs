@@ -29,6 +29,7 @@ use std::path::Path;
 
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
+use super::exact::ExactCodes;
 use super::saved::{self, SavedGraph};
 use crate::config::{IndexSettings, Quantization};
 use crate::embed::cosine;
@@ -69,6 +70,9 @@ pub struct VectorIndex {
     exact_max: usize,
     /// Vectors per graph: [`GRAPH_MAX`] (smaller in tests).
     graph_max: usize,
+    /// i8 codes of every vector for the exact scan, made by the first exact search and kept
+    /// up to date while the index is searched exactly; a linked index has none.
+    codes: std::sync::OnceLock<ExactCodes>,
 }
 
 impl VectorIndex {
@@ -105,6 +109,7 @@ impl VectorIndex {
             build_threads,
             exact_max: settings.exact_search_max,
             graph_max: GRAPH_MAX,
+            codes: std::sync::OnceLock::new(),
         };
         index.reserve(&index.graphs[0], 1024)?;
         Ok(index)
@@ -132,6 +137,7 @@ impl VectorIndex {
     pub fn memory_bytes(&self) -> usize {
         self.graphs.iter().map(Index::memory_usage).sum::<usize>()
             + self.vectors.len() * self.dim * std::mem::size_of::<f32>()
+            + self.codes.get().map_or(0, ExactCodes::memory_bytes)
     }
 
     /// Inserts or replaces the vector stored under `key` (staged until the next link pass).
@@ -144,12 +150,18 @@ impl VectorIndex {
             )));
         }
         self.unlink(key)?;
+        if let Some(codes) = self.codes.get_mut() {
+            codes.upsert(key, v);
+        }
         self.vectors.insert(key, v.to_vec());
         self.staged.insert(key);
         Ok(())
     }
 
     pub fn remove(&mut self, key: u64) -> Result<()> {
+        if let Some(codes) = self.codes.get_mut() {
+            codes.remove(key);
+        }
         self.vectors.remove(&key);
         self.staged.remove(&key);
         self.unlink(key)
@@ -178,6 +190,8 @@ impl VectorIndex {
         if self.staged_for_linking() == 0 {
             return Ok(());
         }
+        // Searched through the graphs from now on.
+        self.codes = std::sync::OnceLock::new();
         let staged: Vec<u64> = std::mem::take(&mut self.staged).into_iter().collect();
         let mut rest = staged.as_slice();
         while !rest.is_empty() {
@@ -230,9 +244,16 @@ impl VectorIndex {
             return Ok(Vec::new());
         }
         if self.is_exact() {
-            // Nothing linked: every vector is staged, so score them all in one pass over
-            // the map instead of looking each staged key up.
-            let hits = self.vectors.iter().map(|(key, v)| (*key, cosine(query, v))).collect();
+            // Nothing linked: every vector is staged. The codes pick the candidates (see
+            // [`ExactCodes`]); the exact vectors score them.
+            let codes = self
+                .codes
+                .get_or_init(|| ExactCodes::new(self.dim, self.vectors.iter().map(|(key, v)| (*key, v.as_slice()))));
+            let hits = codes
+                .candidates(query, k)
+                .into_iter()
+                .filter_map(|key| self.vectors.get(&key).map(|v| (key, cosine(query, v))))
+                .collect();
             return Ok(top_k(hits, k));
         }
         let mut candidates: Vec<u64> = self.staged.iter().copied().collect();
@@ -300,6 +321,7 @@ impl VectorIndex {
     /// holds stay staged for the next link pass. On an error nothing is adopted. Returns how
     /// many vectors the graphs brought.
     pub fn restore(&mut self, dir: &Path, files: &[SavedGraph]) -> Result<usize> {
+        self.codes = std::sync::OnceLock::new();
         if !self.home.is_empty() {
             return Err(Error::Internal("saved graphs restored into an index that links already".into()));
         }
