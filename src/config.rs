@@ -195,7 +195,9 @@ pub struct RetrieveSettings {
     pub ppr_tolerance: f64,
     pub ppr_push_epsilon: f64,
     pub ppr_max_iterations: usize,
-    pub sufficiency_coverage: f32,
+    /// Confidence the sufficiency judge must give to stop escalating (see
+    /// `retrieve::sufficiency`).
+    pub sufficiency_threshold: f32,
     pub sufficiency_judge: SufficiencyJudge,
     pub rrf_k: f32,
     pub text_candidates: usize,
@@ -221,10 +223,11 @@ pub const LLM_JUDGE_NEEDS_MODEL: &str =
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SufficiencyJudge {
-    /// The embedded key-term and seed coverage check (`sufficiency_coverage`).
-    Coverage,
+    /// The embedded check on the reader's evidence (`retrieve::sufficiency::EvidenceCheck`).
+    #[serde(alias = "coverage")]
+    Embedded,
     /// The LLM (`prompts/sufficiency.txt`), within the query budget; falls back to the
-    /// coverage check when the call is not affordable or fails.
+    /// embedded check when the call is not affordable or fails.
     Llm,
 }
 
@@ -443,7 +446,7 @@ impl Settings {
             ("alias.cosine_threshold", self.alias.cosine_threshold),
             ("retrieve.seed_threshold", self.retrieve.seed_threshold),
             ("retrieve.relation_threshold", self.retrieve.relation_threshold),
-            ("retrieve.sufficiency_coverage", self.retrieve.sufficiency_coverage),
+            ("retrieve.sufficiency_threshold", self.retrieve.sufficiency_threshold),
             ("retrieve.synonym_threshold", self.retrieve.synonym_threshold),
             ("bm25.b", self.bm25.b),
         ];
@@ -688,7 +691,7 @@ mod tests {
 
     #[test]
     fn llm_sufficiency_judge_needs_a_model() {
-        assert_eq!(Settings::defaults().retrieve.sufficiency_judge, SufficiencyJudge::Coverage);
+        assert_eq!(Settings::defaults().retrieve.sufficiency_judge, SufficiencyJudge::Embedded);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.toml");
         std::fs::write(&path, "[retrieve]\nsufficiency_judge = \"llm\"\n").unwrap();

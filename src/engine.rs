@@ -556,7 +556,9 @@ fn policies_dir(dir: &Path, config_file: Option<&Path>) -> Option<PathBuf> {
     (resolved.is_dir() || dir != default).then_some(resolved)
 }
 
-fn load_policies(dir: &Path, config_file: Option<&Path>) -> Result<HashMap<String, Arc<Settings>>> {
+/// The named policies of `dir` (relative to the config file's directory), or the embedded
+/// ones where there is no such directory.
+pub fn load_policies(dir: &Path, config_file: Option<&Path>) -> Result<HashMap<String, Arc<Settings>>> {
     let mut policies = HashMap::new();
     let Some(dir) = policies_dir(dir, config_file) else {
         for (name, toml) in EMBEDDED_POLICIES {

@@ -181,6 +181,10 @@ enum Command {
         /// settings (embedder, extractor, chunking) as that run.
         #[arg(long)]
         reuse_kb: bool,
+        /// Run a2rag under these named policies too (e.g. cheap,balanced,strict): one row
+        /// each with its recall and cost, next to always escalating to the global stage.
+        #[arg(long, value_delimiter = ',')]
+        policies: Vec<String>,
     },
     /// Benchmarks; each prints a ratio against a baseline measured in the same run.
     #[command(subcommand)]
@@ -553,7 +557,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Eval { dataset, triples, drop_nodes, limit, seed, out, iterative_steps, reuse_kb } => {
+        Command::Eval { dataset, triples, drop_nodes, limit, seed, out, iterative_steps, reuse_kb, policies } => {
             let options = a2rag::eval::EvalOptions {
                 dataset: dataset.clone(),
                 triples: triples.clone(),
@@ -563,6 +567,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 out_dir: out.clone(),
                 iterative_steps: *iterative_steps,
                 reuse_kb: *reuse_kb,
+                policies: policies.clone(),
             };
             let report = a2rag::eval::run(settings, &options, &mut ProgressBar::default())?;
             say!("{}", a2rag::eval::report_markdown(&report));

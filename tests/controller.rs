@@ -13,7 +13,7 @@ use a2rag::kb::Kb;
 use a2rag::llm::prompts::Prompts;
 use a2rag::llm::{Completion, CompletionRequest, LanguageModel, Usage};
 use a2rag::net::RemoteError;
-use a2rag::retrieve::sufficiency::{CoverageCheck, StageEvidence};
+use a2rag::retrieve::sufficiency::{EvidenceCheck, StageEvidence};
 use a2rag::retrieve::{Stage, seeds::Seeds};
 use async_trait::async_trait;
 use common::*;
@@ -189,10 +189,15 @@ fn embedded_controller_answers_from_evidence_with_zero_llm_calls() {
 }
 
 /// Settings with the LLM sufficiency judge (the scripted model stands in for a provider).
+/// The model judges; the embedded check, which it is asked after, never stops on its own
+/// (no confidence reaches the threshold), so every stage but the last is put to the model.
 fn llm_judged(mut settings: Settings) -> Settings {
     settings.retrieve.sufficiency_judge = SufficiencyJudge::Llm;
+    settings.retrieve.sufficiency_threshold = NO_CONFIDENCE_REACHES;
     settings
 }
+
+const NO_CONFIDENCE_REACHES: f32 = 2.0;
 
 /// A model that judges stages by `sufficiency`, answers "Nordic Works" and passes every check.
 fn answering(sufficiency: Vec<bool>) -> Arc<Scripted> {
@@ -247,7 +252,7 @@ fn llm_judge_escalates_on_no_and_stops_on_yes() {
 }
 
 #[test]
-fn a_judge_the_budget_cannot_afford_falls_back_to_coverage_and_the_question_is_still_answered() {
+fn a_judge_the_budget_cannot_afford_ends_escalation_and_the_question_is_still_answered() {
     let dir = tempfile::tempdir().unwrap();
     let (kb, settings) = kb(dir.path());
     let settings = llm_judged(settings);
@@ -256,33 +261,50 @@ fn a_judge_the_budget_cannot_afford_falls_back_to_coverage_and_the_question_is_s
         ..ask("Who rebuilt Oslo Harbour?")
     };
 
-    // Four calls are one answer and three verdicts: nothing is left for the judge.
+    // Four calls are one answer and three verdicts: nothing is left for the judge, so the
+    // embedded check judges the first stage and escalation stops there, saying why.
     let model = answering(vec![false, false, false]);
     let r = block(controller(model.clone(), &settings).run(&kb, &settings, &with_calls(4)));
     assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
     assert_eq!(sufficiency_prompts(&model), 0);
     assert_eq!(r.ledger.llm_calls, 4);
     let judged = stage_judgements(&r);
-    assert!(!judged.is_empty());
+    assert_eq!(judged.len(), 1, "{judged:?}");
     assert!(
-        judged.iter().all(|j| j.2.starts_with("coverage: ")
-            && j.2
-                .contains("llm judge not afforded: LLM call budget exhausted")),
+        judged[0].2.starts_with("evidence: ")
+            && judged[0].2.contains("llm judge not afforded: LLM call budget exhausted"),
         "{judged:?}"
     );
+    let skipped = r.retrieval.as_ref().and_then(|r| r.skipped.clone()).expect("the next stage was skipped");
+    assert_eq!(skipped.stage, Stage::Bridge);
+    assert!(skipped.reason.contains("LLM call budget exhausted"), "{skipped:?}");
+    assert!(r.trace.iter().any(|t| t.detail.contains("the bridge stage not run: budget")), "{:?}", r.trace);
 
-    // Five calls: the judge may say no after Local; the next stage is judged by coverage.
+    // One call in all: no judge call is affordable, so the global stage never runs.
+    let model = answering(vec![true, true, true]);
+    let r = block(controller(model.clone(), &settings).run(&kb, &settings, &with_calls(1)));
+    assert_eq!(sufficiency_prompts(&model), 0);
+    let retrieval = r.retrieval.as_ref().expect("the question was retrieved for");
+    assert!(retrieval.stages.iter().all(|s| s.stage != Stage::Global), "{:?}", retrieval.stages);
+    assert!(retrieval.skipped.as_ref().is_some_and(|s| s.reason.starts_with("budget: ")), "{retrieval:?}");
+
+    // Five calls: the judge may say no after Local; Bridge is judged by the embedded check
+    // and the global stage is not run.
     let model = answering(vec![false, false, false]);
     let r = block(controller(model.clone(), &settings).run(&kb, &settings, &with_calls(5)));
     assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
     assert_eq!((sufficiency_prompts(&model), r.ledger.llm_calls), (1, 5));
     let judged = stage_judgements(&r);
     assert_eq!((judged[0].0, judged[0].1, judged[0].2.starts_with("llm: ")), (Stage::Local, false, true), "{judged:?}");
-    assert!(judged.len() >= 2 && judged[1..].iter().all(|j| j.2.starts_with("coverage: ")), "{judged:?}");
+    assert_eq!(judged.len(), 2, "{judged:?}");
+    assert!(judged[1].2.starts_with("evidence: "), "{judged:?}");
+    let retrieval = r.retrieval.as_ref().unwrap();
+    assert_eq!(retrieval.skipped.as_ref().map(|s| s.stage), Some(Stage::Global));
+    assert!(retrieval.stages.iter().all(|s| s.stage != Stage::Global));
 }
 
 #[test]
-fn a_failing_judge_falls_back_to_coverage_and_its_call_is_counted() {
+fn a_failing_judge_falls_back_to_the_embedded_check_and_its_call_is_counted() {
     let dir = tempfile::tempdir().unwrap();
     let (kb, settings) = kb(dir.path());
     let settings = llm_judged(settings);
@@ -292,13 +314,44 @@ fn a_failing_judge_falls_back_to_coverage_and_its_call_is_counted() {
     let r = block(controller(model.clone(), &settings).run(&kb, &settings, &ask("Who rebuilt Oslo Harbour?")));
     assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
     let judged = stage_judgements(&r);
-    assert!(!judged.is_empty());
+    let (last, asked) = judged.split_last().expect("stages were judged");
+    assert!(!asked.is_empty());
     assert!(
-        judged.iter().all(|j| j.2.starts_with("coverage: ")
+        asked.iter().all(|j| j.2.starts_with("evidence: ")
             && j.2.contains("llm judge failed: provider request failed: scripted outage")),
         "{judged:?}"
     );
-    assert_eq!(r.ledger.llm_calls, judged.len() as u32 + 4, "a failed call still counts");
+    assert!(last.2.contains("last stage: model not asked"), "{judged:?}");
+    assert_eq!(r.ledger.llm_calls, asked.len() as u32 + 4, "a failed call still counts");
+}
+
+/// A 2 ms request: the global stage needs more than that left, so it is not started, and
+/// the trace says why. (Where the machine is so slow that the deadline passes before
+/// retrieval, the request abstains on the deadline before any stage instead.)
+#[test]
+fn a_two_millisecond_budget_never_runs_the_global_stage_and_the_trace_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kb, mut settings) = kb(dir.path());
+    settings.retrieve.sufficiency_threshold = NO_CONFIDENCE_REACHES;
+    let controller = Controller::embedded();
+    let question = "Who rebuilt Oslo Harbour?";
+    let unhurried = block(controller.run(&kb, &settings, &ask(question)));
+    let stages = |r: &QueryResponse| r.retrieval.as_ref().map(|r| r.stages.iter().map(|s| s.stage).collect::<Vec<_>>());
+    assert!(stages(&unhurried).is_some_and(|s| s.contains(&Stage::Global)), "{:?}", stages(&unhurried));
+
+    let hurried =
+        QueryRequest { budget: Some(BudgetOverride { deadline_ms: Some(2), ..Default::default() }), ..ask(question) };
+    let r = block(controller.run(&kb, &settings, &hurried));
+    match &r.retrieval {
+        Some(retrieval) => {
+            let ran = stages(&r).unwrap_or_default();
+            assert!(!ran.contains(&Stage::Global), "{ran:?}");
+            let skipped = retrieval.skipped.as_ref().expect("a stage was left out");
+            assert!(skipped.reason.starts_with("budget: "), "{skipped:?}");
+            assert!(r.trace.iter().any(|t| t.detail.contains("stage not run: budget")), "{:?}", r.trace);
+        }
+        None => assert!(r.abstained.as_ref().is_some_and(|a| a.to_string().contains("deadline")), "{:?}", r.abstained),
+    }
 }
 
 #[test]
@@ -308,7 +361,7 @@ fn a_stage_without_evidence_is_insufficient_without_asking_the_model() {
     let model = answering(vec![true]);
     let judge = LlmSufficiencyJudge(Arc::new(LlmRoles { model: model.clone(), prompts: Prompts::embedded() }));
     let mut ledger = Ledger::new(settings.budget);
-    let coverage = CoverageCheck { min_coverage: 0.0 };
+    let embedded = EvidenceCheck { threshold: NO_CONFIDENCE_REACHES };
     let seeds = Seeds::default();
     let evidence = StageEvidence {
         stage: Stage::Local,
@@ -317,9 +370,10 @@ fn a_stage_without_evidence_is_insufficient_without_asking_the_model() {
         edges: &[],
         chunks: &[],
         paths: &[],
+        last: false,
     };
     let mut calls = CallBudget { ledger: &mut ledger, max_completion_tokens: 64, temperature: 0.0 };
-    let judgement = block(judge.judge(&kb, &evidence, &coverage, &mut calls, 0));
+    let (judgement, _) = block(judge.judge(&kb, &evidence, &embedded, &mut calls, 0));
     assert!(!judgement.sufficient);
     assert!(judgement.reason.starts_with("llm: no evidence"), "{}", judgement.reason);
     assert!(model.prompts.lock().unwrap().is_empty());
@@ -329,7 +383,7 @@ fn a_stage_without_evidence_is_insufficient_without_asking_the_model() {
     let chunks: Vec<u32> = kb.chunk_ids().take(1).collect();
     let evidence = StageEvidence { chunks: &chunks, ..evidence };
     let mut calls = CallBudget { ledger: &mut ledger, max_completion_tokens: 64, temperature: 0.0 };
-    let judgement = block(judge.judge(&kb, &evidence, &coverage, &mut calls, 0));
+    let (judgement, _) = block(judge.judge(&kb, &evidence, &embedded, &mut calls, 0));
     assert!(judgement.sufficient && judgement.reason.starts_with("llm: "), "{judgement:?}");
     let prompts = model.prompts.lock().unwrap();
     assert!(

@@ -45,7 +45,10 @@ fn dataset(dir: &Path) {
 }
 
 fn recalls(report: &Report) -> Vec<(String, f64, f64)> {
-    report.systems.iter().map(|s| (s.system.clone(), s.recall_at_2, s.recall_at_5)).collect()
+    let systems = report.systems.iter().map(|s| (s.system.clone(), s.recall_at_2, s.recall_at_5));
+    let policies = report.policies.iter().map(|p| (format!("policy {}", p.policy), p.recall_at_2, p.recall_at_5));
+    let sweep = report.sweep.iter().map(|s| (format!("threshold {}", s.threshold), s.before_global, s.recall_at_5));
+    systems.chain(policies).chain(sweep).collect()
 }
 
 #[test]
@@ -68,11 +71,18 @@ fn two_eval_runs_give_identical_recall_for_every_system() {
                 out_dir: dir.path().join(name),
                 iterative_steps: 2,
                 reuse_kb,
+                policies: vec!["cheap".into(), "strict".into()],
             };
             run(settings, &options, &mut ()).unwrap()
         };
         let (first, second) = (eval("first", false), eval("second", false));
         assert_eq!(first.systems.len(), 8, "a2rag and seven baselines");
+        let policies: Vec<&str> = first.policies.iter().map(|p| p.policy.as_str()).collect();
+        assert_eq!(policies, ["always-global", "cheap", "strict"]);
+        assert!(first.policies[0].before_global == 0.0, "always-global never stops early");
+        for file in ["stages.jsonl", "recall_cost.svg", "report.md"] {
+            assert!(dir.path().join("first").join(file).exists(), "{file}");
+        }
         assert_eq!(recalls(&first), recalls(&second), "exact_search_max = {exact_search_max}");
         // The KB the first run left behind, opened again rather than ingested, ranks the same.
         let reused = eval("first", true);

@@ -10,7 +10,7 @@ use a2rag::embed::{EmbeddedQuery, Embedder, EmbedderKind, Embedding, HashEmbedde
 use a2rag::ingest::triples::TripleImport;
 use a2rag::kb::passage_graph::{PassageGraph, synonym_pairs};
 use a2rag::kb::{Kb, SearchMode};
-use a2rag::retrieve::sufficiency::{CoverageCheck, Judgement, SufficiencyCheck};
+use a2rag::retrieve::sufficiency::{EvidenceCheck, Judgement, SufficiencyCheck};
 use a2rag::retrieve::{RetrieveOptions, Retriever, Stage, Strategy, bridge, facts, local, mapback, seeds};
 use common::*;
 
@@ -329,7 +329,7 @@ fn untimed(mut r: a2rag::retrieve::Retrieval) -> String {
 fn a_run_driven_stage_by_stage_gives_what_retrieve_gives() {
     let dir = tempfile::tempdir().unwrap();
     let kb = graph_kb(dir.path());
-    let check = CoverageCheck { min_coverage: kb.settings().retrieve.sufficiency_coverage };
+    let check = EvidenceCheck { threshold: kb.settings().retrieve.sufficiency_threshold };
     let queries = ["Which city links Alice Moreau and Carol Diaz?", "Where was Alice Moreau born?", "zzz qqq located"];
     let strategies = [Strategy::Adaptive, Strategy::LocalOnly, Strategy::PprAlways, Strategy::Text(SearchMode::Hybrid)];
     let mut judged = 0;
@@ -339,7 +339,7 @@ fn a_run_driven_stage_by_stage_gives_what_retrieve_gives() {
                 let options = RetrieveOptions { strategy, min_stage, top_k: 5 };
                 let retriever = Retriever::new(&kb);
                 let mut run = retriever.start(&embedded(&kb, query), options).unwrap();
-                while let Some(evidence) = run.next_stage() {
+                while let Some(evidence) = run.next_stage().unwrap() {
                     let judgement = check.judge(&kb, &evidence);
                     run.judge(judgement);
                     judged += 1;
@@ -359,31 +359,31 @@ fn a_run_escalates_until_a_judgement_says_sufficient() {
     let kb = graph_kb(dir.path());
     let query = "Which city links Alice Moreau and Carol Diaz?";
     let options = RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 };
-    let verdict = |sufficient| Judgement { sufficient, reason: "test".into() };
+    let verdict = |sufficient| Judgement::verdict(sufficient, "test".into());
     let retriever = Retriever::new(&kb);
 
     // Never sufficient: every stage once, in order; then nothing more runs.
     let mut run = retriever.start(&embedded(&kb, query), options).unwrap();
     let mut seen = Vec::new();
-    while let Some(evidence) = run.next_stage() {
+    while let Some(evidence) = run.next_stage().unwrap() {
         assert!(!evidence.chunks.is_empty() && evidence.query == query);
         seen.push(evidence.stage);
         run.judge(verdict(false));
     }
     assert_eq!(seen, [Stage::Local, Stage::Bridge, Stage::Global]);
-    assert!(run.next_stage().is_none());
+    assert!(run.next_stage().unwrap().is_none());
     let r = run.finish().unwrap();
     assert_eq!((r.stage, r.sufficient, r.stages.len()), (Stage::Global, false, 3));
 
     // Insufficient after Local, sufficient after Bridge: stops there.
     let mut run = retriever.start(&embedded(&kb, query), options).unwrap();
-    let local = run.next_stage().map(|e| e.stage);
+    let local = run.next_stage().unwrap().map(|e| e.stage);
     run.judge(verdict(false));
-    let bridge = run.next_stage().map(|e| (e.stage, e.paths.len()));
+    let bridge = run.next_stage().unwrap().map(|e| (e.stage, e.paths.len()));
     run.judge(verdict(true));
     assert_eq!(local, Some(Stage::Local));
     assert!(matches!(bridge, Some((Stage::Bridge, paths)) if paths > 0), "{bridge:?}");
-    assert!(run.next_stage().is_none(), "a sufficient stage ends escalation");
+    assert!(run.next_stage().unwrap().is_none(), "a sufficient stage ends escalation");
     let r = run.finish().unwrap();
     assert_eq!((r.stage, r.sufficient), (Stage::Bridge, true));
     assert_eq!(r.stages.iter().map(|s| s.judgement.sufficient).collect::<Vec<_>>(), [false, true]);
@@ -391,14 +391,48 @@ fn a_run_escalates_until_a_judgement_says_sufficient() {
     // A stage awaiting its judgement is shown again, not run twice; unjudged, it is insufficient.
     let mut run =
         retriever.start(&embedded(&kb, query), RetrieveOptions { min_stage: Stage::Bridge, ..options }).unwrap();
-    assert_eq!(run.next_stage().map(|e| e.stage), Some(Stage::Bridge));
-    assert_eq!(run.next_stage().map(|e| e.stage), Some(Stage::Bridge));
+    assert_eq!(run.next_stage().unwrap().map(|e| e.stage), Some(Stage::Bridge));
+    assert_eq!(run.next_stage().unwrap().map(|e| e.stage), Some(Stage::Bridge));
     let r = run.finish().unwrap();
     assert_eq!(r.stages.len(), 1);
     assert_eq!((r.stage, r.sufficient, r.stages[0].judgement.reason.as_str()), (Stage::Bridge, false, "not judged"));
 
     // No seed: no stage to judge.
     let mut run = retriever.start(&embedded(&kb, "zzz qqq located"), options).unwrap();
-    assert!(run.next_stage().is_none());
+    assert!(run.next_stage().unwrap().is_none());
     assert_eq!(run.finish().unwrap().stage, Stage::Fallback);
+}
+
+/// A deadline closer than the global stage's reserve: the first stage runs (a retrieval
+/// answers from at least one), the global stage does not, and the retrieval says why.
+#[test]
+fn a_deadline_too_close_for_the_global_stage_skips_it_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = graph_kb(dir.path());
+    let query = embedded(&kb, "Which city links Alice Moreau and Carol Diaz?");
+    let options = RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: 5 };
+    let never = EvidenceCheck { threshold: 2.0 };
+    let retriever = Retriever::new(&kb).with_check(Box::new(never));
+
+    let unhurried = retriever.retrieve_within(&query, options, None).unwrap();
+    assert_eq!(
+        unhurried.stages.iter().map(|s| s.stage).collect::<Vec<_>>(),
+        [Stage::Local, Stage::Bridge, Stage::Global]
+    );
+    assert!(unhurried.skipped.is_none());
+
+    let soon = std::time::Instant::now() + std::time::Duration::from_millis(2);
+    let hurried = retriever.retrieve_within(&query, options, Some(soon)).unwrap();
+    assert!(hurried.stages.iter().all(|s| s.stage != Stage::Global), "{:?}", hurried.stages);
+    assert_eq!(hurried.stages.first().map(|s| s.stage), Some(Stage::Local));
+    let skipped = hurried.skipped.expect("a stage was skipped");
+    assert!(skipped.stage > Stage::Local);
+    assert!(skipped.reason.starts_with("budget: ") && skipped.reason.contains("ms left"), "{}", skipped.reason);
+    assert!(!hurried.chunks.is_empty(), "it answers from what it has");
+
+    // Already past: the first stage still runs, nothing after it.
+    let past = std::time::Instant::now();
+    let late = retriever.retrieve_within(&query, options, Some(past)).unwrap();
+    assert_eq!(late.stages.iter().map(|s| s.stage).collect::<Vec<_>>(), [Stage::Local]);
+    assert_eq!(late.skipped.map(|s| s.stage), Some(Stage::Bridge));
 }

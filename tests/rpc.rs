@@ -727,7 +727,7 @@ fn retrieve_calls_no_model_and_returns_the_evidence_query_reads() {
     assert!(top["doc_id"].as_str().unwrap().ends_with("curie.txt"), "{retrieved}");
     assert_eq!((top["span"][0].as_u64(), top["title"].as_str()), (Some(0), Some("curie")));
     assert!(
-        retrieved["retrieval"]["stages"][0]["judgement"]["reason"].as_str().unwrap().starts_with("coverage:"),
+        retrieved["retrieval"]["stages"][0]["judgement"]["reason"].as_str().unwrap().starts_with("evidence:"),
         "{retrieved}"
     );
     assert_eq!(without_timings(&from_cli), without_timings(&retrieved));

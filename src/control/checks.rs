@@ -323,6 +323,7 @@ pub(crate) mod tests {
             sufficient: true,
             seeds: Seeds::default(),
             stages: Vec::new(),
+            skipped: None,
             micros: 0,
         }
     }

@@ -175,6 +175,11 @@ pub struct QueryResponse {
     pub retrieval: Option<Retrieval>,
 }
 
+/// When the request's time runs out, as an instant for the retriever's plan.
+fn deadline(ledger: &Ledger) -> Instant {
+    Instant::now() + ledger.remaining_time()
+}
+
 /// The roles a controller runs with.
 pub struct Controller {
     reader: Box<dyn Reader>,
@@ -233,6 +238,14 @@ impl Controller {
         Ok(controller)
     }
 
+    /// This controller with `model` judging retrieval stages where the settings in force say
+    /// `sufficiency_judge = "llm"` (the other roles unchanged).
+    pub fn with_llm_judge(mut self, model: Arc<dyn LanguageModel>, settings: &Settings) -> Result<Controller> {
+        let roles = Arc::new(LlmRoles { model, prompts: Prompts::load(&settings.llm.prompts_dir)? });
+        self.judge = Some(LlmSufficiencyJudge(roles));
+        Ok(self)
+    }
+
     pub fn with_roles(
         reader: Box<dyn Reader>,
         validators: Vec<Box<dyn Validator>>,
@@ -265,7 +278,8 @@ impl Controller {
     }
 
     /// Retrieval with the LLM judging each stage, through the same budget as the other roles.
-    /// The judge keeps the calls one read and one round of validation need.
+    /// The judge keeps the calls one read and one round of validation need; when it cannot
+    /// afford a call, the embedded check judges that stage and escalation stops there.
     async fn retrieve_judged(
         &self,
         judge: &LlmSufficiencyJudge,
@@ -276,10 +290,15 @@ impl Controller {
     ) -> Result<Retrieval> {
         let reserved_calls = 1 + self.validators.len() as u32;
         let mut retrieval = retriever.start(query, options)?;
-        while let Some(evidence) = retrieval.next_stage() {
+        retrieval.deadline = Some(deadline(ledger));
+        while let Some(evidence) = retrieval.next_stage()? {
             let mut calls = self.calls(ledger);
-            let judgement = judge.judge(retriever.kb(), &evidence, retriever.check(), &mut calls, reserved_calls).await;
+            let (judgement, unaffordable) =
+                judge.judge(retriever.kb(), &evidence, retriever.check(), &mut calls, reserved_calls).await;
             retrieval.judge(judgement);
+            if let Some(exceeded) = unaffordable {
+                retrieval.stop(format!("budget: {exceeded}, no model call left to judge another stage"));
+            }
         }
         retrieval.finish()
     }
@@ -367,7 +386,7 @@ impl Controller {
                     (Some(judge), SufficiencyJudge::Llm) => {
                         self.retrieve_judged(judge, &retriever, &embedded, options, &mut run.ledger).await
                     }
-                    _ => retriever.retrieve_embedded(&embedded, options),
+                    _ => retriever.retrieve_within(&embedded, options, Some(deadline(&run.ledger))),
                 };
                 run.embedded = Some(embedded);
                 match retrieved {
@@ -529,8 +548,21 @@ fn transition_detail(state: &State) -> String {
         State::Rewrite { failure, .. } => format!("failed {failure:?}"),
         State::Accept { confidence, .. } => format!("confidence {confidence:.2}"),
         State::Abstain { reason, .. } => reason.to_string(),
-        State::Gate | State::Answer { .. } => String::new(),
+        State::Answer { retrieval: Some(r) } => retrieval_detail(r),
+        State::Gate | State::Answer { retrieval: None } => String::new(),
     }
+}
+
+/// The stages a retrieval ran, where it stopped and why, for the trace.
+fn retrieval_detail(r: &Retrieval) -> String {
+    let stages: Vec<&str> = r.stages.iter().map(|s| s.stage.name()).collect();
+    let ran = if stages.is_empty() { "no graph stage".to_string() } else { format!("stages {}", stages.join(", ")) };
+    let end = match (&r.skipped, r.sufficient) {
+        (Some(skipped), _) => format!("; the {} stage not run: {}", skipped.stage.name(), skipped.reason),
+        (None, true) => "; stopped: sufficient".to_string(),
+        (None, false) => String::new(),
+    };
+    format!("{ran}{end}")
 }
 
 /// How a run ended: accepted (no reason) or abstained, with what was found.

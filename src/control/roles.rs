@@ -1,6 +1,6 @@
 //! The controller's roles: reader, the three validators, rewriter, and the sufficiency judge
 //! of retrieval stages. Each has an embedded deterministic implementation (the judge's is the
-//! retriever's coverage check) and an LLM one. Every model call goes through [`CallBudget`],
+//! retriever's evidence check) and an LLM one. Every model call goes through [`CallBudget`],
 //! which admits it against the query's budget before it is made and records what it cost.
 
 use std::collections::HashSet;
@@ -391,13 +391,16 @@ fn excerpt(reply: &str) -> String {
 
 /// Judges after each retrieval stage whether the evidence suffices, by asking the model
 /// (`prompts/sufficiency.txt`, step `sufficiency`). Cost-aware: a stage without chunks is
-/// insufficient without a call, and when the call is not affordable or fails the embedded
-/// check decides. Reasons start with the judge that decided (`llm:` or `coverage:`).
+/// insufficient without a call; the model is asked only when the embedded check (at the
+/// policy's threshold) would escalate and a stage is left to escalate to, so a policy that
+/// stops early on its own asks less; when the call is not affordable or fails, the
+/// embedded check decides. Reasons start with the judge that decided (`llm:` or `evidence:`).
 pub struct LlmSufficiencyJudge(pub Arc<LlmRoles>);
 
 impl LlmSufficiencyJudge {
     /// `fallback` judges when the model cannot; `reserved_calls` are the calls the budget
-    /// must keep for the steps after retrieval (reading and verifying the answer).
+    /// must keep for the steps after retrieval (reading and verifying the answer). Also says
+    /// which limit refused the call when the budget could not afford it.
     pub async fn judge(
         &self,
         kb: &Kb,
@@ -405,9 +408,16 @@ impl LlmSufficiencyJudge {
         fallback: &dyn SufficiencyCheck,
         calls: &mut CallBudget<'_>,
         reserved_calls: u32,
-    ) -> Judgement {
+    ) -> (Judgement, Option<Exceeded>) {
         if evidence.chunks.is_empty() {
-            return Judgement { sufficient: false, reason: "llm: no evidence (model not asked)".into() };
+            return (Judgement::verdict(false, "llm: no evidence (model not asked)".into()), None);
+        }
+        // The model is asked only where the embedded check would escalate and a stage is
+        // left to escalate to: it can stop a retrieval earlier, never make one cost more.
+        let embedded = fallback.judge(kb, evidence);
+        if embedded.sufficient || evidence.last {
+            let why = if embedded.sufficient { "sufficient already" } else { "last stage" };
+            return (Judgement { reason: format!("{} ({why}: model not asked)", embedded.reason), ..embedded }, None);
         }
         let ev = format_stage_evidence(kb, evidence);
         let prompt = self.0.prompts.render(PromptId::Sufficiency, &[("question", evidence.query), ("evidence", &ev)]);
@@ -416,15 +426,14 @@ impl LlmSufficiencyJudge {
             .await
             .and_then(|reply| Ok((parse::verdict(&reply)?, reply)));
         match verdict {
-            Ok((sufficient, reply)) => Judgement { sufficient, reason: format!("llm: {}", excerpt(&reply)) },
+            Ok((sufficient, reply)) => (Judgement::verdict(sufficient, format!("llm: {}", excerpt(&reply))), None),
             Err(e) => {
-                let why = match e {
-                    RoleError::Budget(exceeded) => format!("llm judge not afforded: {exceeded}"),
-                    RoleError::Llm(e) => format!("llm judge failed: {e}"),
+                let (why, exceeded) = match e {
+                    RoleError::Budget(exceeded) => (format!("llm judge not afforded: {exceeded}"), Some(exceeded)),
+                    RoleError::Llm(e) => (format!("llm judge failed: {e}"), None),
                 };
                 tracing::debug!(stage = ?evidence.stage, %why, "sufficiency judge falls back to the embedded check");
-                let embedded = fallback.judge(kb, evidence);
-                Judgement { sufficient: embedded.sufficient, reason: format!("{} ({why})", embedded.reason) }
+                (Judgement { reason: format!("{} ({why})", embedded.reason), ..embedded }, exceeded)
             }
         }
     }

@@ -2,6 +2,7 @@
 //! same corpus, embedder and KB, and writes a JSON report, a Markdown table and an SVG chart.
 
 pub mod dataset;
+pub mod escalation;
 pub mod metrics;
 mod report;
 
@@ -39,6 +40,8 @@ pub struct EvalOptions {
     pub iterative_steps: usize,
     /// Keep a KB an earlier run left in `out_dir` rather than ingesting again.
     pub reuse_kb: bool,
+    /// Named policies to run a2rag under, one row each with its cost.
+    pub policies: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -92,6 +95,11 @@ pub struct Report {
     pub query_embedding_p50_ms: f64,
     pub systems: Vec<SystemResult>,
     pub node_deletion: Vec<DropRow>,
+    /// Recall and the share stopping before the global stage at each sufficiency
+    /// threshold, from every question's stages recorded to the end.
+    pub sweep: Vec<escalation::SweepRow>,
+    /// a2rag under each policy asked for, and always escalating to the global stage.
+    pub policies: Vec<escalation::PolicyRow>,
     /// How LLM calls and tokens are counted in this run.
     pub cost_note: String,
 }
@@ -267,7 +275,15 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         .enable_all()
         .build()
         .map_err(|e| Error::io("tokio runtime", e))?;
-    let controller = Controller::metered(&settings)?;
+    let remote = Remote::new();
+    // Embedded roles, metered; a configured model judges sufficiency where the settings ask
+    // for it (`retrieve.sufficiency_judge = "llm"`), so its calls are measured.
+    let controller = match (settings.retrieve.sufficiency_judge, crate::llm::from_settings(&settings.llm, &remote)?) {
+        (crate::config::SufficiencyJudge::Llm, Some(model)) => {
+            Controller::metered(&settings)?.with_llm_judge(model, &settings)?
+        }
+        _ => Controller::metered(&settings)?,
+    };
     let top_k = settings.retrieve.top_k;
     let mut systems = Vec::new();
 
@@ -356,6 +372,12 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     }
     systems.push(runtime.block_on(iterative(&kb, &settings, &controller, &questions, options.iterative_steps))?);
 
+    let stage_records = escalation::record_stages(&kb, &settings, &questions, &embedded, top_k)?;
+    report::write_stages(&stage_records, &options.out_dir)?;
+    let thresholds: Vec<f32> = (0..=20).map(|i| i as f32 / 20.0).collect();
+    let sweep = escalation::sweep(&stage_records, &thresholds);
+    let policies = policy_rows(&kb, &settings, &controller, &questions, &options.policies, &runtime)?;
+
     let stats = kb.stats();
     let passage_graph = kb.passage_graph();
     let (largest_component_share, synonym_edges) = (passage_graph.largest_component_share, passage_graph.synonym_edges);
@@ -379,6 +401,8 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         query_embedding_p50_ms,
         systems,
         node_deletion,
+        sweep,
+        policies,
         cost_note: "Embedded roles. The reader is metered as one LLM call with the answer prompt's estimated tokens; \
                     embedded validators and the template rewriter make no call. The reader-only and iterative baselines meter their reader the same way. \
                     Coverage is the share of questions answered; accepted precision the share of answered questions with F1 >= 0.5 \
@@ -389,6 +413,39 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     report::write_answers(&records, &options.out_dir)?;
     Ok(report)
 }
+
+/// a2rag always escalating to its last stage (a threshold no confidence reaches), then
+/// under each named policy.
+fn policy_rows(
+    kb: &Kb,
+    settings: &Settings,
+    controller: &Controller,
+    questions: &[EvalQuestion],
+    names: &[String],
+    runtime: &tokio::runtime::Runtime,
+) -> Result<Vec<escalation::PolicyRow>> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let known = crate::engine::load_policies(&settings.policy.policies_dir, None)?;
+    let mut always = settings.clone();
+    always.retrieve.sufficiency_threshold = ALWAYS_ESCALATE;
+    // Its judgements are ignored: no model need be asked for them.
+    always.retrieve.sufficiency_judge = crate::config::SufficiencyJudge::Embedded;
+    let mut rows = vec![runtime.block_on(escalation::policy_row(kb, "always-global", &always, controller, questions))];
+    for name in names {
+        let policy = known.get(name).ok_or_else(|| {
+            let mut names: Vec<&String> = known.keys().collect();
+            names.sort();
+            Error::Invalid(format!("unknown policy `{name}` (known: {names:?})"))
+        })?;
+        rows.push(runtime.block_on(escalation::policy_row(kb, name, policy, controller, questions)));
+    }
+    Ok(rows)
+}
+
+/// A sufficiency threshold above any confidence: every stage runs.
+const ALWAYS_ESCALATE: f32 = 2.0;
 
 /// IRCoT-style baseline: retrieve, reason (a reader call), retrieve again with the
 /// question plus what was inferred, for a fixed number of steps; evidence from all steps is

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use super::escalation::QuestionStages;
 use super::{QuestionRecord, Report};
 use crate::error::{Error, Result};
 
@@ -17,18 +18,29 @@ pub fn write(report: &Report, dir: &Path) -> Result<()> {
     if !report.node_deletion.is_empty() {
         chart(report, &dir.join("node_deletion.svg"))?;
     }
+    if !report.policies.is_empty() {
+        cost_chart(report, &dir.join("recall_cost.svg"))?;
+    }
     Ok(())
 }
 
-/// One JSON line per question: the answers of a2rag and of the reader alone.
-pub fn write_answers(records: &[QuestionRecord], dir: &Path) -> Result<()> {
+/// One JSON line per question: every stage of its retrieval escalated to the end.
+pub fn write_stages(records: &[QuestionStages], dir: &Path) -> Result<()> {
+    write_lines(records, &dir.join("stages.jsonl"))
+}
+
+fn write_lines<T: serde::Serialize>(records: &[T], path: &Path) -> Result<()> {
     let mut out = String::new();
     for r in records {
         out.push_str(&serde_json::to_string(r).map_err(|e| Error::Invalid(e.to_string()))?);
         out.push('\n');
     }
-    let path = dir.join("answers.jsonl");
-    std::fs::write(&path, out).map_err(|e| Error::io(&path, e))
+    std::fs::write(path, out).map_err(|e| Error::io(path, e))
+}
+
+/// One JSON line per question: the answers of a2rag and of the reader alone.
+pub fn write_answers(records: &[QuestionRecord], dir: &Path) -> Result<()> {
+    write_lines(records, &dir.join("answers.jsonl"))
 }
 
 pub fn markdown(r: &Report) -> String {
@@ -110,6 +122,7 @@ pub fn markdown(r: &Report) -> String {
             let _ = writeln!(out, "| {:.0}% | {} | {} |", row.dropped * 100.0, row.nodes_left, vals.join(" | "));
         }
     }
+    escalation_tables(r, &mut out);
     let ingest = match r.ingest_seconds {
         Some(seconds) => format!("Ingest took {seconds:.1} s."),
         None => "The KB of an earlier run was reused (--reuse-kb).".to_string(),
@@ -144,6 +157,119 @@ fn chart(r: &Report, path: &Path) -> Result<()> {
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
         }
         chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| Error::Invalid(format!("drawing {}: {e}", path.display())))
+}
+
+/// The baselines drawn against the policies, with the cost axis they share.
+const COST_BASELINES: [&str; 5] = ["bm25", "dense", "hybrid", "ppr-always", "iterative"];
+
+/// The best R@5 among the baselines whose retrieval p50 is at most `ms`: the frontier a
+/// policy must reach.
+fn frontier(r: &Report, ms: f64) -> Option<f64> {
+    r.systems
+        .iter()
+        .filter(|s| COST_BASELINES.contains(&s.system.as_str()) && s.latency_p50_ms <= ms)
+        .map(|s| s.recall_at_5)
+        .reduce(f64::max)
+}
+
+fn escalation_tables(r: &Report, out: &mut String) {
+    if !r.policies.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nPolicies (the full controller under each; cost is the question's first retrieval, model calls are the whole query's):\n"
+        );
+        let _ = writeln!(
+            out,
+            "| policy | threshold | R@2 | R@5 | baselines' best R@5 at this cost | retrieval mean / p50 / p95 ms | stages/q | judge calls/q | reader calls/q | tokens/q | stopped before global | last stage |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+        for p in &r.policies {
+            let mix: Vec<String> = p.last_stage.iter().map(|(k, v)| format!("{k} {:.0}%", v * 100.0)).collect();
+            let threshold = if p.threshold > 1.0 { "never".to_string() } else { format!("{:.2}", p.threshold) };
+            let best = frontier(r, p.retrieval_p50_ms).map_or("–".to_string(), |b| format!("{b:.3}"));
+            let _ = writeln!(
+                out,
+                "| {} | {threshold} | {:.3} | {:.3} | {best} | {:.2} / {:.2} / {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0}% | {} |",
+                p.policy,
+                p.recall_at_2,
+                p.recall_at_5,
+                p.retrieval_mean_ms,
+                p.retrieval_p50_ms,
+                p.retrieval_p95_ms,
+                p.stages_per_query,
+                p.judge_calls_per_query,
+                p.reader_calls_per_query,
+                p.tokens_per_query,
+                p.before_global * 100.0,
+                mix.join(", ")
+            );
+        }
+    }
+    if !r.sweep.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nSufficiency threshold sweep (the retriever alone, every stage recorded, the embedded judge's confidence; `stages.jsonl`):\n"
+        );
+        let _ = writeln!(out, "| threshold | R@5 | stopped before global |");
+        let _ = writeln!(out, "|---|---|---|");
+        for row in r.sweep.iter().step_by(2) {
+            let _ =
+                writeln!(out, "| {:.2} | {:.3} | {:.0}% |", row.threshold, row.recall_at_5, row.before_global * 100.0);
+        }
+    }
+}
+
+/// R@5 against retrieval p50 (log scale): the policies and always-global as one series,
+/// the baselines as labelled points.
+fn cost_chart(r: &Report, path: &Path) -> Result<()> {
+    let baselines: Vec<(String, f64, f64)> = r
+        .systems
+        .iter()
+        .filter(|s| COST_BASELINES.contains(&s.system.as_str()))
+        .map(|s| (s.system.clone(), s.latency_p50_ms, s.recall_at_5))
+        .collect();
+    let policies: Vec<(String, f64, f64)> =
+        r.policies.iter().map(|p| (p.policy.clone(), p.retrieval_p50_ms, p.recall_at_5)).collect();
+    let all = || baselines.iter().chain(&policies);
+    let lo = all().map(|(_, ms, _)| *ms).fold(f64::INFINITY, f64::min).max(0.01) / 1.5;
+    let hi = all().map(|(_, ms, _)| *ms).fold(0.0, f64::max).max(lo * 10.0) * 1.5;
+    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (720, 440)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("R@5 against retrieval cost ({}, {})", r.dataset, r.embedder), ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(45)
+            .build_cartesian_2d((lo..hi).log_scale(), 0.0..1.0)?;
+        chart.configure_mesh().x_desc("retrieval p50 ms (log)").y_desc("Recall@5").draw()?;
+        let label = |name: &str, x: f64, y: f64, color: RGBColor| {
+            EmptyElement::at((x, y))
+                + Circle::new((0, 0), 5, color.filled())
+                + Text::new(name.to_string(), (7, -12), ("sans-serif", 13).into_font())
+        };
+        chart
+            .draw_series(baselines.iter().map(|(n, x, y)| label(n, *x, *y, RGBColor(120, 120, 120))))?
+            .label("baselines")
+            .legend(|(x, y)| Circle::new((x + 10, y), 5, RGBColor(120, 120, 120).filled()));
+        let blue = RGBColor(30, 90, 200);
+        let mut line = policies.iter().map(|(_, x, y)| (*x, *y)).collect::<Vec<_>>();
+        line.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart.draw_series(LineSeries::new(line, blue.stroke_width(2)))?;
+        chart
+            .draw_series(policies.iter().map(|(n, x, y)| label(n, *x, *y, blue)))?
+            .label("a2rag policies")
+            .legend(move |(x, y)| Circle::new((x + 10, y), 5, blue.filled()));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
         root.present()?;
         Ok(())
     };

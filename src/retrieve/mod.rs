@@ -24,7 +24,7 @@ pub mod sufficiency;
 pub use seeds::embed_query;
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -34,7 +34,7 @@ use crate::error::Result;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
 use crate::kb::{Kb, SearchMode};
 use seeds::{EntitySeed, Seeds};
-use sufficiency::{CoverageCheck, Judgement, StageEvidence, SufficiencyCheck};
+use sufficiency::{EvidenceCheck, Judgement, StageEvidence, SufficiencyCheck};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -127,7 +127,17 @@ pub struct Retrieval {
     /// Share of the graph's ranking in the final fusion (see [`fusion`]); 0 without one.
     pub graph_share: f32,
     pub stages: Vec<StageReport>,
+    /// The stage the budget left out, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<SkippedStage>,
     pub micros: u64,
+}
+
+/// A stage a retrieval did not run because its budget could not pay for it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SkippedStage {
+    pub stage: Stage,
+    pub reason: String,
 }
 
 impl Retrieval {
@@ -153,6 +163,7 @@ impl Retrieval {
             seeds: self.seeds,
             graph_share: later.graph_share,
             stages: self.stages,
+            skipped: later.skipped,
             micros: self.micros + later.micros,
         }
     }
@@ -164,23 +175,34 @@ pub struct Retriever<'kb> {
     check: Box<dyn SufficiencyCheck>,
 }
 
-/// Evidence accumulated across stages.
+/// The one candidate set the stages add to: local and bridge map their edges and nodes back
+/// to chunks, the global stage ranks passages by PPR mass; nothing an earlier stage found
+/// is dropped.
 #[derive(Default)]
-struct Evidence {
+struct Candidates {
     edges: Vec<(EdgeId, f32)>,
     chunk_scores: HashMap<ChunkId, f32>,
     paths: Vec<Vec<PathHop>>,
-    /// The global stage's passage ranking, once it has run; it supersedes `chunk_scores`.
+    /// The global stage's passage ranking, once it has run.
     global: Option<Vec<(ChunkId, f32)>>,
 }
 
-impl Evidence {
-    /// The graph's ranking of passages so far, best first.
+impl Candidates {
+    /// The graph's ranking of passages so far, best first: the walk's ranking once the
+    /// global stage ran, then anything earlier stages found that the walk did not reach.
     fn ranked(&self) -> Vec<(ChunkId, f32)> {
-        match &self.global {
-            Some(ranking) => ranking.clone(),
-            None => mapback::ranked(&self.chunk_scores),
-        }
+        let found = mapback::ranked(&self.chunk_scores);
+        let Some(global) = &self.global else { return found };
+        let reached: HashSet<ChunkId> = global.iter().map(|(c, _)| *c).collect();
+        let floor = global.last().map_or(0.0, |(_, s)| *s);
+        let mut ranking = global.clone();
+        ranking.extend(found.into_iter().filter(|(c, _)| !reached.contains(c)).map(|(c, _)| (c, floor)));
+        ranking
+    }
+
+    /// Whether any stage found anything.
+    fn is_empty(&self) -> bool {
+        self.chunk_scores.is_empty() && self.global.as_ref().is_none_or(Vec::is_empty)
     }
 }
 
@@ -192,7 +214,7 @@ impl<'kb> Retriever<'kb> {
 
     /// A retriever with other settings (a named policy), embedded sufficiency check.
     pub fn with_settings(kb: &'kb Kb, settings: &'kb RetrieveSettings) -> Self {
-        let check = Box::new(CoverageCheck { min_coverage: settings.sufficiency_coverage });
+        let check = Box::new(EvidenceCheck { threshold: settings.sufficiency_threshold });
         Retriever { kb, settings, check }
     }
 
@@ -218,8 +240,19 @@ impl<'kb> Retriever<'kb> {
 
     /// Retrieves with the synchronous check judging after each stage.
     pub fn retrieve_embedded(&self, query: &EmbeddedQuery, options: RetrieveOptions) -> Result<Retrieval> {
+        self.retrieve_within(query, options, None)
+    }
+
+    /// [`Retriever::retrieve_embedded`] that starts no stage it cannot finish by `deadline`.
+    pub fn retrieve_within(
+        &self,
+        query: &EmbeddedQuery,
+        options: RetrieveOptions,
+        deadline: Option<Instant>,
+    ) -> Result<Retrieval> {
         let mut run = self.start(query, options)?;
-        while let Some(evidence) = run.next_stage() {
+        run.deadline = deadline;
+        while let Some(evidence) = run.next_stage()? {
             let judgement = self.check.judge(self.kb, &evidence);
             run.judge(judgement);
         }
@@ -227,14 +260,26 @@ impl<'kb> Retriever<'kb> {
     }
 
     /// Starts a retrieval whose stages the caller runs and judges one by one (see
-    /// [`RetrievalRun`]); finds the seeds now.
+    /// [`RetrievalRun`]); finds the seeds and the text list now. The work only a later
+    /// stage needs (the wide dense search the global stage seeds its walk with) waits until
+    /// that stage runs.
     pub fn start(&self, query: &EmbeddedQuery, options: RetrieveOptions) -> Result<RetrievalRun<'kb>> {
         let started = Instant::now();
-        let (seeds, stages, dense) = match options.strategy {
-            Strategy::Text(_) => (Seeds::default(), Vec::new(), Vec::new()),
+        let kb = self.kb;
+        let (seeds, stages, text, facts_linked) = match options.strategy {
+            Strategy::Text(mode) => {
+                let text = kb.search(query, mode, options.top_k, self.settings.into())?;
+                (Seeds::default(), Vec::new(), text, true)
+            }
             strategy => {
-                let seeds = seeds::find_seeds(self.kb, self.settings, query)?;
+                let mut seeds = seeds::find_seeds(kb, self.settings, query)?;
                 let entities = !seeds.entities.is_empty();
+                // Only the global stage walks from linked facts; without an entity seed
+                // they are its only start, so whether it has one is decided now.
+                if !entities || strategy == Strategy::PprAlways {
+                    seeds.facts = facts::link_facts(kb, query, self.settings.fact_seeds)?;
+                }
+                let facts_linked = !entities || strategy == Strategy::PprAlways;
                 let stages: &[Stage] = match strategy {
                     Strategy::LocalOnly if entities => &[Stage::Local],
                     Strategy::LocalOnly => &[],
@@ -248,33 +293,50 @@ impl<'kb> Retriever<'kb> {
                     _ => &[],
                 };
                 let stages: Vec<Stage> = stages.iter().copied().filter(|s| *s >= options.min_stage).collect();
-                // The dense seeds serve the global stage, and `ppr-always` when nothing links;
-                // a query that never gets there does not pay for the wide search.
-                let dense = if stages.contains(&Stage::Global) || strategy == Strategy::PprAlways {
-                    self.kb.chunk_index().search(&query.vector, self.settings.passage_seed_candidates)?
-                } else {
-                    Vec::new()
+                let text = match strategy {
+                    Strategy::Adaptive => kb.search(
+                        query,
+                        fusion::text_mode(kb.embedder().kind()),
+                        self.settings.text_candidates,
+                        self.settings.into(),
+                    )?,
+                    _ => Vec::new(),
                 };
-                let dense: Vec<(ChunkId, f32)> = dense.into_iter().map(|(c, s)| (c as ChunkId, s)).collect();
-                (seeds, stages, dense)
+                (seeds, stages, text, facts_linked)
             }
         };
         Ok(RetrievalRun {
-            kb: self.kb,
+            kb,
             settings: self.settings,
             query: query.clone(),
             options,
             seeds,
-            dense,
-            evidence: Evidence::default(),
+            text,
+            dense: None,
+            facts_linked,
+            candidates: Candidates::default(),
             remaining: stages.into(),
             pending: None,
             reports: Vec::new(),
+            skipped: None,
+            deadline: None,
             stage: Stage::Fallback,
             sufficient: false,
+            view: Vec::new(),
             started,
         })
     }
+}
+
+/// Time a stage must have left before it starts under a deadline; a stage started with
+/// less would overrun the request. The global stage's wide dense search and walk take a
+/// few ms over a thousand passages and tens of ms over a hundred thousand; local and bridge
+/// read a neighbourhood.
+pub fn stage_reserve(stage: Stage) -> Duration {
+    Duration::from_micros(match stage {
+        Stage::Global => 5_000,
+        Stage::Local | Stage::Bridge | Stage::Fallback => 500,
+    })
 }
 
 /// One retrieval as an explicit run, so that the sufficiency judge may be async (an LLM
@@ -282,7 +344,7 @@ impl<'kb> Retriever<'kb> {
 ///
 /// ```text
 /// let mut run = retriever.start(query, options)?;
-/// while let Some(evidence) = run.next_stage() {
+/// while let Some(evidence) = run.next_stage()? {
 ///     let judgement = /* judge `evidence` */;
 ///     run.judge(judgement);
 /// }
@@ -290,37 +352,48 @@ impl<'kb> Retriever<'kb> {
 /// ```
 ///
 /// Escalation is monotonic: each stage of the strategy (from `min_stage` on) runs at most
-/// once, in order, and a sufficient judgement ends it.
+/// once, in order, and a sufficient judgement ends it. Each stage adds to one candidate
+/// set, and the evidence judged after a stage is the ranking the reader would receive if
+/// escalation stopped there.
 pub struct RetrievalRun<'kb> {
     kb: &'kb Kb,
     settings: &'kb RetrieveSettings,
     query: EmbeddedQuery,
     options: RetrieveOptions,
     seeds: Seeds,
-    /// The best passages by dense score (the global stage's dense seeds).
-    dense: Vec<(ChunkId, f32)>,
-    evidence: Evidence,
+    /// The text list the graph's ranking is fused with (adaptive), or the whole answer
+    /// (text strategies).
+    text: Vec<(ChunkId, f32)>,
+    /// The best passages by dense score, searched when the global stage first needs them.
+    dense: Option<Vec<(ChunkId, f32)>>,
+    /// Whether `seeds.facts` holds the linked facts yet (the global stage links them).
+    facts_linked: bool,
+    candidates: Candidates,
     /// Stages not yet run, in order.
     remaining: VecDeque<Stage>,
     /// The stage run last, while it awaits its judgement.
     pending: Option<PendingStage>,
     reports: Vec<StageReport>,
+    skipped: Option<SkippedStage>,
+    /// No stage after the first starts without its [`stage_reserve`] left before this.
+    pub deadline: Option<Instant>,
     /// The last stage run.
     stage: Stage,
     sufficient: bool,
+    /// The reader's evidence as it stands (the first `top_k` of the final ranking).
+    view: Vec<ChunkId>,
     started: Instant,
 }
 
 /// A stage that has run and awaits its judgement.
 struct PendingStage {
     stage: Stage,
-    started: Instant,
+    micros: u64,
     edges: usize,
     nodes: usize,
     /// Chunks with evidence after the stage.
     chunk_total: usize,
     edge_ids: Vec<EdgeId>,
-    ranked_chunks: Vec<ChunkId>,
 }
 
 impl<'kb> RetrievalRun<'kb> {
@@ -333,49 +406,79 @@ impl<'kb> RetrievalRun<'kb> {
         &self.reports
     }
 
+    /// Whether a stage is left to run.
+    pub fn has_next(&self) -> bool {
+        self.pending.is_some() || !self.remaining.is_empty()
+    }
+
+    /// Ends escalation before the next stage, saying why (the budget cannot pay for it);
+    /// the retrieval answers from what it has.
+    pub fn stop(&mut self, reason: String) {
+        if let Some(stage) = self.remaining.front().copied() {
+            tracing::debug!(stage = ?stage, %reason, "retrieval stage skipped");
+            self.skipped = Some(SkippedStage { stage, reason });
+        }
+        self.remaining.clear();
+    }
+
     /// Runs the next stage and returns the evidence to judge, or `None` when escalation is
-    /// over (a stage was judged sufficient, the strategy has no stage left, or no seed
-    /// aligned). While a stage awaits its judgement, returns that stage's evidence again
-    /// rather than running another.
-    pub fn next_stage(&mut self) -> Option<StageEvidence<'_>> {
+    /// over (a stage was judged sufficient, the strategy has no stage left, no seed
+    /// aligned, or the deadline leaves no time for the next stage). While a stage awaits
+    /// its judgement, returns that stage's evidence again rather than running another.
+    pub fn next_stage(&mut self) -> Result<Option<StageEvidence<'_>>> {
         if self.pending.is_none() {
-            let stage = self.remaining.pop_front()?;
+            let Some(stage) = self.remaining.front().copied() else { return Ok(None) };
+            // The first stage always runs: a retrieval answers from at least one.
+            if let Some(deadline) = self.deadline.filter(|_| !self.reports.is_empty()) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left < stage_reserve(stage) {
+                    self.stop(format!(
+                        "budget: {:.1} ms left, the {} stage needs {:.1} ms",
+                        left.as_secs_f64() * 1e3,
+                        stage.name(),
+                        stage_reserve(stage).as_secs_f64() * 1e3
+                    ));
+                    return Ok(None);
+                }
+            }
+            self.remaining.pop_front();
             let started = Instant::now();
-            let (edges, nodes) = self.run_stage(stage);
+            let (edges, nodes) = self.run_stage(stage)?;
             self.stage = stage;
+            self.view = self.top_chunks();
             self.pending = Some(PendingStage {
                 stage,
-                started,
+                micros: started.elapsed().as_micros() as u64,
                 edges,
                 nodes,
-                chunk_total: self.evidence.chunk_scores.len(),
-                edge_ids: self.evidence.edges.iter().map(|(e, _)| *e).collect(),
-                ranked_chunks: self.evidence.ranked().into_iter().take(self.options.top_k).map(|(c, _)| c).collect(),
+                chunk_total: self.candidates.chunk_scores.len(),
+                edge_ids: self.candidates.edges.iter().map(|(e, _)| *e).collect(),
             });
         }
-        let pending = self.pending.as_ref()?;
-        Some(StageEvidence {
+        let Some(pending) = self.pending.as_ref() else { return Ok(None) };
+        Ok(Some(StageEvidence {
             stage: pending.stage,
             query: &self.query.text,
             seeds: &self.seeds,
             edges: &pending.edge_ids,
-            chunks: &pending.ranked_chunks,
-            paths: &self.evidence.paths,
-        })
+            chunks: &self.view,
+            paths: &self.candidates.paths,
+            last: self.remaining.is_empty(),
+        }))
     }
 
     /// Records the judgement of the stage [`RetrievalRun::next_stage`] just ran; a sufficient
     /// one ends escalation. Does nothing when no stage awaits a judgement.
     pub fn judge(&mut self, judgement: Judgement) {
         let Some(p) = self.pending.take() else { return };
-        tracing::debug!(stage = ?p.stage, edges = p.edges, nodes = p.nodes, sufficient = judgement.sufficient, reason = %judgement.reason, "retrieval stage");
+        tracing::debug!(stage = ?p.stage, edges = p.edges, nodes = p.nodes, sufficient = judgement.sufficient, confidence = judgement.confidence, reason = %judgement.reason, "retrieval stage");
         self.sufficient = judgement.sufficient;
         if judgement.sufficient {
             self.remaining.clear();
         }
         self.reports.push(StageReport {
             stage: p.stage,
-            micros: p.started.elapsed().as_micros() as u64,
+            micros: p.micros,
             edges: p.edges,
             nodes: p.nodes,
             chunks: p.chunk_total,
@@ -383,40 +486,47 @@ impl<'kb> RetrievalRun<'kb> {
         });
     }
 
-    /// Maps the graph evidence back to chunks and fuses it with text retrieval (adaptive
-    /// strategy). A stage left unjudged counts as insufficient.
-    pub fn finish(mut self) -> Result<Retrieval> {
-        if self.pending.is_some() {
-            self.judge(Judgement { sufficient: false, reason: "not judged".into() });
-        }
-        let kb = self.kb;
-        let settings = self.settings;
-        let graph_ranked = self.evidence.ranked();
-        if graph_ranked.is_empty() {
-            self.stage = Stage::Fallback;
-        }
-        let mut graph_share = 0.0;
-        let hits = match self.options.strategy {
-            Strategy::Text(mode) => kb.search(&self.query, mode, self.options.top_k, settings.into())?,
+    /// The final ranking as it stands, best first, with the lead's hop and the graph's
+    /// share: the graph's ranking fused with the text list and led by the text list's best
+    /// (adaptive), the graph's alone (its baselines), or the text list (text strategies).
+    fn ranking(&self) -> (Vec<(ChunkId, f32)>, Option<PathHop>, f32) {
+        let graph_ranked = self.candidates.ranked();
+        match self.options.strategy {
+            Strategy::Text(_) => (self.text.clone(), None, 0.0),
             Strategy::Adaptive => {
-                let text = kb.search_reusing(
-                    &self.query,
-                    fusion::text_mode(kb.embedder().kind()),
-                    settings.text_candidates,
-                    settings.into(),
-                    &self.dense,
-                )?;
-                graph_share = fusion::graph_share(kb, self.stage);
-                let fused = fusion::fuse(&text, &graph_ranked, graph_share, settings.rrf_k);
-                let (ranking, link) =
-                    lead::lead_with_link(kb, text.first().map(|(c, _)| *c), fused, settings.link_candidates);
-                self.evidence.paths.extend(link.map(|hop| vec![hop]));
-                ranking
+                let stage = if graph_ranked.is_empty() { Stage::Fallback } else { self.stage };
+                let graph_share = fusion::graph_share(self.kb, stage);
+                let fused = fusion::fuse(&self.text, &graph_ranked, graph_share, self.settings.rrf_k);
+                let lead = self.text.first().map(|(c, _)| *c);
+                let (ranking, link) = lead::lead_with_link(self.kb, lead, fused, self.settings.link_candidates);
+                (ranking, link, graph_share)
             }
             // HippoRAG 2 falls back to dense retrieval when nothing seeds the graph.
-            Strategy::PprAlways if graph_ranked.is_empty() => self.dense.clone(),
-            Strategy::LocalOnly | Strategy::PprAlways => graph_ranked,
-        };
+            Strategy::PprAlways if graph_ranked.is_empty() => (self.dense.clone().unwrap_or_default(), None, 0.0),
+            Strategy::LocalOnly | Strategy::PprAlways => (graph_ranked, None, 0.0),
+        }
+    }
+
+    /// The first `top_k` chunks of [`RetrievalRun::ranking`].
+    fn top_chunks(&self) -> Vec<ChunkId> {
+        self.ranking().0.into_iter().map(|(c, _)| c).take(self.options.top_k).collect()
+    }
+
+    /// The final ranking as source chunks with their provenance. A stage left unjudged
+    /// counts as insufficient.
+    pub fn finish(mut self) -> Result<Retrieval> {
+        if self.pending.is_some() {
+            self.judge(Judgement::unjudged());
+        }
+        if self.candidates.is_empty() {
+            self.stage = Stage::Fallback;
+            if self.options.strategy == Strategy::PprAlways && self.dense.is_none() {
+                self.dense = Some(self.dense_seeds()?);
+            }
+        }
+        let kb = self.kb;
+        let (hits, link, graph_share) = self.ranking();
+        self.candidates.paths.extend(link.map(|hop| vec![hop]));
         let chunks = hits
             .into_iter()
             .filter_map(|(id, score)| {
@@ -435,23 +545,39 @@ impl<'kb> RetrievalRun<'kb> {
             .collect();
         Ok(Retrieval {
             chunks,
-            paths: self.evidence.paths,
+            paths: self.candidates.paths,
             stage: self.stage,
             sufficient: self.sufficient,
             seeds: self.seeds,
             graph_share,
             stages: self.reports,
+            skipped: self.skipped,
             micros: self.started.elapsed().as_micros() as u64,
         })
     }
 
-    /// Runs one stage, adding to the evidence; returns (edges, nodes) it contributed.
-    fn run_stage(&mut self, stage: Stage) -> (usize, usize) {
+    /// The best passages by dense score, for the global stage's walk.
+    fn dense_seeds(&self) -> Result<Vec<(ChunkId, f32)>> {
+        let hits = self.kb.chunk_index().search(&self.query.vector, self.settings.passage_seed_candidates)?;
+        Ok(hits.into_iter().map(|(c, s)| (c as ChunkId, s)).collect())
+    }
+
+    /// Runs one stage, adding to the candidates; returns (edges, nodes) it contributed.
+    fn run_stage(&mut self, stage: Stage) -> Result<(usize, usize)> {
+        if stage == Stage::Global {
+            if self.dense.is_none() {
+                self.dense = Some(self.dense_seeds()?);
+            }
+            if !self.facts_linked {
+                self.seeds.facts = facts::link_facts(self.kb, &self.query, self.settings.fact_seeds)?;
+                self.facts_linked = true;
+            }
+        }
         let kb = self.kb;
         let settings = self.settings;
         let seeds = &self.seeds;
-        let state = &mut self.evidence;
-        match stage {
+        let state = &mut self.candidates;
+        Ok(match stage {
             Stage::Local => {
                 let edges = local::expand(kb, seeds, settings.local_max_edges);
                 let seed_nodes: Vec<(NodeId, f32)> = seeds.entities.iter().map(|s| (s.node, s.score)).collect();
@@ -490,7 +616,8 @@ impl<'kb> RetrievalRun<'kb> {
                     _ => &seeds.entities,
                 };
                 let phrases = global::phrase_weights(kb, &seeds.facts, entities);
-                let ranking = global::rank_passages(kb, settings, &phrases, &self.dense);
+                let dense = self.dense.as_deref().unwrap_or_default();
+                let ranking = global::rank_passages(kb, settings, &phrases, dense);
                 // Nothing seeded the graph: keep what the earlier stages found.
                 if !ranking.is_empty() {
                     state.global = Some(ranking);
@@ -498,7 +625,7 @@ impl<'kb> RetrievalRun<'kb> {
                 (0, phrases.len())
             }
             Stage::Fallback => (0, 0),
-        }
+        })
     }
 }
 

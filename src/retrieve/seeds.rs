@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::facts::{FactSeed, link_facts};
+use super::facts::FactSeed;
 use crate::config::RetrieveSettings;
 use crate::embed::EmbeddedQuery;
 use crate::error::Result;
@@ -174,8 +174,8 @@ pub fn find_seeds(kb: &Kb, settings: &RetrieveSettings, embedded: &EmbeddedQuery
         (false, Some(v)) => align_relations(kb, settings.relation_threshold, &v)?,
         _ => Vec::new(),
     };
-    let facts = link_facts(kb, embedded, settings.fact_seeds)?;
-    Ok(Seeds { entities, relations, relation_phrase, facts })
+    // Facts are linked when the global stage needs them (see `RetrievalRun`).
+    Ok(Seeds { entities, relations, relation_phrase, facts: Vec::new() })
 }
 
 /// Relation labels whose embedding is close to the query's relation phrase (`phrase`), best
