@@ -230,23 +230,24 @@ fn llm_judge_escalates_on_no_and_stops_on_yes() {
     let refused = Controller::from_settings(&settings, None).err().map(|e| e.to_string());
     assert!(refused.as_deref().is_some_and(|e| e.contains("retrieve.sufficiency_judge")), "{refused:?}");
     let question = ask("Who rebuilt Oslo Harbour?");
-    for (script, stages) in [(vec![true], vec![Stage::Local]), (vec![false, true], vec![Stage::Local, Stage::Bridge])] {
-        let model = answering(script);
+    // The model is asked once, before the global stage: yes stops at Bridge, no goes on.
+    for (script, stages) in [
+        (vec![true], vec![Stage::Local, Stage::Bridge]),
+        (vec![false], vec![Stage::Local, Stage::Bridge, Stage::Global]),
+    ] {
+        let model = answering(script.clone());
         let r = block(controller(model.clone(), &settings).run(&kb, &settings, &question));
         assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
         let judged = stage_judgements(&r);
         assert_eq!(judged.iter().map(|j| j.0).collect::<Vec<_>>(), stages, "{judged:?}");
-        assert!(judged.iter().all(|j| j.2.starts_with("llm: ")), "{judged:?}");
-        assert_eq!(judged.last().map(|j| j.1), Some(true), "the yes ends escalation");
+        assert!(judged[0].2.contains("the bridge stage is next: model not asked"), "{judged:?}");
+        assert!(judged[1].2.starts_with("llm: ") && judged[1].1 == script[0], "{judged:?}");
         let retrieval = r.retrieval.as_ref().unwrap();
-        assert!(retrieval.sufficient && retrieval.stage == *stages.last().unwrap());
-        // One judge call per stage, then one answer and three verdicts.
-        assert_eq!(sufficiency_prompts(&model), stages.len());
-        assert_eq!(
-            r.ledger.entries.iter().filter(|e| e.step == "sufficiency").map(|e| e.llm_calls).sum::<u32>(),
-            stages.len() as u32
-        );
-        assert_eq!(r.ledger.llm_calls, stages.len() as u32 + 4);
+        assert_eq!((retrieval.sufficient, retrieval.stage), (script[0], *stages.last().unwrap()));
+        // One judge call, then one answer and three verdicts.
+        assert_eq!(sufficiency_prompts(&model), 1);
+        assert_eq!(r.ledger.entries.iter().filter(|e| e.step == "sufficiency").map(|e| e.llm_calls).sum::<u32>(), 1);
+        assert_eq!(r.ledger.llm_calls, 5);
         assert!(r.ledger.entries.iter().filter(|e| e.step == "sufficiency").all(|e| e.prompt_tokens > 0));
     }
 }
@@ -261,26 +262,26 @@ fn a_judge_the_budget_cannot_afford_ends_escalation_and_the_question_is_still_an
         ..ask("Who rebuilt Oslo Harbour?")
     };
 
-    // Four calls are one answer and three verdicts: nothing is left for the judge, so the
-    // embedded check judges the first stage and escalation stops there, saying why.
+    // Four calls are one answer and three verdicts: nothing is left for the judge before the
+    // global stage, so the embedded check judges and escalation stops there, saying why.
     let model = answering(vec![false, false, false]);
     let r = block(controller(model.clone(), &settings).run(&kb, &settings, &with_calls(4)));
     assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
     assert_eq!(sufficiency_prompts(&model), 0);
     assert_eq!(r.ledger.llm_calls, 4);
     let judged = stage_judgements(&r);
-    assert_eq!(judged.len(), 1, "{judged:?}");
+    assert_eq!(judged.iter().map(|j| j.0).collect::<Vec<_>>(), [Stage::Local, Stage::Bridge], "{judged:?}");
     assert!(
-        judged[0].2.starts_with("evidence: ")
-            && judged[0].2.contains("llm judge not afforded: LLM call budget exhausted"),
+        judged[1].2.starts_with("evidence: ")
+            && judged[1].2.contains("llm judge not afforded: LLM call budget exhausted"),
         "{judged:?}"
     );
-    let skipped = r.retrieval.as_ref().and_then(|r| r.skipped.clone()).expect("the next stage was skipped");
-    assert_eq!(skipped.stage, Stage::Bridge);
+    let skipped = r.retrieval.as_ref().and_then(|r| r.skipped.clone()).expect("the global stage was skipped");
+    assert_eq!(skipped.stage, Stage::Global);
     assert!(skipped.reason.contains("LLM call budget exhausted"), "{skipped:?}");
-    assert!(r.trace.iter().any(|t| t.detail.contains("the bridge stage not run: budget")), "{:?}", r.trace);
+    assert!(r.trace.iter().any(|t| t.detail.contains("the global stage not run: budget")), "{:?}", r.trace);
 
-    // One call in all: no judge call is affordable, so the global stage never runs.
+    // One call in all: the same, whatever the model would say.
     let model = answering(vec![true, true, true]);
     let r = block(controller(model.clone(), &settings).run(&kb, &settings, &with_calls(1)));
     assert_eq!(sufficiency_prompts(&model), 0);
@@ -288,19 +289,15 @@ fn a_judge_the_budget_cannot_afford_ends_escalation_and_the_question_is_still_an
     assert!(retrieval.stages.iter().all(|s| s.stage != Stage::Global), "{:?}", retrieval.stages);
     assert!(retrieval.skipped.as_ref().is_some_and(|s| s.reason.starts_with("budget: ")), "{retrieval:?}");
 
-    // Five calls: the judge may say no after Local; Bridge is judged by the embedded check
-    // and the global stage is not run.
+    // Five calls: the judge is asked before the global stage, says no, and it runs.
     let model = answering(vec![false, false, false]);
     let r = block(controller(model.clone(), &settings).run(&kb, &settings, &with_calls(5)));
     assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
     assert_eq!((sufficiency_prompts(&model), r.ledger.llm_calls), (1, 5));
     let judged = stage_judgements(&r);
-    assert_eq!((judged[0].0, judged[0].1, judged[0].2.starts_with("llm: ")), (Stage::Local, false, true), "{judged:?}");
-    assert_eq!(judged.len(), 2, "{judged:?}");
-    assert!(judged[1].2.starts_with("evidence: "), "{judged:?}");
-    let retrieval = r.retrieval.as_ref().unwrap();
-    assert_eq!(retrieval.skipped.as_ref().map(|s| s.stage), Some(Stage::Global));
-    assert!(retrieval.stages.iter().all(|s| s.stage != Stage::Global));
+    assert_eq!(judged.iter().map(|j| j.0).collect::<Vec<_>>(), [Stage::Local, Stage::Bridge, Stage::Global]);
+    assert!(judged[1].2.starts_with("llm: ") && judged[2].2.contains("last stage: model not asked"), "{judged:?}");
+    assert!(r.retrieval.as_ref().is_some_and(|r| r.skipped.is_none()));
 }
 
 #[test]
@@ -314,15 +311,16 @@ fn a_failing_judge_falls_back_to_the_embedded_check_and_its_call_is_counted() {
     let r = block(controller(model.clone(), &settings).run(&kb, &settings, &ask("Who rebuilt Oslo Harbour?")));
     assert_eq!(r.answer.as_deref(), Some("Nordic Works"), "{:?}", r.abstained);
     let judged = stage_judgements(&r);
-    let (last, asked) = judged.split_last().expect("stages were judged");
-    assert!(!asked.is_empty());
+    let asked: Vec<_> = judged.iter().filter(|j| j.2.contains("llm judge failed")).collect();
+    assert_eq!(asked.len(), 1, "asked once, before the global stage: {judged:?}");
     assert!(
-        asked.iter().all(|j| j.2.starts_with("evidence: ")
-            && j.2.contains("llm judge failed: provider request failed: scripted outage")),
+        asked[0].0 == Stage::Bridge
+            && asked[0].2.starts_with("evidence: ")
+            && asked[0].2.contains("provider request failed: scripted outage"),
         "{judged:?}"
     );
-    assert!(last.2.contains("last stage: model not asked"), "{judged:?}");
-    assert_eq!(r.ledger.llm_calls, asked.len() as u32 + 4, "a failed call still counts");
+    assert_eq!(judged.last().map(|j| j.0), Some(Stage::Global), "the embedded check escalated: {judged:?}");
+    assert_eq!(r.ledger.llm_calls, 1 + 4, "a failed call still counts");
 }
 
 /// A 2 ms request: the global stage needs more than that left, so it is not started, and
@@ -370,7 +368,7 @@ fn a_stage_without_evidence_is_insufficient_without_asking_the_model() {
         edges: &[],
         chunks: &[],
         paths: &[],
-        last: false,
+        next: Some(Stage::Global),
     };
     let mut calls = CallBudget { ledger: &mut ledger, max_completion_tokens: 64, temperature: 0.0 };
     let (judgement, _) = block(judge.judge(&kb, &evidence, &embedded, &mut calls, 0));

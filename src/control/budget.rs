@@ -17,11 +17,13 @@ use crate::llm::Usage;
 pub struct BudgetOverride {
     /// Most retrieve-answer-verify rounds (at least 1).
     pub max_iterations: Option<NonZeroU32>,
-    /// Most LLM calls.
+    /// Most LLM calls. With the LLM sufficiency judge, a retrieval that cannot pay for a judge
+    /// call as well as the answer and its checks does not start the global stage.
     pub max_llm_calls: Option<u32>,
     /// Most LLM tokens, prompt and completion together.
     pub max_tokens: Option<u64>,
-    /// Wall-clock limit in milliseconds.
+    /// Wall-clock limit in milliseconds. Retrieval starts no stage it cannot finish in what is
+    /// left (the global stage needs 5 ms); the response says which stage it left out.
     pub deadline_ms: Option<u64>,
 }
 

@@ -20,7 +20,7 @@ use crate::llm::prompts::{PromptId, Prompts};
 use crate::llm::{CompletionRequest, LanguageModel, parse};
 use crate::net::RemoteError;
 use crate::retrieve::sufficiency::{Judgement, StageEvidence, SufficiencyCheck};
-use crate::retrieve::{PathHop, Retrieval};
+use crate::retrieve::{PathHop, Retrieval, Stage};
 use crate::text;
 
 /// Chunks the LLM prompts show.
@@ -392,9 +392,9 @@ fn excerpt(reply: &str) -> String {
 /// Judges after each retrieval stage whether the evidence suffices, by asking the model
 /// (`prompts/sufficiency.txt`, step `sufficiency`). Cost-aware: a stage without chunks is
 /// insufficient without a call; the model is asked only when the embedded check (at the
-/// policy's threshold) would escalate and a stage is left to escalate to, so a policy that
-/// stops early on its own asks less; when the call is not affordable or fails, the
-/// embedded check decides. Reasons start with the judge that decided (`llm:` or `evidence:`).
+/// policy's threshold) would go on to the global stage, so a policy that stops early on its
+/// own asks less and a retrieval asks at most once; when the call is not affordable or
+/// fails, the embedded check decides. Reasons start with the judge that decided (`llm:` or `evidence:`).
 pub struct LlmSufficiencyJudge(pub Arc<LlmRoles>);
 
 impl LlmSufficiencyJudge {
@@ -412,11 +412,17 @@ impl LlmSufficiencyJudge {
         if evidence.chunks.is_empty() {
             return (Judgement::verdict(false, "llm: no evidence (model not asked)".into()), None);
         }
-        // The model is asked only where the embedded check would escalate and a stage is
-        // left to escalate to: it can stop a retrieval earlier, never make one cost more.
+        // The model is asked only where the embedded check would start the global stage, the
+        // one escalation that costs: it can stop a retrieval earlier, never make one cost
+        // more, and a question costs at most one judge call per retrieval.
         let embedded = fallback.judge(kb, evidence);
-        if embedded.sufficient || evidence.last {
-            let why = if embedded.sufficient { "sufficient already" } else { "last stage" };
+        let why = match evidence.next {
+            _ if embedded.sufficient => Some("sufficient already".to_string()),
+            Some(Stage::Global) => None,
+            Some(next) => Some(format!("the {} stage is next", next.name())),
+            None => Some("last stage".to_string()),
+        };
+        if let Some(why) = why {
             return (Judgement { reason: format!("{} ({why}: model not asked)", embedded.reason), ..embedded }, None);
         }
         let ev = format_stage_evidence(kb, evidence);

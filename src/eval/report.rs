@@ -184,16 +184,16 @@ fn escalation_tables(r: &Report, out: &mut String) {
         );
         let _ = writeln!(
             out,
-            "| policy | threshold | R@2 | R@5 | baselines' best R@5 at this cost | retrieval mean / p50 / p95 ms | stages/q | judge calls/q | reader calls/q | tokens/q | stopped before global | last stage |"
+            "| policy | threshold | R@2 | R@5 | baselines' best R@5 at this cost | retrieval mean / p50 / p95 ms | stages/q | judge calls/q | reader calls/q | model calls/q | tokens/q | stopped before global | last stage |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for p in &r.policies {
             let mix: Vec<String> = p.last_stage.iter().map(|(k, v)| format!("{k} {:.0}%", v * 100.0)).collect();
             let threshold = if p.threshold > 1.0 { "never".to_string() } else { format!("{:.2}", p.threshold) };
             let best = frontier(r, p.retrieval_p50_ms).map_or("–".to_string(), |b| format!("{b:.3}"));
             let _ = writeln!(
                 out,
-                "| {} | {threshold} | {:.3} | {:.3} | {best} | {:.2} / {:.2} / {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0}% | {} |",
+                "| {} | {threshold} | {:.3} | {:.3} | {best} | {:.2} / {:.2} / {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0}% | {} |",
                 p.policy,
                 p.recall_at_2,
                 p.recall_at_5,
@@ -203,6 +203,7 @@ fn escalation_tables(r: &Report, out: &mut String) {
                 p.stages_per_query,
                 p.judge_calls_per_query,
                 p.reader_calls_per_query,
+                p.llm_calls_per_query,
                 p.tokens_per_query,
                 p.before_global * 100.0,
                 mix.join(", ")

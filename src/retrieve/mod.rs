@@ -463,7 +463,7 @@ impl<'kb> RetrievalRun<'kb> {
             edges: &pending.edge_ids,
             chunks: &self.view,
             paths: &self.candidates.paths,
-            last: self.remaining.is_empty(),
+            next: self.remaining.front().copied(),
         }))
     }
 

@@ -53,9 +53,9 @@ pub struct StageEvidence<'a> {
     pub chunks: &'a [ChunkId],
     /// Bridge paths found so far.
     pub paths: &'a [Vec<PathHop>],
-    /// No stage follows this one: the judgement can no longer change what is retrieved
-    /// (a judge that costs a call need not be asked).
-    pub last: bool,
+    /// The stage an insufficient judgement escalates to; `None` after the last, where a
+    /// judgement no longer changes what is retrieved.
+    pub next: Option<Stage>,
 }
 
 /// A synchronous judge of a stage's evidence (the embedded default is [`EvidenceCheck`]; the
