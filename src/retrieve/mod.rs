@@ -1,11 +1,16 @@
 //! The agentic retriever. Escalation is monotonic, Local -> Bridge -> Global, each stage at
-//! most once per call; a sufficiency check after each stage decides whether to stop. Local
-//! and bridge evidence is mapped back to source chunks; the global stage ranks passages by
-//! PPR mass over the graph of entities and passages ([`global`]). The graph's ranking is
-//! fused with text retrieval ([`fusion`]: dense + BM25, or BM25 alone with a lexical
-//! embedder), which also carries queries where no seed aligns and no fact links; the text
-//! list's best passage leads the final ranking and the page of an entity it names follows
-//! it ([`lead`]).
+//! most once per call, each adding to one candidate set. Local and bridge evidence is mapped
+//! back to source chunks; the global stage ranks passages by PPR mass over the graph of
+//! entities and passages ([`global`]), and what earlier stages found that the walk did not
+//! reach stays after its ranking. The graph's ranking is fused with text retrieval
+//! ([`fusion`]: dense + BM25, or BM25 alone with a lexical embedder), which also carries
+//! queries where no seed aligns and no fact links; the text list's best passage leads the
+//! final ranking and the page of an entity it names follows it ([`lead`]).
+//!
+//! After each stage a judge ([`sufficiency`]) sees that final ranking as it stands, the
+//! evidence the reader would receive, and decides whether to go on. Work only the global
+//! stage needs (fact linking, the wide dense search) is done when it runs, and under a
+//! deadline no stage starts without its [`stage_reserve`] left.
 //!
 //! [`Retriever::retrieve`] judges with a synchronous [`SufficiencyCheck`]; a caller with an
 //! async judge (the controller's LLM judge) drives a [`RetrievalRun`] stage by stage.
