@@ -411,11 +411,6 @@ impl<'kb> RetrievalRun<'kb> {
         &self.reports
     }
 
-    /// Whether a stage is left to run.
-    pub fn has_next(&self) -> bool {
-        self.pending.is_some() || !self.remaining.is_empty()
-    }
-
     /// Ends escalation before the next stage, saying why (the budget cannot pay for it);
     /// the retrieval answers from what it has.
     pub fn stop(&mut self, reason: String) {
