@@ -327,6 +327,7 @@ impl<'kb> Retriever<'kb> {
             deadline: None,
             stage: Stage::Fallback,
             sufficient: false,
+            ranked: None,
             view: Vec::new(),
             started,
         })
@@ -385,10 +386,16 @@ pub struct RetrievalRun<'kb> {
     /// The last stage run.
     stage: Stage,
     sufficient: bool,
-    /// The reader's evidence as it stands (the first `top_k` of the final ranking).
+    /// The final ranking as the last stage left it (see [`RetrievalRun::ranking`]), kept for
+    /// [`RetrievalRun::finish`]; `None` before any stage ran.
+    ranked: Option<Ranking>,
+    /// The reader's evidence as it stands (the first `top_k` of `ranked`).
     view: Vec<ChunkId>,
     started: Instant,
 }
+
+/// A final ranking, best first, with the lead's hop and the graph's share in the fusion.
+type Ranking = (Vec<(ChunkId, f32)>, Option<PathHop>, f32);
 
 /// A stage that has run and awaits its judgement.
 struct PendingStage {
@@ -445,7 +452,9 @@ impl<'kb> RetrievalRun<'kb> {
             let started = Instant::now();
             let (edges, nodes) = self.run_stage(stage)?;
             self.stage = stage;
-            self.view = self.top_chunks();
+            let ranked = self.ranking();
+            self.view = ranked.0.iter().map(|(c, _)| *c).take(self.options.top_k).collect();
+            self.ranked = Some(ranked);
             self.pending = Some(PendingStage {
                 stage,
                 micros: started.elapsed().as_micros() as u64,
@@ -489,7 +498,7 @@ impl<'kb> RetrievalRun<'kb> {
     /// The final ranking as it stands, best first, with the lead's hop and the graph's
     /// share: the graph's ranking fused with the text list and led by the text list's best
     /// (adaptive), the graph's alone (its baselines), or the text list (text strategies).
-    fn ranking(&self) -> (Vec<(ChunkId, f32)>, Option<PathHop>, f32) {
+    fn ranking(&self) -> Ranking {
         let graph_ranked = self.candidates.ranked();
         match self.options.strategy {
             Strategy::Text(_) => (self.text.clone(), None, 0.0),
@@ -507,11 +516,6 @@ impl<'kb> RetrievalRun<'kb> {
         }
     }
 
-    /// The first `top_k` chunks of [`RetrievalRun::ranking`].
-    fn top_chunks(&self) -> Vec<ChunkId> {
-        self.ranking().0.into_iter().map(|(c, _)| c).take(self.options.top_k).collect()
-    }
-
     /// The final ranking as source chunks with their provenance. A stage left unjudged
     /// counts as insufficient.
     pub fn finish(mut self) -> Result<Retrieval> {
@@ -525,7 +529,12 @@ impl<'kb> RetrievalRun<'kb> {
             }
         }
         let kb = self.kb;
-        let (hits, link, graph_share) = self.ranking();
+        // The last stage's ranking stands unless nothing was found, where the fallback may
+        // have changed it (the dense list of `ppr-always`, a share of 0).
+        let (hits, link, graph_share) = match self.ranked.take() {
+            Some(ranked) if !self.candidates.is_empty() => ranked,
+            _ => self.ranking(),
+        };
         self.candidates.paths.extend(link.map(|hop| vec![hop]));
         let chunks = hits
             .into_iter()
