@@ -94,3 +94,21 @@ fn two_eval_runs_give_identical_recall_for_every_system() {
         assert!(first.systems.iter().any(|s| s.recall_at_5 > 0.0), "the runs retrieve something");
     }
 }
+
+/// The ordinary-documents set the README's escalation figures are checked on: every question
+/// finds its gold documents in the corpus (a repeated title, `README`, is matched by text).
+#[test]
+fn the_handbook_set_loads_with_every_gold_document_found() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/handbook");
+    let dataset = a2rag::eval::dataset::Dataset::load(&dir).expect("the handbook set loads");
+    assert_eq!(dataset.questions.len(), 28);
+    let raw: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("questions.json")).unwrap()).unwrap();
+    for (question, record) in dataset.questions.iter().zip(&raw) {
+        let supporting = record["paragraphs"].as_array().unwrap().len();
+        assert_eq!(question.gold.len(), supporting, "{}: gold documents found", question.id);
+        assert!(!question.answers[0].is_empty());
+    }
+    let two_hop = dataset.questions.iter().filter(|q| q.gold.len() == 2).count();
+    assert_eq!(two_hop, 19);
+}

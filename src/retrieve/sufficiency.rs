@@ -10,6 +10,7 @@ use super::seeds::Seeds;
 use super::{PathHop, Stage, fusion};
 use crate::kb::Kb;
 use crate::kb::model::{ChunkId, EdgeId};
+use crate::kb::pages::Pages;
 use crate::text;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -72,7 +73,9 @@ pub const JUDGED_DEPTH: usize = 5;
 pub struct Signals {
     /// Share of the query's entity seeds mentioned in the judged passages.
     pub seed_coverage: f32,
-    /// Share of the query's key terms the judged passages contain.
+    /// Share of the query's key terms the judged passages that chain from the query contain
+    /// ([`chained`]): a term only a passage off the chain holds (one that merely mentions a
+    /// seed) is a hop still missing.
     pub term_coverage: f32,
     /// The graph's share in the fusion that makes the reader's ranking
     /// ([`fusion::graph_share`]).
@@ -88,7 +91,7 @@ impl Signals {
             .filter(|seed| kb.node(seed.node).is_some_and(|n| n.chunks.iter().any(|c| judged.contains(c))))
             .count();
         let terms: HashSet<String> = text::content_terms(evidence.query).into_iter().collect();
-        let covered: HashSet<String> = judged
+        let covered: HashSet<String> = chained(kb, &judged, evidence.seeds)
             .iter()
             .filter_map(|c| kb.chunk(*c).map(|ch| format!("{}\n{}", kb.chunk_title(ch), ch.text)))
             .flat_map(|t| text::content_terms(&t))
@@ -100,6 +103,26 @@ impl Signals {
             graph_share: fusion::graph_share(kb, evidence.stage),
         }
     }
+}
+
+/// The judged passages a reader can chain from the query: the lead, the passages about an
+/// entity the query names (a page whose topic is a seed), and the passages either of those
+/// names ([`Pages::named_in`], a hyperlink). A passage that only mentions a seed (a page that
+/// names the query's organisation in passing) is off the chain: it shares the query's words
+/// without being the hop the query asks for, the page its first hop points to.
+fn chained(kb: &Kb, judged: &[ChunkId], seeds: &Seeds) -> Vec<ChunkId> {
+    let pages = kb.pages();
+    let seed_topics: HashSet<String> = seeds.entities.iter().filter_map(|seed| Pages::topic_key(&seed.name)).collect();
+    let about_seed = |chunk: &ChunkId| {
+        kb.chunk(*chunk)
+            .and_then(|ch| Pages::topic_key(kb.chunk_title(ch)))
+            .is_some_and(|topic| seed_topics.contains(&topic))
+    };
+    let anchors: Vec<ChunkId> =
+        judged.iter().enumerate().filter(|(rank, c)| *rank == 0 || about_seed(c)).map(|(_, c)| *c).collect();
+    let named: HashSet<ChunkId> =
+        anchors.iter().filter_map(|c| kb.chunk(*c)).flat_map(|ch| pages.named_in(&ch.text).into_keys()).collect();
+    judged.iter().copied().filter(|c| anchors.contains(c) || named.contains(c)).collect()
 }
 
 /// `part / whole`, 1 when there is nothing to cover.
@@ -117,7 +140,8 @@ pub const GRAPH_SWAY: f32 = 0.5;
 /// Embedded default: is what the reader would receive about what the query names, and could
 /// a later stage still change it? Its confidence is
 /// `seed_coverage * term_coverage * (1 - GRAPH_SWAY * graph_share)`: evidence that misses a
-/// seed or a key term of the query needs the later hops, and where the graph's ranking holds
+/// seed, or holds a key term of the query only off the chain from it (the second hop of a
+/// question that does not name it), needs the later hops, and where the graph's ranking holds
 /// most of the fusion (a relation-grade graph) the global stage reorders most of the
 /// reader's evidence, so the check trusts earlier stages less. Its reasons start with
 /// `evidence:`.
@@ -143,5 +167,76 @@ impl SufficiencyCheck for EvidenceCheck {
             self.threshold, signals.seed_coverage, signals.term_coverage, signals.graph_share
         );
         Judgement::from_confidence(confidence, self.threshold, reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::testing::kb_with_docs;
+    use crate::retrieve::seeds::EntitySeed;
+
+    fn chunk_of(kb: &Kb, title: &str) -> ChunkId {
+        kb.chunk_ids().find(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == title)).expect("ingested")
+    }
+
+    fn seeds_for(kb: &Kb, names: &[&str]) -> Seeds {
+        let entities = names
+            .iter()
+            .map(|name| EntitySeed {
+                node: kb.node_by_alias(name).expect("an entity of the corpus"),
+                name: name.to_string(),
+                mention: name.to_string(),
+                score: 1.0,
+            })
+            .collect();
+        Seeds { entities, relations: Vec::new(), relation_phrase: String::new(), facts: Vec::new() }
+    }
+
+    fn term_coverage(kb: &Kb, query: &str, seeds: &Seeds, chunks: &[ChunkId]) -> f32 {
+        let evidence = StageEvidence {
+            stage: Stage::Local,
+            query,
+            seeds,
+            edges: &[],
+            chunks,
+            paths: &[],
+            next: Some(Stage::Global),
+        };
+        Signals::measure(kb, &evidence).term_coverage
+    }
+
+    #[test]
+    fn a_term_only_a_passage_off_the_chain_holds_counts_as_missing() {
+        let (_dir, kb) = kb_with_docs(&[
+            ("Kava Lomesu", "Kava Lomesu is a guild of weavers. It was founded by Tira Bemo in 1901."),
+            ("Tira Bemo", "Tira Bemo was a weaver who was born in Dornholm."),
+            ("Sela Rin", "Sela Rin studied at Kava Lomesu. She was born in Vaskby."),
+        ]);
+        let [guild, founder, student] = ["Kava Lomesu", "Tira Bemo", "Sela Rin"].map(|t| chunk_of(&kb, t));
+        let seeds = seeds_for(&kb, &["Kava Lomesu"]);
+        let query = "Where was the founder of Kava Lomesu born?";
+        // "born" is in the student's page, which names the guild but which the guild's page
+        // does not name: the hop to the founder is still missing.
+        let off_chain = term_coverage(&kb, query, &seeds, &[guild, student]);
+        // The founder's page is the one the lead names.
+        let on_chain = term_coverage(&kb, query, &seeds, &[guild, founder]);
+        assert!(on_chain > off_chain, "on the chain {on_chain}, off it {off_chain}");
+        assert_eq!(off_chain, term_coverage(&kb, query, &seeds, &[guild]));
+    }
+
+    #[test]
+    fn a_passage_about_an_entity_the_query_names_is_on_the_chain() {
+        let (_dir, kb) = kb_with_docs(&[
+            ("Kava Lomesu", "Kava Lomesu is a guild of weavers in the north."),
+            ("Orrin Vale", "Orrin Vale is a guild of potters in the south."),
+        ]);
+        let [weavers, potters] = ["Kava Lomesu", "Orrin Vale"].map(|t| chunk_of(&kb, t));
+        let seeds = seeds_for(&kb, &["Kava Lomesu", "Orrin Vale"]);
+        // Neither page names the other, but the query names both.
+        let query = "Are Kava Lomesu and Orrin Vale both guilds of potters?";
+        let both = term_coverage(&kb, query, &seeds, &[weavers, potters]);
+        assert!(both > term_coverage(&kb, query, &seeds, &[weavers]), "{both}");
+        assert!(both > 0.0);
     }
 }
