@@ -3,6 +3,7 @@
 
 pub mod chunk;
 pub mod extract;
+pub mod format;
 pub mod llm;
 pub mod source;
 pub mod summary;
@@ -329,6 +330,7 @@ impl IngestReport {
                 "{}:{line}: id `{id}` repeats line {first_line}; this record replaces that one",
                 path.display()
             )),
+            SourceProblem::Gap { path, detail } => self.warnings.push(format!("{}: {detail}", path.display())),
         }
     }
 

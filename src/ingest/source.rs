@@ -1,11 +1,13 @@
-//! Reading documents from disk: `.txt`, `.md`, `.jsonl` and the two JSON corpus shapes.
-//! Problems are collected per file (and per line), never fatal for the other files.
+//! Reading documents from disk: one document per `.txt`, `.md`, `.html`, `.docx` or `.pdf`
+//! file (read by [`format`]), many per `.jsonl` file or JSON corpus. Problems are collected
+//! per file (and per line), never fatal for the other files.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::format::{self, Format};
 use crate::error::Error;
 
 /// A document as read, before chunking.
@@ -27,6 +29,9 @@ pub enum SourceProblem {
     /// A record's id repeats an earlier record's in the same file; the later one replaces it,
     /// as a later ingest would. A warning: it is often a mistake.
     RepeatedId { path: PathBuf, line: usize, id: String, first_line: usize },
+    /// Part of a file could not be read and the rest was ingested (a PDF page without a text
+    /// layer); a warning.
+    Gap { path: PathBuf, detail: String },
 }
 
 #[derive(Debug, Default)]
@@ -35,7 +40,7 @@ pub struct ReadOutcome {
     pub problems: Vec<SourceProblem>,
 }
 
-const EXTENSIONS: &[&str] = &["txt", "md", "jsonl", "json"];
+const EXTENSIONS: &[&str] = &["txt", "md", "html", "htm", "docx", "pdf", "jsonl", "json"];
 
 /// Which files an ingest may read. The CLI reads whatever its user names; the daemon only
 /// reads under its configured roots, so a client cannot make it read (and then serve back)
@@ -160,6 +165,7 @@ impl Walk<'_> {
 
 fn has_supported_extension(path: &Path) -> bool {
     path.extension().and_then(|e| e.to_str()).is_some_and(|e| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+        || Format::of(path).is_some()
 }
 
 /// The bytes of a regular file of at most `max` bytes. Opened without blocking and checked
@@ -233,20 +239,41 @@ pub fn read_file(path: &Path, max_file_bytes: u64) -> ReadOutcome {
             return out;
         }
     };
+    let source = document_path(path);
+    let ext = path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).unwrap_or_default();
+    let binary = Format::of(path).filter(|f| !f.is_text());
+    if let Some(binary) = binary {
+        match format::extract_binary(binary, &bytes, path) {
+            Ok(extracted) => push_extracted(path, &source, extracted, &mut out),
+            Err(e) => out.problems.push(SourceProblem::Error(e)),
+        }
+        return finish(path, out);
+    }
     let content = decode_lines(path, &bytes, &mut out.problems);
     // A byte-order mark some editors write is no text ("\u{feff}# Title" is a heading).
     let content = content.strip_prefix('\u{feff}').unwrap_or(&content);
-    let source = document_path(path);
-    let ext = path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).unwrap_or_default();
     match ext.as_str() {
         "jsonl" => read_jsonl(path, content, &source, &mut out),
         // A JSON document is one value: a bad line breaks it whole, so parse it only when
         // every line decoded.
         "json" if !out.problems.is_empty() => {}
         "json" => read_json(path, content, &source, &mut out),
-        "md" => out.docs.push(plain_doc(content, &source, markdown_title(content))),
-        _ => out.docs.push(plain_doc(content, &source, None)),
+        _ => {
+            let extracted = format::extract_text(Format::of(path).unwrap_or(Format::Text), content);
+            push_extracted(path, &source, extracted, &mut out);
+        }
     }
+    finish(path, out)
+}
+
+fn push_extracted(path: &Path, source: &str, extracted: format::Extracted, out: &mut ReadOutcome) {
+    out.problems
+        .extend(extracted.gaps.into_iter().map(|detail| SourceProblem::Gap { path: path.to_path_buf(), detail }));
+    out.docs.push(plain_doc(&extracted.text, source, extracted.title));
+}
+
+/// Drops documents without text, saying so.
+fn finish(path: &Path, mut out: ReadOutcome) -> ReadOutcome {
     let before = out.docs.len();
     out.docs.retain(|d| !d.text.trim().is_empty());
     let reason = match before - out.docs.len() {
@@ -293,10 +320,6 @@ fn plain_doc(content: &str, source: &str, title: Option<String>) -> SourceDoc {
         text: content.to_string(),
         source: source.to_string(),
     }
-}
-
-fn markdown_title(content: &str) -> Option<String> {
-    content.lines().find_map(|l| l.strip_prefix("# ")).map(|t| t.trim().to_string())
 }
 
 #[derive(Deserialize)]
