@@ -51,7 +51,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Ingest files or directories (.txt, .md, .jsonl, corpus .json).
+    /// Ingest files or directories (.txt, .md, .html, .docx, .pdf, .jsonl, corpus .json).
     Ingest {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
