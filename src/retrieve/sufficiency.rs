@@ -163,7 +163,7 @@ impl SufficiencyCheck for EvidenceCheck {
         let signals = Signals::measure(kb, evidence);
         let confidence = EvidenceCheck::confidence(&signals);
         let reason = format!(
-            "evidence: confidence {confidence:.2} (need {:.2}): seeds {:.2}, key terms {:.2}, graph share {:.2}",
+            "evidence: confidence {confidence:.2} (need {:.2}): seeds {:.2}, key terms on the chain {:.2}, graph share {:.2}",
             self.threshold, signals.seed_coverage, signals.term_coverage, signals.graph_share
         );
         Judgement::from_confidence(confidence, self.threshold, reason)
