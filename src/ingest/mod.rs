@@ -590,6 +590,7 @@ pub(crate) mod testing {
     use crate::config::Settings;
     use crate::embed::HashEmbedder;
     use crate::kb::Kb;
+    use crate::kb::model::ChunkId;
     use crate::net::Remote;
 
     /// A fresh KB in a temporary directory (kept alive by the returned guard) with one
@@ -613,6 +614,11 @@ pub(crate) mod testing {
             .collect();
         ingest_docs(&mut kb, &pipeline, docs, &mut (), &mut IngestReport::default()).expect("ingest");
         (dir, kb)
+    }
+
+    /// The (first) chunk of the document titled `title`.
+    pub fn chunk_of(kb: &Kb, title: &str) -> ChunkId {
+        kb.chunk_ids().find(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == title)).expect("ingested")
     }
 }
 

@@ -85,12 +85,7 @@ pub fn lead_with_link(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::testing::kb_with_docs;
-
-    /// The chunk of the document titled `title`.
-    fn chunk_of(kb: &Kb, title: &str) -> ChunkId {
-        kb.chunk_ids().find(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == title)).expect("ingested")
-    }
+    use crate::ingest::testing::{chunk_of, kb_with_docs};
 
     /// A lead ("Leland") that names one page as a name ("Maximum Overdrive"), one as a common
     /// word ("film") and none of the others; the chunk ids in that order: leland, overdrive,

@@ -173,12 +173,8 @@ impl SufficiencyCheck for EvidenceCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::testing::kb_with_docs;
+    use crate::ingest::testing::{chunk_of, kb_with_docs};
     use crate::retrieve::seeds::EntitySeed;
-
-    fn chunk_of(kb: &Kb, title: &str) -> ChunkId {
-        kb.chunk_ids().find(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == title)).expect("ingested")
-    }
 
     fn seeds_for(kb: &Kb, names: &[&str]) -> Seeds {
         let entities = names
