@@ -40,7 +40,13 @@ pub struct ReadOutcome {
     pub problems: Vec<SourceProblem>,
 }
 
-const EXTENSIONS: &[&str] = &["txt", "md", "html", "htm", "docx", "pdf", "jsonl", "json"];
+/// Corpus files, many documents each; every other readable file is one ([`Format`]).
+const CORPUS_EXTENSIONS: &[&str] = &["jsonl", "json"];
+
+/// What a user may name, for messages.
+fn known_extensions() -> String {
+    Format::extensions().chain(CORPUS_EXTENSIONS.iter().copied()).collect::<Vec<_>>().join(", ")
+}
 
 /// Which files an ingest may read. The CLI reads whatever its user names; the daemon only
 /// reads under its configured roots, so a client cannot make it read (and then serve back)
@@ -142,14 +148,14 @@ impl Walk<'_> {
             if explicit && (self.files.len(), self.problems.len(), self.revisits) == before {
                 self.problems.push(SourceProblem::Skipped {
                     path: path.to_path_buf(),
-                    reason: format!("no file in it to read (expected one of {})", EXTENSIONS.join(", ")),
+                    reason: format!("no file in it to read (expected one of {})", known_extensions()),
                 });
             }
         } else if !has_supported_extension(path) {
             if explicit {
                 self.problems.push(SourceProblem::Skipped {
                     path: path.to_path_buf(),
-                    reason: format!("unsupported extension (expected one of {})", EXTENSIONS.join(", ")),
+                    reason: format!("unsupported extension (expected one of {})", known_extensions()),
                 });
             }
         } else if !meta.is_file() {
@@ -164,8 +170,11 @@ impl Walk<'_> {
 }
 
 fn has_supported_extension(path: &Path) -> bool {
-    path.extension().and_then(|e| e.to_str()).is_some_and(|e| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
-        || Format::of(path).is_some()
+    Format::of(path).is_some()
+        || path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| CORPUS_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
 /// The bytes of a regular file of at most `max` bytes. Opened without blocking and checked
@@ -241,8 +250,8 @@ pub fn read_file(path: &Path, max_file_bytes: u64) -> ReadOutcome {
     };
     let source = document_path(path);
     let ext = path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).unwrap_or_default();
-    let binary = Format::of(path).filter(|f| !f.is_text());
-    if let Some(binary) = binary {
+    let file_format = Format::of(path);
+    if let Some(binary) = file_format.filter(|f| !f.is_text()) {
         match format::extract_binary(binary, &bytes, path) {
             Ok(extracted) => push_extracted(path, &source, extracted, &mut out),
             Err(e) => out.problems.push(SourceProblem::Error(e)),
@@ -259,7 +268,7 @@ pub fn read_file(path: &Path, max_file_bytes: u64) -> ReadOutcome {
         "json" if !out.problems.is_empty() => {}
         "json" => read_json(path, content, &source, &mut out),
         _ => {
-            let extracted = format::extract_text(Format::of(path).unwrap_or(Format::Text), content);
+            let extracted = format::extract_text(file_format.unwrap_or(Format::Text), content);
             push_extracted(path, &source, extracted, &mut out);
         }
     }

@@ -51,7 +51,7 @@ pub fn plain(heading: &str) -> String {
         match chars[i] {
             '!' if chars.get(i + 1) == Some(&'[') => {
                 // An image, `![alt](url)`, often a link around it: nothing of it is a title.
-                i = skip_link(&chars, i + 1).unwrap_or(i + 1);
+                i = link_end(&chars, i + 1).map_or(i + 1, |(_, after)| after);
             }
             '[' => match link_end(&chars, i) {
                 Some((text_end, after)) => {
@@ -106,11 +106,6 @@ fn link_end(chars: &[char], open: usize) -> Option<(usize, usize)> {
     };
     let end = chars[close + 2..].iter().position(|c| *c == closer)? + close + 2;
     Some((close, end + 1))
-}
-
-/// Past the link starting at `open` (the `[`).
-fn skip_link(chars: &[char], open: usize) -> Option<usize> {
-    link_end(chars, open).map(|(_, after)| after)
 }
 
 #[cfg(test)]

@@ -22,18 +22,28 @@ pub enum Format {
     Pdf,
 }
 
+/// The extensions read as one document each, with their reader.
+const BY_EXTENSION: &[(&str, Format)] = &[
+    ("txt", Format::Text),
+    ("text", Format::Text),
+    ("md", Format::Markdown),
+    ("markdown", Format::Markdown),
+    ("html", Format::Html),
+    ("htm", Format::Html),
+    ("docx", Format::Docx),
+    ("pdf", Format::Pdf),
+];
+
 impl Format {
     /// By extension, ignoring case.
     pub fn of(path: &Path) -> Option<Format> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-        Some(match ext.as_str() {
-            "txt" | "text" => Format::Text,
-            "md" | "markdown" => Format::Markdown,
-            "html" | "htm" => Format::Html,
-            "docx" => Format::Docx,
-            "pdf" => Format::Pdf,
-            _ => return None,
-        })
+        BY_EXTENSION.iter().find(|(known, _)| *known == ext).map(|(_, format)| *format)
+    }
+
+    /// Every extension [`Format::of`] knows.
+    pub fn extensions() -> impl Iterator<Item = &'static str> {
+        BY_EXTENSION.iter().map(|(ext, _)| *ext)
     }
 
     /// Whether the file is text (decoded line by line as UTF-8) rather than a binary
