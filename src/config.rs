@@ -25,6 +25,7 @@ pub struct Settings {
     pub llm: LlmSettings,
     pub policy: PolicySettings,
     pub server: ServerSettings,
+    pub access: AccessSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -33,6 +34,8 @@ pub struct StoreSettings {
     pub url: String,
     pub pool_size: usize,
     pub poll_ms: u64,
+    /// PEM certificate authorities for the PostgreSQL server; empty: the public web roots.
+    pub tls_ca: PathBuf,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -312,9 +315,26 @@ pub struct ServerSettings {
     pub max_message_bytes: usize,
     pub max_pending: usize,
     pub bearer_token: String,
+    pub legacy_token: bool,
+    pub tls_cert: PathBuf,
+    pub tls_key: PathBuf,
     pub ingest_roots: Vec<PathBuf>,
     /// `HOST:PORT` of the curation web page and `/metrics`; empty: not served.
     pub http: String,
+}
+
+/// Per-token request limits by scope (0: none) and how fresh the daemon keeps the token records.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AccessSettings {
+    pub rps_read: f64,
+    pub rps_write: f64,
+    pub rps_curate: f64,
+    pub rps_admin: f64,
+    pub concurrent_read: u32,
+    pub concurrent_write: u32,
+    pub concurrent_curate: u32,
+    pub concurrent_admin: u32,
+    pub refresh_ms: u64,
 }
 
 /// Where a policy profile layered between the config file and the environment comes from.
@@ -396,6 +416,16 @@ impl Settings {
         }
         if self.store.poll_ms == 0 {
             return bad("store.poll_ms must be > 0");
+        }
+        if self.server.tls_cert.as_os_str().is_empty() != self.server.tls_key.as_os_str().is_empty() {
+            return bad("server.tls_cert and server.tls_key go together: set both (PEM files) or neither");
+        }
+        let a = &self.access;
+        if [a.rps_read, a.rps_write, a.rps_curate, a.rps_admin].iter().any(|r| !r.is_finite() || *r < 0.0) {
+            return bad("access.rps_* must be numbers >= 0 (0: no limit)");
+        }
+        if a.refresh_ms == 0 {
+            return bad("access.refresh_ms must be > 0");
         }
         if self.ingest.chunk_tokens == 0 {
             return bad("ingest.chunk_tokens must be > 0");

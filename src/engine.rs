@@ -14,12 +14,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::{self, Caller, Gatekeeper, Slot};
 use crate::config::Settings;
 use crate::control::{Controller, QueryRequest, QueryResponse, Scope};
 use crate::curate::{self, AuditEntry, AuditFilter, Proposal, ProposalId, ReviewItem, Status};
 use crate::error::{Error, Result};
 use crate::ingest::source::{Access, SourceDoc};
-use crate::ingest::{self, IngestReport, Pipeline, Progress};
+use crate::ingest::{self, IngestReport, Pipeline, Progress, SharedAs};
 use crate::kb::catalog::{Catalog, KbName, Open, SharedKb};
 use crate::kb::explore::{EntitySuggestion, EntityView};
 use crate::kb::follow::SyncReport;
@@ -65,6 +66,8 @@ pub struct Engine {
     pub llm: Option<Arc<dyn LanguageModel>>,
     /// What every operation and front door counts, for `GET /metrics`.
     pub metrics: Metrics,
+    /// Who may do what: every operation admits its caller here first.
+    pub access: Gatekeeper,
     catalog: Catalog,
     policies: HashMap<String, Arc<Settings>>,
 }
@@ -253,7 +256,8 @@ impl Engine {
         }
         let kb = catalog.default_kb().clone();
         let metrics = Metrics::new()?;
-        Ok(Engine { settings, kb, pipeline, controller, llm, metrics, catalog, policies })
+        let access = Gatekeeper::open(&settings)?;
+        Ok(Engine { settings, kb, pipeline, controller, llm, metrics, access, catalog, policies })
     }
 
     pub fn policy_names(&self) -> Vec<String> {
@@ -287,14 +291,30 @@ impl Engine {
         }
     }
 
-    /// The knowledge bases in the data directory, the default first.
-    pub fn kbs(&self) -> Result<Vec<KbName>> {
-        self.catalog.names()
+    /// Lets `caller` do what needs `scope` (on KB `kb`), counting a refusal in the metrics;
+    /// the slot holds the caller's place under its limits until dropped. Every operation
+    /// below starts here, and a door asks it for what is its own (shutdown, metrics).
+    pub fn admit(&self, caller: &Caller, scope: access::Scope, kb: Option<&KbName>) -> Result<Slot> {
+        self.access.admit(caller, scope, kb).inspect_err(|e| {
+            let reason = match e {
+                Error::Overloaded(_) => "overloaded",
+                Error::Forbidden(_) => "forbidden",
+                _ => "unauthorized",
+            };
+            self.metrics.refused(caller.name(), reason);
+        })
+    }
+
+    /// The knowledge bases in the data directory `caller` reaches, the default first.
+    pub fn kbs(&self, caller: &Caller) -> Result<Vec<KbName>> {
+        let _slot = self.admit(caller, access::Scope::Read, None)?;
+        Ok(self.catalog.names()?.into_iter().filter(|kb| caller.reaches(kb)).collect())
     }
 
     /// Runs the controller on `request`; an accepted answer proposes the new triples of the
     /// chunks it cites, for a person to review.
-    pub async fn query(&self, name: &KbName, request: &QueryRequest) -> Result<Answered> {
+    pub async fn query(&self, caller: &Caller, name: &KbName, request: &QueryRequest) -> Result<Answered> {
+        let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
         check_question(&request.question)?;
         let settings = self.settings_for(request.policy.as_deref())?;
         let kb = self.kb(name, Open::Existing).await?;
@@ -326,7 +346,8 @@ impl Engine {
     /// The evidence a query's first retrieval reads: the gate, then the agentic retriever
     /// with the embedded sufficiency check. Never calls a model, whatever `llm.provider` and
     /// `retrieve.sufficiency_judge` say.
-    pub async fn retrieve(&self, name: &KbName, request: &RetrieveRequest) -> Result<Retrieved> {
+    pub async fn retrieve(&self, caller: &Caller, name: &KbName, request: &RetrieveRequest) -> Result<Retrieved> {
+        let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
         check_question(&request.question)?;
         let settings = self.settings_for(request.policy.as_deref())?;
         let mut options = crate::control::first_retrieval(&settings);
@@ -354,10 +375,13 @@ impl Engine {
     /// and what the report counts as committed is durable when this returns.
     pub async fn ingest(
         self: &Arc<Self>,
+        caller: &Caller,
         name: &KbName,
         input: IngestInput,
         mut progress: impl Progress + Send + 'static,
     ) -> Result<Ingested> {
+        let _slot = self.admit(caller, access::Scope::Write, Some(name))?;
+        let author = caller.author(None);
         if input.paths.is_empty() && input.documents.is_empty() {
             return Err(Error::Invalid("nothing to ingest: give paths or documents".into()));
         }
@@ -388,7 +412,7 @@ impl Engine {
         let engine = self.clone();
         let started = std::time::Instant::now();
         let ingested = blocking(move || {
-            let mut kb = &*shared;
+            let mut kb = SharedAs { kb: &shared, author };
             let mut report = if paths.is_empty() {
                 IngestReport::default()
             } else {
@@ -408,10 +432,12 @@ impl Engine {
     }
 
     /// Removes a document and everything derived from it.
-    pub async fn delete(&self, name: &KbName, id: &str) -> Result<()> {
+    pub async fn delete(&self, caller: &Caller, name: &KbName, id: &str) -> Result<()> {
+        let _slot = self.admit(caller, access::Scope::Write, Some(name))?;
         let id = id.to_string();
+        let author = caller.author(None);
         self.write(name, move |kb| {
-            if !kb.delete_document(&id)? {
+            if !kb.delete_document(&id, &author)? {
                 return Err(Error::NotFound(format!(
                     "document `{id}` (`a2rag docs`, or the JSON-RPC method `documents`, lists the ids)"
                 )));
@@ -422,7 +448,8 @@ impl Engine {
     }
 
     /// The documents of KB `name`, by id.
-    pub async fn documents(&self, name: &KbName) -> Result<Vec<DocumentInfo>> {
+    pub async fn documents(&self, caller: &Caller, name: &KbName) -> Result<Vec<DocumentInfo>> {
+        let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
         let shared = self.kb(name, Open::Existing).await?;
         let kb = shared.read().await;
         let mut docs: Vec<DocumentInfo> = kb
@@ -438,22 +465,31 @@ impl Engine {
         Ok(docs)
     }
 
-    pub async fn stats(&self, name: &KbName) -> Result<Stats> {
+    pub async fn stats(&self, caller: &Caller, name: &KbName) -> Result<Stats> {
+        let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
         Ok(self.kb(name, Open::Existing).await?.read().await.stats())
     }
 
     /// Proposals in id order, optionally only those with `status`.
-    pub async fn proposals(&self, name: &KbName, status: Option<Status>) -> Result<Vec<Proposal>> {
+    pub async fn proposals(&self, caller: &Caller, name: &KbName, status: Option<Status>) -> Result<Vec<Proposal>> {
+        let _slot = self.admit(caller, access::Scope::Curate, Some(name))?;
         curate::list(&*self.kb(name, Open::Existing).await?.read().await, status)
     }
 
     /// Proposals in id order with the source text each was read from, for a reviewer.
-    pub async fn review_items(&self, name: &KbName, status: Option<Status>) -> Result<Vec<ReviewItem>> {
+    pub async fn review_items(
+        &self,
+        caller: &Caller,
+        name: &KbName,
+        status: Option<Status>,
+    ) -> Result<Vec<ReviewItem>> {
+        let _slot = self.admit(caller, access::Scope::Curate, Some(name))?;
         curate::review_items(&*self.kb(name, Open::Existing).await?.read().await, status)
     }
 
     /// What the graph knows about one entity, with at most `limit` neighbours and chunks.
-    pub async fn entity(&self, name: &KbName, entity: &EntityRef, limit: usize) -> Result<EntityView> {
+    pub async fn entity(&self, caller: &Caller, name: &KbName, entity: &EntityRef, limit: usize) -> Result<EntityView> {
+        let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
         let shared = self.kb(name, Open::Existing).await?;
         let kb = shared.read().await;
         let id = match entity {
@@ -466,31 +502,48 @@ impl Engine {
     }
 
     /// Entities whose names resemble `typed` (the alias matcher's candidates), best first.
-    pub async fn suggest_entities(&self, name: &KbName, typed: &str, limit: usize) -> Result<Vec<EntitySuggestion>> {
+    pub async fn suggest_entities(
+        &self,
+        caller: &Caller,
+        name: &KbName,
+        typed: &str,
+        limit: usize,
+    ) -> Result<Vec<EntitySuggestion>> {
+        let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
         Ok(self.kb(name, Open::Existing).await?.read().await.find_entities(typed, limit))
     }
 
-    /// Records `who`'s decision on a pending proposal (an approval puts its edge in the
-    /// graph at once) and returns the updated proposal.
-    pub async fn decide(&self, name: &KbName, id: ProposalId, who: &str, decision: Decision) -> Result<Proposal> {
-        let who = who.to_string();
+    /// Records the caller's decision on a pending proposal (an approval puts its edge in the
+    /// graph at once), labelled `who` when given, and returns the updated proposal.
+    pub async fn decide(
+        &self,
+        caller: &Caller,
+        name: &KbName,
+        id: ProposalId,
+        who: Option<&str>,
+        decision: Decision,
+    ) -> Result<Proposal> {
+        let _slot = self.admit(caller, access::Scope::Curate, Some(name))?;
+        let by = caller.author(who);
         self.write(name, move |kb| match decision {
-            Decision::Approve => curate::approve(kb, id, &who),
-            Decision::Reject => curate::reject(kb, id, &who),
-            Decision::Edit(triple) => curate::edit(kb, id, &who, triple),
+            Decision::Approve => curate::approve(kb, id, &by),
+            Decision::Reject => curate::reject(kb, id, &by),
+            Decision::Edit(triple) => curate::edit(kb, id, &by, triple),
         })
         .await
     }
 
-    /// The curation audit log entries `filter` selects, oldest first.
-    pub async fn audit(&self, name: &KbName, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+    /// The audit log entries `filter` selects, oldest first.
+    pub async fn audit(&self, caller: &Caller, name: &KbName, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
         let mut log = curate::audit_log(&*self.kb(name, Open::Existing).await?.read().await)?;
         log.retain(|e| filter.matches(e));
         Ok(log)
     }
 
     /// The integrity check: graph, provenance and documents, then curation decisions.
-    pub async fn check(&self, name: &KbName) -> Result<Integrity> {
+    pub async fn check(&self, caller: &Caller, name: &KbName) -> Result<Integrity> {
+        let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
         let shared = self.kb(name, Open::Existing).await?;
         let kb = shared.read().await;
         let mut violations = kb.integrity_violations();
@@ -501,7 +554,8 @@ impl Engine {
     /// Repairs what [`Engine::check`] reports and can be repaired without a person: decision
     /// keys naming a missing proposal are removed, so their triples can be proposed again.
     /// Returns the triples released.
-    pub async fn repair(&self, name: &KbName) -> Result<Vec<String>> {
+    pub async fn repair(&self, caller: &Caller, name: &KbName) -> Result<Vec<String>> {
+        let _slot = self.admit(caller, access::Scope::Admin, Some(name))?;
         self.write(name, curate::release_orphan_decisions).await
     }
 

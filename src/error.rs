@@ -58,6 +58,19 @@ pub enum Error {
     #[error("conflict: {0}")]
     Conflict(String),
 
+    /// No valid credential: a missing, wrong, revoked or expired token.
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+
+    /// A valid credential whose scope or knowledge bases do not cover the request. The message
+    /// names the scope that was missing, never whether a KB the caller cannot see exists.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+
+    /// More requests than a token's limits allow; the caller should slow down and retry.
+    #[error("overloaded: {0}")]
+    Overloaded(String),
+
     /// A task of this process died (a panic on a worker thread): a bug, not bad input.
     #[error("internal error: {0}; please report it")]
     Internal(String),

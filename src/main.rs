@@ -50,6 +50,34 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+enum TokenCommand {
+    /// Make a token; it is printed once, on stdout, and only its hash is kept.
+    Create {
+        name: String,
+        /// read (query, retrieve, stats, documents, graph, audit), write (+ ingest, delete),
+        /// curate (+ proposals), admin (+ tokens, check --repair, shutdown).
+        #[arg(long)]
+        scope: a2rag::access::Scope,
+        /// A knowledge base it may use (repeatable); default: all.
+        #[arg(long = "kb", value_name = "KB")]
+        kbs: Vec<KbName>,
+        /// When it stops working: a duration (30d, 12h, 90m, 45s) from now, or `never`.
+        #[arg(long, default_value = "never")]
+        expires: String,
+        /// Requests per second it may make (default: access.rps_SCOPE).
+        #[arg(long)]
+        rps: Option<f64>,
+        /// Requests it may have running at once (default: access.concurrent_SCOPE).
+        #[arg(long)]
+        concurrent: Option<u32>,
+    },
+    /// The tokens, one JSON object per line (never the tokens themselves).
+    List,
+    /// Stop a token working: every daemon refuses it within access.refresh_ms.
+    Revoke { name: String },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Ingest files or directories (.txt, .md, .html, .docx, .pdf, .jsonl, corpus .json).
     Ingest {
@@ -111,7 +139,8 @@ enum Command {
         /// Serve on stdin/stdout.
         #[arg(long)]
         stdio: bool,
-        /// unix:PATH or tcp:HOST:PORT (repeatable).
+        /// unix:PATH, tcp:HOST:PORT or tls:HOST:PORT (repeatable; tls needs
+        /// server.tls_cert and server.tls_key).
         #[arg(long, value_name = "ADDR")]
         listen: Vec<a2rag::rpc::Listen>,
         /// HOST:PORT for the curation web page and /metrics (default: `server.http`).
@@ -130,8 +159,19 @@ enum Command {
         #[arg(long)]
         repair: bool,
     },
-    /// Print the curation audit log, one JSON object per line, oldest first.
-    Audit,
+    /// Print the audit log (ingests, deletes, curation decisions, each with the token it
+    /// came through), one JSON object per line, oldest first.
+    Audit {
+        /// Only the entries made with this token (`owner`: without one, e.g. the CLI).
+        #[arg(long, value_name = "TOKEN")]
+        who: Option<String>,
+    },
+    /// Named access tokens for the daemon's doors (JSON-RPC, web page, MCP); see README
+    /// "Access". Works while a daemon runs.
+    Token {
+        #[command(subcommand)]
+        action: TokenCommand,
+    },
     /// Review pending triple proposals: a=approve, r=reject, e=edit, s=skip, q=quit.
     Review {
         /// Name recorded in the audit log (default: $USER).
@@ -351,6 +391,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let open = |settings: Settings| Engine::open(settings, cli.config.as_deref()).context("opening the knowledge base");
     // Commands that read a KB must not leave an empty one behind in a mistyped directory.
     let kb = &cli.kb;
+    // The person running the CLI owns the data directory: no token needed.
+    let owner = &a2rag::access::Caller::owner();
     let existing = |settings: &Settings| {
         let location = Location::of(settings, kb);
         if !location.exists()? {
@@ -381,7 +423,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 documents: Vec::new(),
                 source: "cli".into(),
             };
-            let ingested = runtime.block_on(engine.ingest(kb, input, ProgressBar::default()))?;
+            let ingested = runtime.block_on(engine.ingest(owner, kb, input, ProgressBar::default()))?;
             let (report, stats) = (ingested.report, ingested.stats);
             for w in &report.warnings {
                 eprintln!("warning: {w}");
@@ -410,13 +452,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Delete { id } => {
             let engine = open_existing(settings)?;
-            runtime.block_on(engine.delete(kb, id))?;
+            runtime.block_on(engine.delete(owner, kb, id))?;
             say!("deleted {id}");
             Ok(ExitCode::SUCCESS)
         }
         Command::Docs { json } => {
             let engine = open_existing(settings)?;
-            let docs = runtime.block_on(engine.documents(kb))?;
+            let docs = runtime.block_on(engine.documents(owner, kb))?;
             if *json {
                 say!("{}", serde_json::to_string_pretty(&docs)?);
             } else {
@@ -439,7 +481,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Stats { json } => {
             let engine = open_existing(settings)?;
-            let stats = runtime.block_on(engine.stats(kb))?;
+            let stats = runtime.block_on(engine.stats(owner, kb))?;
             if *json {
                 say!("{}", serde_json::to_string_pretty(&stats)?);
             } else {
@@ -473,7 +515,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Ask { question, policy, json } => {
             let engine = open_existing(settings)?;
             let request = QueryRequest { question: question.clone(), policy: policy.clone(), budget: None };
-            let answered = runtime.block_on(engine.query(kb, &request))?;
+            let answered = runtime.block_on(engine.query(owner, kb, &request))?;
             if *json {
                 say!("{}", serde_json::to_string_pretty(&answered)?);
             } else {
@@ -487,7 +529,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Retrieve { question, policy, top_k, json } => {
             let engine = open_existing(settings)?;
             let request = RetrieveRequest { question: question.clone(), policy: policy.clone(), top_k: *top_k };
-            let retrieved = runtime.block_on(engine.retrieve(kb, &request))?;
+            let retrieved = runtime.block_on(engine.retrieve(owner, kb, &request))?;
             if *json {
                 say!("{}", serde_json::to_string_pretty(&retrieved)?);
             } else {
@@ -497,7 +539,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Mcp => {
             let engine = std::sync::Arc::new(open(settings)?);
-            let served = runtime.block_on(a2rag::mcp::serve_stdio(engine, kb.clone()));
+            let caller = a2rag::mcp::caller_from_env(&engine)?;
+            let served = runtime.block_on(a2rag::mcp::serve_stdio(engine, caller, kb.clone()));
             runtime.shutdown_timeout(std::time::Duration::from_secs(1));
             served?;
             Ok(ExitCode::SUCCESS)
@@ -628,27 +671,36 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 anyhow::bail!("nothing to serve: give --stdio, --listen and/or --http (or set server.http)");
             }
             let engine = std::sync::Arc::new(open(settings)?);
-            let options = a2rag::rpc::ServeOptions { stdio: *stdio, listen: listen.clone(), ..Default::default() };
+            let tls = a2rag::access::tls::ServerTls::configured(&engine.settings.server)?;
+            let options =
+                a2rag::rpc::ServeOptions { stdio: *stdio, listen: listen.clone(), tls: tls.clone(), ..Default::default() };
             let served = runtime.block_on(async {
+                if let Some(tls) = &tls {
+                    tls.clone().reload_on_sighup();
+                }
                 let daemon = a2rag::rpc::Daemon::bind(engine.clone(), options).await?;
                 for address in daemon.addresses() {
                     eprintln!("a2rag: listening on {address}");
                 }
                 if let Some(file) = daemon.token_file() {
-                    eprintln!("a2rag: TCP clients must send the token in {} (auth)", file.display());
+                    eprintln!(
+                        "a2rag: network clients send a named token (a2rag token create) or the one in {} (auth)",
+                        file.display()
+                    );
                 }
                 let web = match &http {
-                    Some(addr) => Some(a2rag::web::WebServer::bind(engine, addr).await?),
+                    Some(addr) => Some(a2rag::web::WebServer::bind(engine, addr, tls).await?),
                     None => None,
                 };
                 let web = web.map(|web| {
                     let address = web.address().map_or_else(|_| "?".into(), |a| a.to_string());
+                    let scheme = if web.is_tls() { "https" } else { "http" };
                     match web.token_file() {
                         Some(file) => eprintln!(
-                            "a2rag: web page at http://{address}/ (sign in with the token in {})",
+                            "a2rag: web page at {scheme}://{address}/ (sign in with a named token or the one in {})",
                             file.display()
                         ),
-                        None => eprintln!("a2rag: web page at http://{address}/ (sign in with server.bearer_token)"),
+                        None => eprintln!("a2rag: web page at {scheme}://{address}/ (sign in with a token)"),
                     }
                     tokio::spawn(web.run(daemon.stopping()))
                 });
@@ -672,11 +724,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check { repair } => {
             let engine = open_existing(settings)?;
             if *repair {
-                for triple in runtime.block_on(engine.repair(kb))? {
+                for triple in runtime.block_on(engine.repair(owner, kb))? {
                     say!("released: `{triple}` can be proposed again");
                 }
             }
-            let a2rag::engine::Integrity { violations, stats, .. } = runtime.block_on(engine.check(kb))?;
+            let a2rag::engine::Integrity { violations, stats, .. } = runtime.block_on(engine.check(owner, kb))?;
             for v in &violations {
                 say!("violation: {v}");
             }
@@ -690,21 +742,59 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             Ok(if violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::Audit => {
+        Command::Audit { who } => {
             let engine = open_existing(settings)?;
-            for entry in runtime.block_on(engine.audit(kb, &Default::default()))? {
+            let filter = a2rag::curate::AuditFilter { token: who.clone(), ..Default::default() };
+            for entry in runtime.block_on(engine.audit(owner, kb, &filter))? {
                 say!("{}", serde_json::to_string(&entry)?);
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Token { action } => token_command(&settings, action),
         Command::Review { who } => {
             let engine = open_existing(settings)?;
-            let who = who.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "unknown".into());
+            let by = owner.author(who.as_deref());
             let shared = runtime.block_on(engine.kb(kb, Open::Existing))?;
-            a2rag::curate::review(&shared, std::io::stdin().lock(), std::io::stdout().lock(), &who)?;
+            a2rag::curate::review(&shared, std::io::stdin().lock(), std::io::stdout().lock(), &by)?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `a2rag token …`: the token store alone, not the KBs, so it works beside a running daemon.
+fn token_command(settings: &Settings, action: &TokenCommand) -> Result<ExitCode> {
+    let access = a2rag::access::Gatekeeper::open(settings)?;
+    match action {
+        TokenCommand::Create { name, scope, kbs, expires, rps, concurrent } => {
+            let kbs = if kbs.is_empty() { a2rag::access::Kbs::All } else { a2rag::access::Kbs::Only(kbs.clone()) };
+            let expires_ms = a2rag::access::token::expiry(expires, a2rag::kb::audit::now_ms())?;
+            let spec = a2rag::access::TokenSpec {
+                name: name.clone(),
+                scope: *scope,
+                kbs,
+                expires_ms,
+                rps: *rps,
+                concurrent: *concurrent,
+            };
+            let (record, token) = access.create(spec)?;
+            eprintln!("a2rag: token `{}` ({} scope) made; it is shown this once:", record.name, record.scope);
+            say!("{token}");
+        }
+        TokenCommand::List => {
+            for record in access.list()? {
+                let mut shown = serde_json::to_value(&record)?;
+                if let Some(fields) = shown.as_object_mut() {
+                    fields.remove("hash");
+                }
+                say!("{shown}");
+            }
+        }
+        TokenCommand::Revoke { name } => {
+            access.revoke(name)?;
+            say!("revoked {name}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_response(r: &a2rag::control::QueryResponse) {

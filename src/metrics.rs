@@ -69,6 +69,7 @@ pub struct Metrics {
     ingest_seconds: prometheus::Counter,
     ingest_rate: Gauge,
     uptime: Gauge,
+    refusals: IntCounterVec,
     started: Instant,
 }
 
@@ -110,7 +111,16 @@ impl Metrics {
             Gauge::new("ingest_documents_per_second", "Throughput of the last ingest, in documents per second.")
                 .map_err(internal)?;
         let uptime = Gauge::new("uptime_seconds", "Seconds since the engine started.").map_err(internal)?;
-        let collectors: [Box<dyn prometheus::core::Collector>; 12] = [
+        let refusals = IntCounterVec::new(
+            Opts::new(
+                "access_refusals_total",
+                "Requests refused by access control, by token name and reason (overloaded, forbidden, unauthorized).",
+            ),
+            &["token", "reason"],
+        )
+        .map_err(internal)?;
+        let collectors: [Box<dyn prometheus::core::Collector>; 13] = [
+            Box::new(refusals.clone()),
             Box::new(requests.clone()),
             Box::new(queries.clone()),
             Box::new(query_seconds.clone()),
@@ -141,6 +151,7 @@ impl Metrics {
             ingest_seconds,
             ingest_rate,
             uptime,
+            refusals,
             started: Instant::now(),
         })
     }
@@ -151,6 +162,12 @@ impl Metrics {
             Outcome::Error => "error",
         };
         self.requests.with_label_values(&[door.label(), method, outcome]).inc();
+    }
+
+    /// Counts a request access control refused: `reason` is `overloaded`, `forbidden` or
+    /// `unauthorized`.
+    pub fn refused(&self, token: &str, reason: &str) {
+        self.refusals.with_label_values(&[token, reason]).inc();
     }
 
     /// Counts a request in flight until the guard is dropped.

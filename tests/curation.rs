@@ -8,7 +8,13 @@ use a2rag::control::{QueryRequest, QueryResponse};
 use a2rag::curate::{self, Action, Status};
 use a2rag::engine::Engine;
 use a2rag::ingest::{self, triples::TripleImport};
+use a2rag::kb::audit::Author;
 use a2rag::kb::model::{EdgeOrigin, RawTriple};
+
+/// A reviewer working through the library, as the data directory's owner.
+fn reviewer(name: &str) -> Author {
+    Author { token: a2rag::kb::audit::OWNER.into(), who: name.into() }
+}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rpc").join(name)
@@ -88,7 +94,7 @@ fn review_loop_approves_rejects_edits_and_audits() {
     // "is the capital of" keeping subject and object.
     let input = "x\na\nr\ne\n\nlargest city of\n\n";
     let mut output = Vec::new();
-    let summary = curate::review(&engine.kb, input.as_bytes(), &mut output, "tester").unwrap();
+    let summary = curate::review(&engine.kb, input.as_bytes(), &mut output, &reviewer("tester")).unwrap();
     let output = String::from_utf8(output).unwrap();
     assert_eq!((summary.approved, summary.rejected, summary.edited, summary.skipped), (1, 1, 1, 0), "{output}");
     assert!(output.contains("3 pending proposal(s)"));
@@ -116,10 +122,13 @@ fn review_loop_approves_rejects_edits_and_audits() {
     assert!(decided.iter().all(|p| p.decided_by.as_deref() == Some("tester")));
 
     let audit = curate::audit_log(&kb).unwrap();
+    let ingested = audit.iter().take_while(|a| a.action == Action::Ingest).count();
+    assert!(ingested > 0 && audit[..ingested].iter().all(|a| a.token == "owner" && a.proposal.is_none()));
+    let audit = &audit[ingested..];
     assert_eq!(audit.iter().map(|a| a.action).collect::<Vec<_>>(), [Action::Approve, Action::Reject, Action::Edit]);
     assert_eq!(
         audit.iter().map(|a| a.proposal).collect::<Vec<_>>(),
-        proposals.iter().map(|p| p.id).collect::<Vec<_>>()
+        proposals.iter().map(|p| Some(p.id)).collect::<Vec<_>>()
     );
     assert!(audit.windows(2).all(|w| w[0].seq < w[1].seq));
     assert_eq!(audit[1].edge, None);
@@ -131,9 +140,9 @@ fn review_loop_approves_rejects_edits_and_audits() {
     assert!(curate::propose_from_response(&engine.kb.blocking_read(), &again).unwrap().is_empty());
     // A decided proposal cannot be decided twice.
     let mut kb = engine.kb.blocking_write();
-    assert!(curate::reject(&mut kb, proposals[0].id, "tester").is_err());
+    assert!(curate::reject(&mut kb, proposals[0].id, &reviewer("tester")).is_err());
     let triple = RawTriple { subject: "a".into(), relation: "b".into(), object: "c".into() };
-    assert!(curate::edit(&mut kb, 999_999_999, "tester", triple).is_err());
+    assert!(curate::edit(&mut kb, 999_999_999, &reviewer("tester"), triple).is_err());
 }
 
 #[test]
@@ -142,11 +151,11 @@ fn review_skips_and_quits_and_stops_at_end_of_input() {
     let engine = engine(dir.path(), true);
     let response = ask(&engine, "Where was Marie Curie born?");
     curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
-    let summary = curate::review(&engine.kb, "s\nq\n".as_bytes(), Vec::new(), "tester").unwrap();
+    let summary = curate::review(&engine.kb, "s\nq\n".as_bytes(), Vec::new(), &reviewer("tester")).unwrap();
     assert_eq!((summary.skipped, summary.approved), (1, 0));
-    let nobody = curate::review(&engine.kb, "a\n".as_bytes(), Vec::new(), " ").unwrap_err().to_string();
+    let nobody = curate::review(&engine.kb, "a\n".as_bytes(), Vec::new(), &reviewer(" ")).unwrap_err().to_string();
     assert!(nobody.contains("--who"), "{nobody}");
-    let summary = curate::review(&engine.kb, "s\n".as_bytes(), Vec::new(), "tester").unwrap();
+    let summary = curate::review(&engine.kb, "s\n".as_bytes(), Vec::new(), &reviewer("tester")).unwrap();
     assert_eq!(summary.skipped, 1);
     assert_eq!(curate::list(&engine.kb.blocking_read(), Some(Status::Pending)).unwrap().len(), 3);
 }
@@ -161,6 +170,7 @@ fn repair_releases_a_decision_key_whose_proposal_is_missing() {
     let engine = engine(dir.path(), true);
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let name = a2rag::kb::catalog::KbName::default();
+    let owner = a2rag::access::Caller::owner();
     let response = ask(&engine, "Where was Marie Curie born?");
     let proposals = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
     let lost = proposals.iter().find(|p| p.triple.relation == "was born in").expect("proposed");
@@ -168,15 +178,15 @@ fn repair_releases_a_decision_key_whose_proposal_is_missing() {
     batch.remove_raw(Keyspace::Proposals, &lost.id.to_be_bytes());
     engine.kb.blocking_read().store().commit(batch).unwrap();
 
-    let integrity = runtime.block_on(engine.check(&name)).unwrap();
+    let integrity = runtime.block_on(engine.check(&owner, &name)).unwrap();
     assert_eq!(integrity.violations.len(), 1, "{:?}", integrity.violations);
     assert!(integrity.violations[0].contains("a2rag check --repair"), "says what to do: {:?}", integrity.violations);
     assert!(curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap().is_empty());
 
-    let released = runtime.block_on(engine.repair(&name)).unwrap();
+    let released = runtime.block_on(engine.repair(&owner, &name)).unwrap();
     assert_eq!(released, ["marie curie | was born in | warsaw"]);
-    assert!(runtime.block_on(engine.check(&name)).unwrap().ok);
-    assert!(runtime.block_on(engine.repair(&name)).unwrap().is_empty(), "nothing left to release");
+    assert!(runtime.block_on(engine.check(&owner, &name)).unwrap().ok);
+    assert!(runtime.block_on(engine.repair(&owner, &name)).unwrap().is_empty(), "nothing left to release");
     let again = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
     assert_eq!(relations(&again), ["was born in"]);
     let pending = curate::list(&engine.kb.blocking_read(), Some(Status::Pending)).unwrap();
@@ -194,19 +204,19 @@ fn decisions_refuse_huge_corrections_and_gone_sentences_clearly() {
     let proposals = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
     let (first, second) = (&proposals[0], &proposals[1]);
     let huge = RawTriple { subject: "X".repeat(501), relation: "was born in".into(), object: "Warsaw".into() };
-    let err = curate::edit(&mut engine.kb.blocking_write(), first.id, "ann", huge).unwrap_err().to_string();
+    let err = curate::edit(&mut engine.kb.blocking_write(), first.id, &reviewer("ann"), huge).unwrap_err().to_string();
     assert!(err.contains("subject is longer than 500"), "{err}");
     // An edit to the triple proposed is an approval.
-    let unchanged = curate::edit(&mut engine.kb.blocking_write(), first.id, "ann", first.triple.clone()).unwrap();
+    let unchanged = curate::edit(&mut engine.kb.blocking_write(), first.id, &reviewer("ann"), first.triple.clone()).unwrap();
     assert!(unchanged.status == Status::Approved && unchanged.corrected.is_none(), "{unchanged:?}");
     let audit = curate::audit_log(&engine.kb.blocking_read()).unwrap();
-    let entry = audit.iter().find(|e| e.proposal == first.id).unwrap();
+    let entry = audit.iter().find(|e| e.proposal == Some(first.id)).unwrap();
     assert_eq!(entry.action, curate::Action::Approve);
     assert!(curate::integrity_violations(&engine.kb.blocking_read()).unwrap().is_empty());
 
-    assert!(engine.kb.blocking_write().delete_document(&second.doc_id).unwrap());
-    let err = curate::approve(&mut engine.kb.blocking_write(), second.id, "ann").unwrap_err().to_string();
+    assert!(engine.kb.blocking_write().delete_document(&second.doc_id, &Author::owner()).unwrap());
+    let err = curate::approve(&mut engine.kb.blocking_write(), second.id, &reviewer("ann")).unwrap_err().to_string();
     assert!(err.contains("deleted or changed since") && err.contains("only be rejected"), "{err}");
-    let rejected = curate::reject(&mut engine.kb.blocking_write(), second.id, "ann").unwrap();
+    let rejected = curate::reject(&mut engine.kb.blocking_write(), second.id, &reviewer("ann")).unwrap();
     assert_eq!(rejected.status, Status::Rejected);
 }

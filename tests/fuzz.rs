@@ -89,6 +89,7 @@ fn served() -> &'static Served {
             stdio: false,
             listen: vec![a2rag::rpc::Listen::Unix(socket.clone())],
             grace: Duration::from_secs(1),
+            tls: None,
         };
         std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();

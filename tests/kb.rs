@@ -4,6 +4,8 @@
 
 mod common;
 
+use a2rag::kb::audit::Author;
+
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::Command;
@@ -128,7 +130,7 @@ fn changed_document_replaces_its_chunks_and_edges_and_delete_removes_everything_
     assert!(kb.node_by_alias("John Roe").is_some());
     assert!(kb.node_by_alias("Paris").is_some(), "Beta still mentions Paris");
     assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
-    assert!(kb.delete_document("x").unwrap());
+    assert!(kb.delete_document("x", &Author::owner()).unwrap());
     assert!(kb.node_by_alias("John Roe").is_none());
     assert!(
         kb.search(
@@ -358,7 +360,7 @@ fn a_repeated_fact_is_indexed_once_until_its_last_edge_goes_on(store: &TestStore
     };
     let (relation, first_doc) = founded(&kb).unwrap();
     assert!(relation.contains("founded"), "{relation}");
-    assert!(kb.delete_document("a").unwrap());
+    assert!(kb.delete_document("a", &Author::owner()).unwrap());
     let violations = kb.integrity_violations();
     assert!(violations.is_empty(), "{violations:?}");
     let (relation, then_doc) = founded(&kb).expect("the fact is still indexed, under document b's edge");
@@ -374,7 +376,7 @@ fn a_repeated_fact_is_indexed_once_until_its_last_edge_goes_on(store: &TestStore
     assert!(violations.is_empty(), "{violations:?}");
     assert_eq!(founded(&kb).map(|(_, doc)| doc), Some(then_doc), "indexed under b's edge after reopening");
     assert_eq!(stored_facts(&kb), kb.stats().fact_vectors);
-    assert!(kb.delete_document("b").unwrap());
+    assert!(kb.delete_document("b", &Author::owner()).unwrap());
     assert_eq!(kb.stats().fact_vectors, 0);
     assert!(kb.integrity_violations().is_empty());
 }
@@ -419,7 +421,7 @@ fn a_fact_moves_to_a_lower_edge_id_from_another_daemons_block() {
         consistent(kb);
         assert_eq!(founded(kb).as_deref(), Some("from-a"), "A's new edge has a lower id than B's and takes over");
     }
-    assert!(b.delete_document("from-a").unwrap());
+    assert!(b.delete_document("from-a", &Author::owner()).unwrap());
     for kb in [&mut a, &mut b] {
         consistent(kb);
         assert_eq!(founded(kb).as_deref(), Some("from-b"), "and hands the fact back when it goes");
@@ -465,7 +467,7 @@ fn replacing_and_deleting_a_large_document_keeps_every_index_in_step_on(store: &
     );
 
     for id in ["big", "other"] {
-        assert!(kb.delete_document(id).unwrap());
+        assert!(kb.delete_document(id, &Author::owner()).unwrap());
         assert!(
             kb.integrity_violations().is_empty(),
             "{:?}",
@@ -662,7 +664,7 @@ fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(store: &Te
     // next open drops what went and links what came.
     let mut kb = kb;
     let doomed = kb.doc_by_id("doc-5").unwrap().chunks.clone();
-    assert!(kb.delete_document("doc-5").unwrap());
+    assert!(kb.delete_document("doc-5", &Author::owner()).unwrap());
     let doc = a2rag::ingest::source::SourceDoc {
         id: "late".into(),
         title: "Late Harbour".into(),
@@ -670,7 +672,7 @@ fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(store: &Te
         source: "test".into(),
     };
     let prepared = pipeline.prepare(doc).unwrap();
-    kb.commit_document(prepared).unwrap();
+    kb.commit_document(prepared, &Author::owner()).unwrap();
     let late = u64::from(kb.doc_by_id("late").unwrap().chunks[0]);
     drop(kb);
     let (kb, _) = open(&settings);

@@ -11,6 +11,7 @@ use a2rag::config::Settings;
 use a2rag::embed::{Embedder, HashEmbedder};
 use a2rag::ingest::Pipeline;
 use a2rag::ingest::source::SourceDoc;
+use a2rag::kb::audit::Author;
 use a2rag::kb::reindex::{ReindexReport, reindex};
 use a2rag::kb::{Kb, SearchMode};
 
@@ -82,7 +83,7 @@ fn ingest(settings: &Settings, embedder: Arc<dyn Embedder>) {
             text: text.to_string(),
             source: format!("{id}.txt"),
         };
-        kb.commit_document(pipeline.prepare(doc).unwrap()).unwrap();
+        kb.commit_document(pipeline.prepare(doc).unwrap(), &Author::owner()).unwrap();
     }
     kb.flush().unwrap();
 }

@@ -89,6 +89,7 @@ impl Client {
                 let (r, w) = stream.into_split();
                 Client { reader: Box::new(BufReader::new(r)), writer: Box::new(w), next_id: 0 }
             }
+            Listen::Tls(_) => return Err(Error::Invalid("the benchmark drives unix: and tcp: listeners".into())),
         };
         if let Some(token) = token {
             let reply = client.call("auth", json!({"token": token})).await?;

@@ -13,7 +13,7 @@
 mod review;
 
 use std::collections::HashSet;
-use std::time::{SystemTime, UNIX_EPOCH};
+use crate::kb::audit::now_ms;
 
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +25,7 @@ use crate::kb::model::{ChunkId, EdgeId, RawTriple, relation_label};
 use crate::kb::store::{KbBatch, Keyspace};
 use crate::text::{normalize_entity, sentence_spans};
 
+pub use crate::kb::audit::{Action, AuditEntry, Author};
 pub use review::{ReviewSummary, review};
 
 pub type ProposalId = u64;
@@ -61,29 +62,6 @@ pub struct Proposal {
     pub decided_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    Approve,
-    Reject,
-    Edit,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AuditEntry {
-    pub seq: u64,
-    pub who: String,
-    /// Unix time in milliseconds.
-    pub when_ms: u64,
-    pub action: Action,
-    pub proposal: ProposalId,
-    /// The triple that went into the graph (the corrected one for an edit) or was rejected.
-    pub triple: RawTriple,
-    pub doc_id: String,
-    pub chunk: ChunkId,
-    pub edge: Option<EdgeId>,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Decision {
     proposal: ProposalId,
@@ -115,9 +93,6 @@ fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     serde_json::to_vec(value).map_err(|e| Error::Invalid(format!("cannot encode curation record: {e}")))
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
 
 /// The dedupe identity of a triple: what `Kb` would resolve it to, modulo aliases it does not
 /// know yet.
@@ -269,9 +244,12 @@ pub fn audit_log(kb: &Kb) -> Result<Vec<AuditEntry>> {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditFilter {
-    /// The reviewer, exactly.
+    /// The name given for the write (a reviewer's), exactly.
     #[serde(default)]
     pub who: Option<String>,
+    /// The token the write came through, exactly.
+    #[serde(default)]
+    pub token: Option<String>,
     #[serde(default)]
     pub action: Option<Action>,
     /// Words that must occur (case-insensitively) in the triple or the document id.
@@ -283,35 +261,37 @@ impl AuditFilter {
     pub fn matches(&self, entry: &AuditEntry) -> bool {
         let text_matches = |needle: &str| {
             let needle = needle.to_lowercase();
-            let RawTriple { subject, relation, object } = &entry.triple;
-            let hay = format!("{subject} {relation} {object} {}", entry.doc_id).to_lowercase();
+            let triple = entry.triple.as_ref().map(|t| format!("{} {} {}", t.subject, t.relation, t.object));
+            let hay = format!("{} {}", triple.unwrap_or_default(), entry.doc_id).to_lowercase();
             needle.split_whitespace().all(|w| hay.contains(w))
         };
         self.who.as_deref().is_none_or(|w| w.is_empty() || w == entry.who)
+            && self.token.as_deref().is_none_or(|t| t.is_empty() || t == entry.token)
             && self.action.is_none_or(|a| a == entry.action)
             && self.text.as_deref().is_none_or(text_matches)
     }
 }
 
 /// Adds the proposal's triple to the graph (live and on disk) and records the approval.
-pub fn approve(kb: &mut Kb, id: ProposalId, who: &str) -> Result<Proposal> {
-    decide(kb, id, who, Action::Approve, None)
+pub fn approve(kb: &mut Kb, id: ProposalId, by: &Author) -> Result<Proposal> {
+    decide(kb, id, by, Action::Approve, None)
 }
 
 /// Records the rejection; the triple will not be proposed again.
-pub fn reject(kb: &mut Kb, id: ProposalId, who: &str) -> Result<Proposal> {
-    decide(kb, id, who, Action::Reject, None)
+pub fn reject(kb: &mut Kb, id: ProposalId, by: &Author) -> Result<Proposal> {
+    decide(kb, id, by, Action::Reject, None)
 }
 
 /// Approves `corrected` in place of the proposed triple.
-pub fn edit(kb: &mut Kb, id: ProposalId, who: &str, corrected: RawTriple) -> Result<Proposal> {
-    decide(kb, id, who, Action::Edit, Some(corrected))
+pub fn edit(kb: &mut Kb, id: ProposalId, by: &Author, corrected: RawTriple) -> Result<Proposal> {
+    decide(kb, id, by, Action::Edit, Some(corrected))
 }
 
 /// Longest subject, relation or object a reviewer may write: a name or a phrase, not a page.
 const MAX_PART_CHARS: usize = 500;
 
-fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Option<RawTriple>) -> Result<Proposal> {
+fn decide(kb: &mut Kb, id: ProposalId, by: &Author, action: Action, corrected: Option<RawTriple>) -> Result<Proposal> {
+    let who = by.who.as_str();
     // The proposal's state is read under the KB's write lock, held until the decision
     // commits: two daemons on one PostgreSQL store deciding one proposal at once both read
     // "pending" and both wrote, leaving two audit entries for one decision.
@@ -359,12 +339,13 @@ fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Opt
         let entry = AuditEntry {
             seq,
             who: who.to_string(),
+            token: by.token.clone(),
             when_ms: when,
             action,
-            proposal: id,
-            triple: applied.clone(),
             doc_id: proposal.doc_id.clone(),
-            chunk: proposal.chunk,
+            proposal: Some(id),
+            triple: Some(applied.clone()),
+            chunk: Some(proposal.chunk),
             edge,
         };
         batch.put_raw(Keyspace::Proposals, &id.to_be_bytes(), encode(&*proposal)?);
@@ -372,8 +353,7 @@ fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Opt
         for key in &keys {
             batch.put_raw(Keyspace::Decisions, key.as_bytes(), decision.clone());
         }
-        batch.put_raw(Keyspace::Audit, &seq.to_be_bytes(), encode(&entry)?);
-        Ok(())
+        batch.put_audit(&entry)
     };
     match action {
         Action::Reject => {
@@ -381,7 +361,8 @@ fn decide(kb: &mut Kb, id: ProposalId, who: &str, action: Action, corrected: Opt
             record(&mut proposal, None, &mut batch)?;
             kb.store().commit(batch)?;
         }
-        Action::Approve | Action::Edit => {
+        // Approve or edit: `decide` is called with decisions only.
+        _ => {
             kb.add_curated_triple(&applied, proposal.chunk, |edge, batch| record(&mut proposal, Some(edge), batch))?;
         }
     }
@@ -410,8 +391,11 @@ pub fn integrity_violations(kb: &Kb) -> Result<Vec<String>> {
         }
     }
     let mut audited: std::collections::HashMap<ProposalId, Vec<&AuditEntry>> = std::collections::HashMap::new();
-    for entry in &audit {
-        audited.entry(entry.proposal).or_default().push(entry);
+    for entry in audit.iter().filter(|e| e.action.is_decision()) {
+        match entry.proposal {
+            Some(proposal) => audited.entry(proposal).or_default().push(entry),
+            None => problems.push(format!("audit entry {} records a decision without its proposal", entry.seq)),
+        }
     }
     for p in &proposals {
         let entries = audited.remove(&p.id).unwrap_or_default();
@@ -488,12 +472,17 @@ mod tests {
         AuditEntry {
             seq: 1,
             who: who.into(),
+            token: "curators".into(),
             when_ms: 0,
             action,
-            proposal: 7,
-            triple: RawTriple { subject: subject.into(), relation: "founded".into(), object: "Halden Optics".into() },
+            proposal: Some(7),
+            triple: Some(RawTriple {
+                subject: subject.into(),
+                relation: "founded".into(),
+                object: "Halden Optics".into(),
+            }),
             doc_id: "halden_optics.md".into(),
-            chunk: 3,
+            chunk: Some(3),
             edge: None,
         }
     }
@@ -507,7 +496,11 @@ mod tests {
         assert!(!AuditFilter { action: Some(Action::Reject), ..Default::default() }.matches(&e));
         assert!(AuditFilter { text: Some("ingrid OPTICS".into()), ..Default::default() }.matches(&e));
         assert!(!AuditFilter { text: Some("ingrid varga".into()), ..Default::default() }.matches(&e));
-        let both = AuditFilter { who: Some("ana".into()), action: Some(Action::Edit), text: None };
+        assert!(AuditFilter { token: Some("curators".into()), ..Default::default() }.matches(&e));
+        assert!(!AuditFilter { token: Some("ana".into()), ..Default::default() }.matches(&e));
+        let both = AuditFilter { who: Some("ana".into()), action: Some(Action::Edit), ..Default::default() };
         assert!(!both.matches(&e));
+        let ingest = AuditEntry::document(2, &Author { token: "bot".into(), who: "bot".into() }, Action::Ingest, "a.md");
+        assert!(AuditFilter { text: Some("A.MD".into()), ..Default::default() }.matches(&ingest));
     }
 }

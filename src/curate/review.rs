@@ -26,10 +26,10 @@ pub fn review(
     kb: &tokio::sync::RwLock<Kb>,
     mut input: impl BufRead,
     mut output: impl Write,
-    who: &str,
+    by: &super::Author,
 ) -> Result<ReviewSummary> {
     // Checked once here: every decision would refuse it, one "not applied" at a time.
-    if who.trim().is_empty() {
+    if by.who.trim().is_empty() {
         return Err(Error::Invalid("the reviewer's name is empty: pass --who NAME (default: $USER)".into()));
     }
     let out_err = |e| Error::io("<review output>", e);
@@ -43,11 +43,11 @@ pub fn review(
             output.flush().map_err(out_err)?;
             let Some(answer) = read_line(&mut input)? else { break 'proposals };
             let outcome = match answer.as_str() {
-                "a" => super::approve(&mut kb.blocking_write(), p.id, who).map(|_| summary.approved += 1),
-                "r" => super::reject(&mut kb.blocking_write(), p.id, who).map(|_| summary.rejected += 1),
+                "a" => super::approve(&mut kb.blocking_write(), p.id, by).map(|_| summary.approved += 1),
+                "r" => super::reject(&mut kb.blocking_write(), p.id, by).map(|_| summary.rejected += 1),
                 "e" => {
                     let Some(corrected) = ask_triple(&mut input, &mut output, &p.triple)? else { break 'proposals };
-                    super::edit(&mut kb.blocking_write(), p.id, who, corrected).map(|_| summary.edited += 1)
+                    super::edit(&mut kb.blocking_write(), p.id, by, corrected).map(|_| summary.edited += 1)
                 }
                 "s" => {
                     summary.skipped += 1;

@@ -22,6 +22,7 @@ use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::kb::PreparedChunk;
 use crate::kb::model::{EdgeOrigin, fact_text, passage_text, relation_label, summary_embedded_apart};
+use crate::kb::audit::Author;
 use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
 use crate::net::Remote;
 use extract::{Extractor, RuleExtractor};
@@ -357,8 +358,13 @@ impl Progress for () {}
 
 /// Write access to the KB for a run of commits. The CLI owns its KB; the daemon's is shared
 /// with queries and is locked per document, so a long ingest lets queries in between.
+/// Each document's audit entry names the access's author.
 pub trait KbAccess {
     fn write<R>(&mut self, f: impl FnOnce(&mut Kb) -> R) -> R;
+    /// Who the documents are committed under.
+    fn author(&self) -> Author {
+        Author::owner()
+    }
 }
 
 impl KbAccess for Kb {
@@ -371,6 +377,22 @@ impl KbAccess for Kb {
 impl KbAccess for &tokio::sync::RwLock<Kb> {
     fn write<R>(&mut self, f: impl FnOnce(&mut Kb) -> R) -> R {
         f(&mut self.blocking_write())
+    }
+}
+
+/// A shared KB written on behalf of `author` (a daemon's client), locked per document.
+pub struct SharedAs<'a> {
+    pub kb: &'a tokio::sync::RwLock<Kb>,
+    pub author: Author,
+}
+
+/// Must be used off the async runtime's worker threads (it blocks on the lock).
+impl KbAccess for SharedAs<'_> {
+    fn write<R>(&mut self, f: impl FnOnce(&mut Kb) -> R) -> R {
+        f(&mut self.kb.blocking_write())
+    }
+    fn author(&self) -> Author {
+        self.author.clone()
     }
 }
 
@@ -435,6 +457,7 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
     report: &mut IngestReport,
 ) -> Result<()> {
     progress.start(docs.len());
+    let author = kb.author();
     // Skip the preparation work for unchanged documents.
     let mut kept_triples = 0;
     let work: Vec<SourceDoc> = kb.write(|kb| {
@@ -493,7 +516,7 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
             let Ok((id, prepared)) = prepared.recv() else {
                 return Err(Error::Invalid("an ingest worker stopped early".into()));
             };
-            match prepared.and_then(|p| kb.write(|kb| kb.commit_document(p))) {
+            match prepared.and_then(|p| kb.write(|kb| kb.commit_document(p, &author))) {
                 Ok(outcome) => report.record(outcome),
                 // Storage failures are not the document's fault: stop rather than skip.
                 Err(e @ (Error::Store(_) | Error::Postgres(_))) => return Err(e),

@@ -5,6 +5,7 @@
 //! then update memory, so memory never runs ahead of disk.
 
 pub mod align;
+pub mod audit;
 pub mod bm25;
 pub mod catalog;
 mod exact;

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::audit::{Action, AuditEntry, Author};
 use super::align::{Mention, same_entity};
 use super::model::{
     Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple, fact_text, relation_label,
@@ -348,8 +349,9 @@ impl<'kb> Staging<'kb> {
 }
 
 impl Kb {
-    /// Adds or replaces one document atomically. Unchanged content is a no-op.
-    pub fn commit_document(&mut self, doc: PreparedDoc) -> Result<IngestOutcome> {
+    /// Adds or replaces one document atomically, with its audit entry naming `author`.
+    /// Unchanged content is a no-op and not audited.
+    pub fn commit_document(&mut self, doc: PreparedDoc, author: &Author) -> Result<IngestOutcome> {
         let _session = self.begin_write()?;
         let previous = self.doc_by_id(&doc.id).cloned();
         if previous.as_ref().is_some_and(|p| p.content_hash == doc.content_hash) {
@@ -397,6 +399,8 @@ impl Kb {
             chunks: chunk_ids,
             edges: edge_ids,
         };
+        let action = if previous.is_some() { Action::Replace } else { Action::Ingest };
+        staging.batch.put_audit(&AuditEntry::document(self.store.next_id()?, author, action, &document.id))?;
         staging.batch.put_doc(&document);
         staging.batch.put_vector(Family::SummaryVec, key as u64, &doc.summary_vector);
         staging.changes.docs_added.push((document, doc.summary_vector));
@@ -443,13 +447,15 @@ impl Kb {
         Ok(())
     }
 
-    /// Removes a document with its chunks, edges, vectors and the nodes only it mentioned.
-    pub fn delete_document(&mut self, id: &str) -> Result<bool> {
+    /// Removes a document with its chunks, edges, vectors and the nodes only it mentioned,
+    /// with its audit entry naming `author`.
+    pub fn delete_document(&mut self, id: &str, author: &Author) -> Result<bool> {
         let _session = self.begin_write()?;
         let Some(doc) = self.doc_by_id(id).cloned() else {
             return Ok(false);
         };
         let mut staging = Staging::new(self);
+        staging.batch.put_audit(&AuditEntry::document(self.store.next_id()?, author, Action::Delete, id))?;
         staging.stage_delete_doc(&doc);
         let changes = staging.finish()?;
         self.apply(changes)?;

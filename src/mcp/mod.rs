@@ -8,6 +8,10 @@
 //! the model sees them; only an unknown tool name is a protocol error. stdout carries nothing
 //! but protocol messages: logs go to stderr. The server ends when stdin ends.
 //!
+//! Access: the server acts for one caller for its whole session, the token in `A2RAG_TOKEN`
+//! (set in the client's configuration for the server) or, without one, the data directory's
+//! owner, who started it. Tools the token's scope lacks are not listed, and refused if called.
+//!
 //! Protocol revisions: whatever the SDK knows, from 2024-11-05 to its latest; an `initialize`
 //! naming an older revision is answered with that revision.
 
@@ -26,6 +30,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
+use crate::access::{Caller, Scope};
 use crate::control::QueryRequest;
 use crate::engine::{Decision, Engine, IngestInput, RetrieveRequest};
 use crate::error::{Error, Result};
@@ -39,16 +44,32 @@ own verified answer. `kb_stats` shows which knowledge bases exist; every tool ta
 `ingest_text` adds documents. Answers propose new graph triples; `list_proposals` and `review_proposal` let you help a \
 person curate them: decide only what they asked you to.";
 
-/// The MCP server: the engine and the knowledge base a call without `kb` works on.
+/// The environment variable an MCP client passes the server's token in.
+pub const TOKEN_ENV: &str = "A2RAG_TOKEN";
+
+/// The MCP server: the engine, whom it acts for, and the knowledge base a call without `kb`
+/// works on.
 #[derive(Clone)]
 pub struct McpServer {
     engine: Arc<Engine>,
+    caller: Caller,
     default_kb: KbName,
 }
 
+/// The caller of an MCP session: the token in [`TOKEN_ENV`], else the owner.
+pub fn caller_from_env(engine: &Engine) -> Result<Caller> {
+    match std::env::var(TOKEN_ENV).ok().filter(|t| !t.trim().is_empty()) {
+        Some(token) => engine.access.authenticate(&token).map_err(|e| {
+            Error::Unauthorized(format!("{TOKEN_ENV}: {e}"))
+        }),
+        None => Ok(Caller::owner()),
+    }
+}
+
 /// Serves MCP on stdin/stdout until the client closes stdin.
-pub async fn serve_stdio(engine: Arc<Engine>, default_kb: KbName) -> Result<()> {
-    let running = match McpServer::new(engine.clone(), default_kb).serve(rmcp::transport::stdio()).await {
+pub async fn serve_stdio(engine: Arc<Engine>, caller: Caller, default_kb: KbName) -> Result<()> {
+    let server = McpServer::new(engine.clone(), caller, default_kb);
+    let running = match server.serve(rmcp::transport::stdio()).await {
         Ok(running) => running,
         Err(e) => {
             // A client that goes away before the handshake ends the session; it is no fault here.
@@ -62,26 +83,37 @@ pub async fn serve_stdio(engine: Arc<Engine>, default_kb: KbName) -> Result<()> 
 }
 
 impl McpServer {
-    pub fn new(engine: Arc<Engine>, default_kb: KbName) -> McpServer {
-        McpServer { engine, default_kb }
+    pub fn new(engine: Arc<Engine>, caller: Caller, default_kb: KbName) -> McpServer {
+        McpServer { engine, caller, default_kb }
     }
 
-    /// The tools with their input schemas.
-    pub fn tools() -> std::result::Result<Vec<Tool>, String> {
+    /// Every tool with its input schema and the scope it needs.
+    pub fn all_tools() -> std::result::Result<Vec<(Tool, Scope)>, String> {
         Ok(vec![
-            tool::<RetrieveArgs>("retrieve", "Retrieve evidence", RETRIEVE, Effect::ReadOnly)?,
+            (tool::<RetrieveArgs>("retrieve", "Retrieve evidence", RETRIEVE, Effect::ReadOnly)?, Scope::Read),
             // Proposes triples: a write, but one that removes nothing.
-            tool::<AskArgs>("ask", "Ask for a verified answer", ASK, Effect::Adds)?,
-            tool::<IngestTextArgs>("ingest_text", "Add documents", INGEST_TEXT, Effect::Adds)?,
-            tool::<KbArgs>("kb_stats", "Knowledge base sizes", KB_STATS, Effect::ReadOnly)?,
-            tool::<ListProposalsArgs>("list_proposals", "List triple proposals", LIST_PROPOSALS, Effect::ReadOnly)?,
-            tool::<ReviewProposalArgs>(
-                "review_proposal",
-                "Decide a triple proposal",
-                REVIEW_PROPOSAL,
-                Effect::Decides,
-            )?,
+            (tool::<AskArgs>("ask", "Ask for a verified answer", ASK, Effect::Adds)?, Scope::Read),
+            (tool::<IngestTextArgs>("ingest_text", "Add documents", INGEST_TEXT, Effect::Adds)?, Scope::Write),
+            (tool::<KbArgs>("kb_stats", "Knowledge base sizes", KB_STATS, Effect::ReadOnly)?, Scope::Read),
+            (
+                tool::<ListProposalsArgs>("list_proposals", "List triple proposals", LIST_PROPOSALS, Effect::ReadOnly)?,
+                Scope::Curate,
+            ),
+            (
+                tool::<ReviewProposalArgs>(
+                    "review_proposal",
+                    "Decide a triple proposal",
+                    REVIEW_PROPOSAL,
+                    Effect::Decides,
+                )?,
+                Scope::Curate,
+            ),
         ])
+    }
+
+    /// The tools this session's caller may use.
+    pub fn tools(&self) -> std::result::Result<Vec<Tool>, String> {
+        Ok(McpServer::all_tools()?.into_iter().filter(|(_, scope)| self.caller.may(*scope)).map(|(t, _)| t).collect())
     }
 
     fn kb(&self, name: Option<String>) -> Result<KbName> {
@@ -90,16 +122,16 @@ impl McpServer {
 
     /// Runs tool `name`; `Ok(None)` when there is no such tool.
     async fn run(&self, name: &str, args: Map<String, Value>, client: &str) -> Result<Option<Value>> {
-        let engine = &self.engine;
+        let (engine, caller) = (&self.engine, &self.caller);
         let value = match name {
             "retrieve" => {
                 let RetrieveArgs { question, kb, policy, top_k } = decode(name, args)?;
-                to_json(engine.retrieve(&self.kb(kb)?, &RetrieveRequest { question, policy, top_k }).await?)
+                to_json(engine.retrieve(caller, &self.kb(kb)?, &RetrieveRequest { question, policy, top_k }).await?)
             }
             "ask" => {
                 let AskArgs { question, kb, policy, budget } = decode(name, args)?;
                 let request = QueryRequest { question, policy, budget };
-                to_json(engine.query(&self.kb(kb)?, &request).await?)
+                to_json(engine.query(caller, &self.kb(kb)?, &request).await?)
             }
             "ingest_text" => {
                 let IngestTextArgs { documents, kb } = decode(name, args)?;
@@ -107,18 +139,18 @@ impl McpServer {
                     return Err(Error::Invalid("`documents` is empty: give at least one document".into()));
                 }
                 let input = IngestInput::documents(documents, "mcp");
-                to_json(engine.ingest(&self.kb(kb)?, input, ()).await?)
+                to_json(engine.ingest(caller, &self.kb(kb)?, input, ()).await?)
             }
             "kb_stats" => {
                 let KbArgs { kb } = decode(name, args)?;
                 let kb = self.kb(kb)?;
-                let stats = engine.stats(&kb).await?;
-                Ok(json!({"kb": kb, "stats": stats, "kbs": engine.kbs()?}))
+                let stats = engine.stats(caller, &kb).await?;
+                Ok(json!({"kb": kb, "stats": stats, "kbs": engine.kbs(caller)?}))
             }
             "list_proposals" => {
                 let ListProposalsArgs { status, kb } = decode(name, args)?;
                 // Structured content must be an object.
-                Ok(json!({"proposals": engine.proposals(&self.kb(kb)?, status).await?}))
+                Ok(json!({"proposals": engine.proposals(caller, &self.kb(kb)?, status).await?}))
             }
             "review_proposal" => {
                 let args: ReviewProposalArgs = decode(name, args)?;
@@ -131,7 +163,7 @@ impl McpServer {
                     }
                 };
                 let who = args.who.clone().unwrap_or_else(|| format!("mcp:{client}"));
-                to_json(engine.decide(&self.kb(args.kb)?, args.id, &who, decision).await?)
+                to_json(engine.decide(caller, &self.kb(args.kb)?, args.id, Some(&who), decision).await?)
             }
             _ => return Ok(None),
         };
@@ -186,13 +218,13 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListToolsResult, ErrorData> {
-        McpServer::tools()
+        self.tools()
             .map(ListToolsResult::with_all_items)
             .map_err(|e| ErrorData::internal_error(format!("tool schema: {e}"), None))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        McpServer::tools().ok()?.into_iter().find(|t| t.name == name)
+        self.tools().ok()?.into_iter().find(|t| t.name == name)
     }
 
     async fn call_tool(
@@ -215,7 +247,7 @@ impl ServerHandler for McpServer {
             Ok(Some(value)) => Ok(CallToolResult::structured(value).into()),
             Ok(None) => {
                 let known: Vec<String> =
-                    McpServer::tools().unwrap_or_default().into_iter().map(|t| t.name.to_string()).collect();
+                    self.tools().unwrap_or_default().into_iter().map(|t| t.name.to_string()).collect();
                 Err(ErrorData::invalid_params(format!("unknown tool `{name}` (tools: {})", known.join(", ")), None))
             }
             Err(e) => {

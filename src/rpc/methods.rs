@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 
 use super::Server;
 use super::protocol::{INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, RpcError, notification};
+use crate::access::{Caller, Scope};
 use crate::control::QueryRequest;
 use crate::curate::{AuditFilter, ProposalId, Status};
 use crate::engine::{Decision, EntityRef, IngestInput, Ingested, InlineDoc, RetrieveRequest};
@@ -48,6 +49,8 @@ pub fn stops_on_cancel(method: &str) -> bool {
 /// What a method may use besides its parameters.
 pub struct Context {
     pub server: Arc<Server>,
+    /// Who the connection acts for.
+    pub caller: Caller,
     /// The connection's outgoing lines, for notifications.
     pub out: mpsc::Sender<String>,
     pub id: Value,
@@ -59,7 +62,7 @@ type MethodResult = Result<Value, RpcError>;
 
 /// The methods answered on the spot, without a task or a permit: they only read the
 /// server's own state, so neither load nor shutdown may refuse them.
-pub fn immediate(server: &Server, method: &str, params: &Value) -> Option<MethodResult> {
+pub fn immediate(server: &Server, caller: &Caller, method: &str, params: &Value) -> Option<MethodResult> {
     let no_params = || decode::<Empty>(params.clone());
     match method {
         "health" => Some(no_params().map(|_| {
@@ -80,9 +83,10 @@ pub fn immediate(server: &Server, method: &str, params: &Value) -> Option<Method
                 "store": store,
             })
         })),
-        "shutdown" => Some(no_params().map(|_| {
+        "shutdown" => Some(no_params().and_then(|_| {
+            server.engine.admit(caller, Scope::Admin, None)?;
             server.begin_shutdown();
-            json!({"shutting_down": true})
+            Ok(json!({"shutting_down": true}))
         })),
         _ => None,
     }
@@ -92,58 +96,59 @@ pub fn immediate(server: &Server, method: &str, params: &Value) -> Option<Method
 /// encodes the result.
 pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
     let engine = &cx.server.engine;
+    let caller = &cx.caller;
     match method {
         "check" => {
             let KbParam { kb } = decode(params)?;
-            to_json(&engine.check(&kb).await?)
+            to_json(&engine.check(caller, &kb).await?)
         }
         "stats" => {
             let KbParam { kb } = decode(params)?;
-            to_json(&engine.stats(&kb).await?)
+            to_json(&engine.stats(caller, &kb).await?)
         }
         "documents" => {
             let KbParam { kb } = decode(params)?;
-            to_json(&engine.documents(&kb).await?)
+            to_json(&engine.documents(caller, &kb).await?)
         }
         "kbs" => {
             decode::<Empty>(params)?;
-            Ok(json!({"kbs": engine.kbs()?}))
+            Ok(json!({"kbs": engine.kbs(caller)?}))
         }
         "query" => {
             let (kb, request) = decode_on_kb::<QueryRequest>(params)?;
-            to_json(&engine.query(&kb, &request).await?)
+            to_json(&engine.query(caller, &kb, &request).await?)
         }
         "retrieve" => {
             let (kb, request) = decode_on_kb::<RetrieveRequest>(params)?;
-            to_json(&engine.retrieve(&kb, &request).await?)
+            to_json(&engine.retrieve(caller, &kb, &request).await?)
         }
         "ingest" => ingest(cx, decode(params)?).await,
         "delete" => {
             let IdParam { id, kb } = decode(params)?;
-            engine.delete(&kb, &id).await?;
+            engine.delete(caller, &kb, &id).await?;
             Ok(json!({"deleted": id}))
         }
         "proposals.list" => {
             let ListParams { status, kb } = decode(params)?;
-            to_json(&engine.proposals(&kb, status).await?)
+            to_json(&engine.proposals(caller, &kb, status).await?)
         }
         "proposals.approve" | "proposals.reject" => {
             let DecideParams { id, who, kb } = decode(params)?;
             let decision = if method == "proposals.approve" { Decision::Approve } else { Decision::Reject };
-            to_json(&engine.decide(&kb, id, who.as_deref().unwrap_or("rpc"), decision).await?)
+            to_json(&engine.decide(caller, &kb, id, who.as_deref(), decision).await?)
         }
         "proposals.edit" => {
             let EditParams { id, who, subject, relation, object, kb } = decode(params)?;
             let decision = Decision::Edit(RawTriple { subject, relation, object });
-            to_json(&engine.decide(&kb, id, who.as_deref().unwrap_or("rpc"), decision).await?)
+            to_json(&engine.decide(caller, &kb, id, who.as_deref(), decision).await?)
         }
         "graph.node" => {
             let NodeParams { name, id, limit, kb } = decode(params)?;
-            to_json(&engine.entity(&kb, &EntityRef::one_of(id, name)?, limit).await?)
+            to_json(&engine.entity(caller, &kb, &EntityRef::one_of(id, name)?, limit).await?)
         }
         "audit" => {
             let (kb, filter) = decode_on_kb::<AuditFilter>(params)?;
-            Ok(json!({"entries": engine.audit(&kb, &filter).await?}))
+            Ok(json!({"entries": engine.audit(caller, &kb, &filter).await?}))
         }
         _ => Err(RpcError::new(super::protocol::METHOD_NOT_FOUND, format!("method not found: {method}"))),
     }
@@ -294,7 +299,7 @@ async fn ingest(cx: Context, params: IngestParams) -> MethodResult {
     };
     let progress =
         Notifier { out: cx.out.clone(), request: cx.id.clone(), cancelled: cx.cancelled.clone(), done: 0, total: 0 };
-    let Ingested { report, stats } = engine.ingest(&params.kb, input, progress).await?;
+    let Ingested { report, stats } = engine.ingest(&cx.caller, &params.kb, input, progress).await?;
     if report.cancelled {
         let committed = report.added + report.replaced + report.unchanged;
         return Err(RpcError::new(

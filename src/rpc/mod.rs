@@ -10,8 +10,12 @@
 //! SIGINT) stops accepting connections, answers new requests with "shutting down", waits a
 //! bounded time for the work in flight and its responses, then flushes sled.
 //!
-//! Access: unix sockets are owner-only (0600); every TCP connection must first send the
-//! token (`server.bearer_token`, or one generated into the data directory).
+//! Access ([`crate::access`]): every TCP and TLS connection must first send a token (`auth`),
+//! and its requests then run with that token's scope and knowledge bases. Unix sockets are
+//! owner-only (0600): a connection there acts as the data directory's owner, unless its
+//! first message is `auth` with a token, whose scope it then has (a client that wants less
+//! than everything). stdio is the owner's. `tls:` listeners speak TLS with
+//! `server.tls_cert`, reloaded on SIGHUP.
 
 mod methods;
 pub mod protocol;
@@ -31,7 +35,8 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::AbortHandle;
 
-use crate::access::{BearerToken, bearer_token, constant_time_eq};
+use crate::access::tls::ServerTls;
+use crate::access::{BearerToken, Caller};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::{Door, Outcome};
@@ -46,6 +51,8 @@ pub enum Listen {
     Unix(PathBuf),
     /// `host:port`; port 0 picks a free port.
     Tcp(String),
+    /// `host:port`, TLS with `server.tls_cert` and `server.tls_key`.
+    Tls(String),
 }
 
 impl FromStr for Listen {
@@ -54,7 +61,8 @@ impl FromStr for Listen {
         match s.split_once(':') {
             Some(("unix", path)) if !path.is_empty() => Ok(Listen::Unix(PathBuf::from(path))),
             Some(("tcp", addr)) if addr.contains(':') => Ok(Listen::Tcp(addr.to_string())),
-            _ => Err(Error::Invalid(format!("listen address `{s}` is not unix:PATH or tcp:HOST:PORT"))),
+            Some(("tls", addr)) if addr.contains(':') => Ok(Listen::Tls(addr.to_string())),
+            _ => Err(Error::Invalid(format!("listen address `{s}` is not unix:PATH, tcp:HOST:PORT or tls:HOST:PORT"))),
         }
     }
 }
@@ -64,6 +72,7 @@ impl fmt::Display for Listen {
         match self {
             Listen::Unix(path) => write!(f, "unix:{}", path.display()),
             Listen::Tcp(addr) => write!(f, "tcp:{addr}"),
+            Listen::Tls(addr) => write!(f, "tls:{addr}"),
         }
     }
 }
@@ -74,11 +83,13 @@ pub struct ServeOptions {
     pub listen: Vec<Listen>,
     /// How long shutdown waits for work in flight before exiting anyway.
     pub grace: Duration,
+    /// The certificate `tls:` listeners serve (shared with the web page, reloaded on SIGHUP).
+    pub tls: Option<Arc<ServerTls>>,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        ServeOptions { stdio: false, listen: Vec::new(), grace: Duration::from_secs(30) }
+        ServeOptions { stdio: false, listen: Vec::new(), grace: Duration::from_secs(30), tls: None }
     }
 }
 
@@ -129,7 +140,8 @@ impl Server {
 
 enum Bound {
     Unix { listener: UnixListener, path: PathBuf },
-    Tcp { listener: TcpListener, token: Option<String> },
+    Tcp { listener: TcpListener },
+    Tls { listener: TcpListener, tls: Arc<ServerTls> },
 }
 
 /// A server with its listeners bound, not yet serving: lets the caller report the actual
@@ -145,13 +157,10 @@ pub struct Daemon {
 impl Daemon {
     pub async fn bind(engine: Arc<Engine>, options: ServeOptions) -> Result<Daemon> {
         let settings = engine.settings.server.clone();
-        let tcp = options.listen.iter().any(|l| matches!(l, Listen::Tcp(_)));
-        let (token, token_file) = match tcp {
-            false => (None, None),
-            true => {
-                let BearerToken { token, file } = bearer_token(&engine.settings)?;
-                (Some(token), file)
-            }
+        let networked = options.listen.iter().any(|l| matches!(l, Listen::Tcp(_) | Listen::Tls(_)));
+        let token_file = match networked {
+            false => None,
+            true => engine.access.enable_legacy(&engine.settings)?.and_then(|BearerToken { file, .. }| file),
         };
         let mut bound = Vec::new();
         for listen in &options.listen {
@@ -159,14 +168,23 @@ impl Daemon {
                 Listen::Unix(path) => bind_unix(path)?,
                 Listen::Tcp(addr) => {
                     let listener = TcpListener::bind(addr.as_str()).await.map_err(|e| Error::io(addr, e))?;
-                    Bound::Tcp { listener, token: token.clone() }
+                    Bound::Tcp { listener }
+                }
+                Listen::Tls(addr) => {
+                    let tls = options.tls.clone().ok_or_else(|| {
+                        Error::Config(format!(
+                            "--listen tls:{addr} needs a certificate: set server.tls_cert and server.tls_key (PEM files)"
+                        ))
+                    })?;
+                    let listener = TcpListener::bind(addr.as_str()).await.map_err(|e| Error::io(addr, e))?;
+                    Bound::Tls { listener, tls }
                 }
             };
+            let local = |l: &TcpListener| l.local_addr().map_or_else(|_| "?".into(), |a: SocketAddr| a.to_string());
             let name = match &b {
                 Bound::Unix { path, .. } => Listen::Unix(path.clone()).to_string(),
-                Bound::Tcp { listener, .. } => {
-                    format!("tcp:{}", listener.local_addr().map_or_else(|_| "?".into(), |a: SocketAddr| a.to_string()))
-                }
+                Bound::Tcp { listener } => format!("tcp:{}", local(listener)),
+                Bound::Tls { listener, .. } => format!("tls:{}", local(listener)),
             };
             bound.push((b, name));
         }
@@ -216,7 +234,7 @@ impl Daemon {
             let (read, write) = stdio_streams()?;
             let (server, alive) = (server.clone(), alive.clone());
             tokio::spawn(async move {
-                connection(server.clone(), read, write, None, alive).await;
+                connection(server.clone(), read, write, Origin::Owned, alive).await;
                 // With nothing else to serve, the client closing stdin is the end.
                 if stdio_only {
                     server.begin_shutdown();
@@ -304,12 +322,28 @@ async fn accept(server: Arc<Server>, bound: Bound, alive: mpsc::Sender<()>) {
             accepted = accept_one(&bound) => match accepted {
                 Ok(Accepted::Unix(stream)) => {
                     let (r, w) = stream.into_split();
-                    tokio::spawn(connection(server.clone(), r, w, None, alive.clone()));
+                    tokio::spawn(connection(server.clone(), r, w, Origin::Owned, alive.clone()));
                 }
-                Ok(Accepted::Tcp(stream, token)) => {
+                Ok(Accepted::Tcp(stream)) => {
                     let _ = stream.set_nodelay(true);
                     let (r, w) = stream.into_split();
-                    tokio::spawn(connection(server.clone(), r, w, token, alive.clone()));
+                    tokio::spawn(connection(server.clone(), r, w, Origin::Network, alive.clone()));
+                }
+                Ok(Accepted::Tls(stream, tls)) => {
+                    let _ = stream.set_nodelay(true);
+                    let (server, alive) = (server.clone(), alive.clone());
+                    // The handshake runs in the connection's task: a slow client holds up
+                    // no one else.
+                    tokio::spawn(async move {
+                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream)).await {
+                            Ok(Ok(stream)) => {
+                                let (r, w) = tokio::io::split(stream);
+                                connection(server, r, w, Origin::Network, alive).await;
+                            }
+                            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                            Err(_) => tracing::debug!("TLS handshake timed out"),
+                        }
+                    });
                 }
                 Err(e) => {
                     // Usually out of file descriptors: back off instead of spinning.
@@ -326,14 +360,28 @@ async fn accept(server: Arc<Server>, bound: Bound, alive: mpsc::Sender<()>) {
 
 enum Accepted {
     Unix(tokio::net::UnixStream),
-    Tcp(tokio::net::TcpStream, Option<String>),
+    Tcp(tokio::net::TcpStream),
+    Tls(tokio::net::TcpStream, Arc<ServerTls>),
 }
+
+/// How long a TLS client may take to finish its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 async fn accept_one(bound: &Bound) -> std::io::Result<Accepted> {
     match bound {
         Bound::Unix { listener, .. } => Ok(Accepted::Unix(listener.accept().await?.0)),
-        Bound::Tcp { listener, token } => Ok(Accepted::Tcp(listener.accept().await?.0, token.clone())),
+        Bound::Tcp { listener } => Ok(Accepted::Tcp(listener.accept().await?.0)),
+        Bound::Tls { listener, tls } => Ok(Accepted::Tls(listener.accept().await?.0, tls.clone())),
     }
+}
+
+/// Where a connection came from, which decides who it is before any `auth`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// stdio or an owner-only unix socket: the owner, unless the first message is `auth`.
+    Owned,
+    /// TCP or TLS: nothing but `auth` until a token is accepted.
+    Network,
 }
 
 /// stdin through a socket pair fed by a plain thread: tokio's stdin reads on a blocking-pool
@@ -356,13 +404,15 @@ fn stdio_streams() -> Result<(tokio::net::UnixStream, tokio::io::Stdout)> {
 /// batch results and notifications from many tasks never interleave mid-line.
 struct Conn {
     server: Arc<Server>,
+    /// Who the connection acts for: set before its first request, by its door or by `auth`.
+    caller: Caller,
     out: mpsc::Sender<String>,
     /// Requests in flight by id (as JSON text), for `$/cancelRequest`.
     running: Mutex<HashMap<String, Running>>,
     _alive: mpsc::Sender<()>,
 }
 
-async fn connection<R, W>(server: Arc<Server>, read: R, write: W, token: Option<String>, alive: mpsc::Sender<()>)
+async fn connection<R, W>(server: Arc<Server>, read: R, write: W, origin: Origin, alive: mpsc::Sender<()>)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -387,9 +437,14 @@ where
             }
         }
     });
-    let conn = Arc::new(Conn { server: server.clone(), out, running: Mutex::new(HashMap::new()), _alive: alive });
+    let send = |message: Value| {
+        let out = out.clone();
+        async move {
+            let _ = out.send(message.to_string()).await;
+        }
+    };
     let mut reader = LineReader::new(read, server.max_message_bytes);
-    let mut authenticated = token.is_none();
+    let mut conn: Option<Arc<Conn>> = None;
     loop {
         // After `shutdown` the connection still reads, to answer "shutting down" (-32003)
         // rather than vanish, until the work in flight is over; and then what has already
@@ -404,7 +459,7 @@ where
             Ok(Some(Frame::Line(bytes))) => bytes,
             Ok(Some(Frame::TooLarge)) => {
                 let max = server.max_message_bytes;
-                conn.send(failure(
+                send(failure(
                     Value::Null,
                     RpcError::new(protocol::INVALID_REQUEST, format!("message too large (limit {max} bytes)")),
                 ))
@@ -416,43 +471,67 @@ where
         if bytes.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        if !authenticated {
-            match check_auth(&bytes, token.as_deref().unwrap_or_default()) {
-                Ok(reply) => {
-                    authenticated = true;
-                    if let Some(reply) = reply {
-                        conn.send(reply).await;
+        let conn = match &conn {
+            Some(conn) => conn.clone(),
+            None => {
+                let caller = match first_message(&bytes, origin, &server) {
+                    First::Request(caller) => caller,
+                    First::Authenticated(caller, reply) => {
+                        if let Some(reply) = reply {
+                            send(reply).await;
+                        }
+                        conn = Some(Conn::new(&server, caller, &out, &alive));
+                        continue;
                     }
-                    continue;
-                }
-                Err(reply) => {
-                    conn.send(reply).await;
-                    break;
-                }
+                    First::Refused(reply) => {
+                        send(reply).await;
+                        break;
+                    }
+                };
+                conn.insert(Conn::new(&server, caller, &out, &alive)).clone()
             }
-        }
-        conn.clone().handle_line(&bytes).await;
+        };
+        conn.handle_line(&bytes).await;
     }
 }
 
-/// The first message of a connection that requires a token:
-/// `{"jsonrpc":"2.0","method":"auth","params":{"token":"…"}}` (an `id` is optional).
-fn check_auth(bytes: &[u8], token: &str) -> std::result::Result<Option<Value>, Value> {
+/// What a connection's first message makes of it.
+enum First {
+    /// Not `auth`, on a door that vouches for its caller: the message is a request.
+    Request(Caller),
+    /// `auth` with a valid token, and its reply when it had an id.
+    Authenticated(Caller, Option<Value>),
+    /// The reply to send before closing the connection.
+    Refused(Value),
+}
+
+/// The first message: `{"jsonrpc":"2.0","method":"auth","params":{"token":"…"}}` (an `id`
+/// is optional) is required on the network and allowed on an owned door.
+fn first_message(bytes: &[u8], origin: Origin, server: &Server) -> First {
     let message: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     let id = message.get("id").cloned();
-    let given = (message.get("method").and_then(Value::as_str) == Some("auth"))
-        .then(|| message.pointer("/params/token").and_then(Value::as_str))
-        .flatten();
-    let message = match given {
-        Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => {
-            return Ok(id.map(|id| success(id, serde_json::json!({"authenticated": true}))));
-        }
-        Some(_) => {
-            "unauthorized: wrong token (the daemon's is `server.bearer_token`, or else in the rpc-token file it names at start)"
-        }
-        None => "unauthorized: the first message must be `auth` with the server's token",
+    let is_auth = message.get("method").and_then(Value::as_str) == Some("auth");
+    if !is_auth && origin == Origin::Owned {
+        return First::Request(Caller::owner());
+    }
+    let refuse = |message: String| {
+        First::Refused(failure(id.clone().unwrap_or(Value::Null), RpcError::new(protocol::UNAUTHORIZED, message)))
     };
-    Err(failure(id.unwrap_or(Value::Null), RpcError::new(protocol::UNAUTHORIZED, message)))
+    let Some(token) = is_auth.then(|| message.pointer("/params/token").and_then(Value::as_str)).flatten() else {
+        return refuse("unauthorized: the first message must be `auth` with a token".into());
+    };
+    match server.engine.access.authenticate(token) {
+        Ok(caller) => {
+            let reply = id.map(|id| {
+                success(id, serde_json::json!({"authenticated": true, "token": caller.name(), "scope": caller.scope()}))
+            });
+            First::Authenticated(caller, reply)
+        }
+        Err(e) => {
+            server.engine.metrics.refused("?", "unauthorized");
+            refuse(e.to_string())
+        }
+    }
 }
 
 /// A request in flight, as `$/cancelRequest` sees it.
@@ -482,6 +561,16 @@ impl Started {
 }
 
 impl Conn {
+    fn new(server: &Arc<Server>, caller: Caller, out: &mpsc::Sender<String>, alive: &mpsc::Sender<()>) -> Arc<Conn> {
+        Arc::new(Conn {
+            server: server.clone(),
+            caller,
+            out: out.clone(),
+            running: Mutex::new(HashMap::new()),
+            _alive: alive.clone(),
+        })
+    }
+
     async fn send(&self, message: Value) {
         let _ = self.out.send(message.to_string()).await;
     }
@@ -584,7 +673,7 @@ impl Conn {
             ))));
         };
         // Liveness and stop never wait behind load, nor count towards it.
-        if let Some(result) = methods::immediate(&self.server, &method, &params) {
+        if let Some(result) = methods::immediate(&self.server, &self.caller, &method, &params) {
             self.server.engine.metrics.request(Door::Rpc, name, Outcome::of(&result));
             return Started::Done(reply(result));
         }
@@ -600,6 +689,7 @@ impl Conn {
         let cooperative = methods::stops_on_cancel(&method);
         let cx = methods::Context {
             server: self.server.clone(),
+            caller: self.caller.clone(),
             out: self.out.clone(),
             id: reply_id,
             cancelled: cancelled.clone(),
@@ -676,14 +766,8 @@ mod tests {
         assert_eq!("unix:/tmp/a.sock".parse::<Listen>().unwrap(), Listen::Unix("/tmp/a.sock".into()));
         assert_eq!("tcp:127.0.0.1:7000".parse::<Listen>().unwrap(), Listen::Tcp("127.0.0.1:7000".into()));
         assert!("tcp:7000".parse::<Listen>().is_err());
+        assert_eq!("tls:0.0.0.0:7443".parse::<Listen>().unwrap(), Listen::Tls("0.0.0.0:7443".into()));
         assert!("http://x".parse::<Listen>().is_err());
     }
 
-    #[test]
-    fn auth_needs_the_exact_token() {
-        let ok = br#"{"jsonrpc":"2.0","id":1,"method":"auth","params":{"token":"s3cret"}}"#;
-        assert!(check_auth(ok, "s3cret").is_ok());
-        assert!(check_auth(ok, "s3cre").is_err());
-        assert!(check_auth(br#"{"jsonrpc":"2.0","method":"health"}"#, "s3cret").is_err());
-    }
 }

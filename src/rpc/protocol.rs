@@ -20,6 +20,8 @@ pub const UNAUTHORIZED: i64 = -32001;
 pub const NOT_FOUND: i64 = -32002;
 /// The server is shutting down and takes no new work.
 pub const SHUTTING_DOWN: i64 = -32003;
+/// A valid token whose scope or knowledge bases do not cover the request.
+pub const FORBIDDEN: i64 = -32004;
 /// The request was cancelled by `$/cancelRequest` (the LSP code).
 pub const REQUEST_CANCELLED: i64 = -32800;
 
@@ -48,6 +50,9 @@ impl From<Error> for RpcError {
         let code = match e {
             Error::Invalid(_) | Error::Conflict(_) => INVALID_PARAMS,
             Error::NotFound(_) => NOT_FOUND,
+            Error::Unauthorized(_) => UNAUTHORIZED,
+            Error::Forbidden(_) => FORBIDDEN,
+            Error::Overloaded(_) => OVERLOADED,
             _ => INTERNAL_ERROR,
         };
         RpcError::new(code, e.to_string())

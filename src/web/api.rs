@@ -11,9 +11,10 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::auth::{Authed, csrf_of};
+use super::auth::Authed;
 use super::extract::{Json as Body, Path, Query};
 use super::{ApiError, Shared};
+use crate::access::Scope;
 use crate::control::QueryRequest;
 use crate::curate::{Action, AuditFilter, ProposalId, Status};
 use crate::engine::{Decision, EntityRef};
@@ -36,19 +37,29 @@ pub(super) struct OnKb {
     kb: KbName,
 }
 
+/// Who is signed in and what the page should offer them: what their scope allows.
 pub(super) async fn session(State(web): Shared, Extension(authed): Extension<Authed>) -> ApiResult {
+    let caller = &authed.caller;
+    let may: Vec<&str> = Scope::ALL.iter().filter(|s| caller.may(**s)).map(|s| s.name()).collect();
     Ok(Json(json!({
-        "csrf": csrf_of(&authed),
-        "kbs": web.engine.kbs()?,
+        "csrf": authed.csrf,
+        "token": caller.name(),
+        "scope": caller.scope(),
+        "may": may,
+        "kbs": web.engine.kbs(caller)?,
     })))
 }
 
-pub(super) async fn status(State(web): Shared, Query(OnKb { kb }): Query<OnKb>) -> ApiResult {
+pub(super) async fn status(
+    State(web): Shared,
+    Extension(authed): Extension<Authed>,
+    Query(OnKb { kb }): Query<OnKb>,
+) -> ApiResult {
     let engine = &web.engine;
     Ok(Json(json!({
         "kb": kb,
-        "stats": engine.stats(&kb).await?,
-        "kbs": engine.kbs()?,
+        "stats": engine.stats(&authed.caller, &kb).await?,
+        "kbs": engine.kbs(&authed.caller)?,
         "llm": engine.llm.is_some(),
         "pending_requests": engine.metrics.pending(),
         "uptime_s": engine.metrics.uptime().as_secs(),
@@ -66,8 +77,12 @@ pub(super) struct ProposalsQuery {
     status: Option<Status>,
 }
 
-pub(super) async fn proposals(State(web): Shared, Query(q): Query<ProposalsQuery>) -> ApiResult {
-    let items = web.engine.review_items(&q.kb, Some(q.status.unwrap_or(Status::Pending))).await?;
+pub(super) async fn proposals(
+    State(web): Shared,
+    Extension(authed): Extension<Authed>,
+    Query(q): Query<ProposalsQuery>,
+) -> ApiResult {
+    let items = web.engine.review_items(&authed.caller, &q.kb, Some(q.status.unwrap_or(Status::Pending))).await?;
     to_json(&json!({"proposals": items}))
 }
 
@@ -85,6 +100,7 @@ pub(super) struct DecisionBody {
 /// `triple`).
 pub(super) async fn decide(
     State(web): Shared,
+    Extension(authed): Extension<Authed>,
     Path((id, action)): Path<(ProposalId, Action)>,
     Query(OnKb { kb }): Query<OnKb>,
     Body(body): Body<DecisionBody>,
@@ -94,9 +110,14 @@ pub(super) async fn decide(
         (Action::Reject, None) => Decision::Reject,
         (Action::Edit, Some(triple)) => Decision::Edit(triple),
         (Action::Edit, None) => return Err(Error::Invalid("an edit needs the corrected `triple`".into()).into()),
-        (_, Some(_)) => return Err(Error::Invalid("only an edit takes a `triple`".into()).into()),
+        (Action::Approve | Action::Reject, Some(_)) => {
+            return Err(Error::Invalid("only an edit takes a `triple`".into()).into());
+        }
+        (Action::Ingest | Action::Replace | Action::Delete, _) => {
+            return Err(Error::Invalid("a proposal is approved, rejected or edited".into()).into());
+        }
     };
-    to_json(&web.engine.decide(&kb, id, &body.who, decision).await?)
+    to_json(&web.engine.decide(&authed.caller, &kb, id, Some(&body.who), decision).await?)
 }
 
 #[derive(Deserialize)]
@@ -107,6 +128,8 @@ pub(super) struct AuditQuery {
     #[serde(default)]
     who: Option<String>,
     #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
     action: Option<Action>,
     #[serde(default)]
     text: Option<String>,
@@ -115,23 +138,37 @@ pub(super) struct AuditQuery {
 impl AuditQuery {
     fn split(self) -> (KbName, AuditFilter) {
         let nonempty = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
-        (self.kb, AuditFilter { who: nonempty(self.who), action: self.action, text: nonempty(self.text) })
+        let filter = AuditFilter {
+            who: nonempty(self.who),
+            token: nonempty(self.token),
+            action: self.action,
+            text: nonempty(self.text),
+        };
+        (self.kb, filter)
     }
 }
 
 /// The audit log, newest first.
-pub(super) async fn audit(State(web): Shared, Query(q): Query<AuditQuery>) -> ApiResult {
+pub(super) async fn audit(
+    State(web): Shared,
+    Extension(authed): Extension<Authed>,
+    Query(q): Query<AuditQuery>,
+) -> ApiResult {
     let (kb, filter) = q.split();
-    let mut entries = web.engine.audit(&kb, &filter).await?;
+    let mut entries = web.engine.audit(&authed.caller, &kb, &filter).await?;
     entries.reverse();
     to_json(&json!({"entries": entries}))
 }
 
 /// The same entries as a download, one JSON object per line, oldest first (as `a2rag audit`).
-pub(super) async fn audit_jsonl(State(web): Shared, Query(q): Query<AuditQuery>) -> Result<Response, ApiError> {
+pub(super) async fn audit_jsonl(
+    State(web): Shared,
+    Extension(authed): Extension<Authed>,
+    Query(q): Query<AuditQuery>,
+) -> Result<Response, ApiError> {
     let (kb, filter) = q.split();
     let mut out = String::new();
-    for entry in web.engine.audit(&kb, &filter).await? {
+    for entry in web.engine.audit(&authed.caller, &kb, &filter).await? {
         let line = serde_json::to_string(&entry).map_err(|e| Error::Internal(format!("cannot encode the log: {e}")))?;
         out.push_str(&line);
         out.push('\n');
@@ -160,8 +197,13 @@ fn default_suggestions() -> usize {
     10
 }
 
-pub(super) async fn entities(State(web): Shared, Query(q): Query<EntitiesQuery>) -> ApiResult {
-    to_json(&json!({"entities": web.engine.suggest_entities(&q.kb, &q.q, q.limit.min(50)).await?}))
+pub(super) async fn entities(
+    State(web): Shared,
+    Extension(authed): Extension<Authed>,
+    Query(q): Query<EntitiesQuery>,
+) -> ApiResult {
+    let suggestions = web.engine.suggest_entities(&authed.caller, &q.kb, &q.q, q.limit.min(50)).await?;
+    to_json(&json!({"entities": suggestions}))
 }
 
 #[derive(Deserialize)]
@@ -182,9 +224,13 @@ fn default_neighbourhood() -> usize {
     30
 }
 
-pub(super) async fn entity(State(web): Shared, Query(q): Query<EntityQuery>) -> ApiResult {
+pub(super) async fn entity(
+    State(web): Shared,
+    Extension(authed): Extension<Authed>,
+    Query(q): Query<EntityQuery>,
+) -> ApiResult {
     let entity = EntityRef::one_of(q.id, q.name)?;
-    to_json(&web.engine.entity(&q.kb, &entity, q.limit.min(100)).await?)
+    to_json(&web.engine.entity(&authed.caller, &q.kb, &entity, q.limit.min(100)).await?)
 }
 
 #[derive(Deserialize)]
@@ -198,12 +244,18 @@ pub(super) struct AskBody {
 }
 
 /// A question through the controller; an accepted answer proposes triples for the queue.
-pub(super) async fn ask(State(web): Shared, Body(body): Body<AskBody>) -> ApiResult {
+pub(super) async fn ask(
+    State(web): Shared,
+    Extension(authed): Extension<Authed>,
+    Body(body): Body<AskBody>,
+) -> ApiResult {
     let request = QueryRequest { question: body.question, policy: body.policy, ..Default::default() };
-    to_json(&web.engine.query(&body.kb, &request).await?)
+    to_json(&web.engine.query(&authed.caller, &body.kb, &request).await?)
 }
 
-pub(super) async fn metrics(State(web): Shared) -> Result<Response, ApiError> {
+/// Prometheus text; any token may scrape (the figures name no KB contents).
+pub(super) async fn metrics(State(web): Shared, Extension(authed): Extension<Authed>) -> Result<Response, ApiError> {
+    let _slot = web.engine.admit(&authed.caller, Scope::Read, None)?;
     let text = web.engine.metrics.render()?;
     Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response())
 }

@@ -10,56 +10,63 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::{ApiError, Shared};
-use crate::access::{constant_time_eq, random_hex};
+use crate::access::{Caller, constant_time_eq, random_hex};
 
 const COOKIE: &str = "a2rag_session";
 const CSRF_HEADER: &str = "x-csrf-token";
 /// Sessions kept; signing in beyond this ends the oldest.
 const MAX_SESSIONS: usize = 256;
 
-/// Open sessions: id -> CSRF token. In memory: a restart signs everyone out.
+/// Open sessions: id -> the session's CSRF token and who signed in. In memory: a restart
+/// signs everyone out. The caller's token is checked again at every request (by the
+/// engine), so revoking it ends its sessions too.
 #[derive(Default)]
 pub(super) struct Sessions(Mutex<SessionTable>);
 
 #[derive(Default)]
 struct SessionTable {
-    csrf: HashMap<String, String>,
+    open: HashMap<String, Session>,
     order: VecDeque<String>,
 }
 
+#[derive(Clone)]
+struct Session {
+    csrf: String,
+    caller: Caller,
+}
+
 impl Sessions {
-    fn open(&self) -> (String, String) {
+    fn open(&self, caller: Caller) -> (String, String) {
         let (id, csrf) = (random_hex(), random_hex());
         let mut table = self.0.lock().unwrap_or_else(|e| e.into_inner());
         while table.order.len() >= MAX_SESSIONS {
             if let Some(oldest) = table.order.pop_front() {
-                table.csrf.remove(&oldest);
+                table.open.remove(&oldest);
             }
         }
-        table.csrf.insert(id.clone(), csrf.clone());
+        table.open.insert(id.clone(), Session { csrf: csrf.clone(), caller });
         table.order.push_back(id.clone());
         (id, csrf)
     }
 
-    fn csrf(&self, id: &str) -> Option<String> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).csrf.get(id).cloned()
+    fn get(&self, id: &str) -> Option<Session> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).open.get(id).cloned()
     }
 
     fn close(&self, id: &str) {
         let mut table = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        table.csrf.remove(id);
+        table.open.remove(id);
         table.order.retain(|s| s != id);
     }
 }
 
-/// How a request proved it may use the API.
+/// Who a request acts for, and how it proved it.
 #[derive(Clone)]
-pub(super) enum Authed {
-    /// The token itself, in the `Authorization` header: no browser sends that on its own.
-    Bearer,
-    Session {
-        csrf: String,
-    },
+pub(super) struct Authed {
+    pub(super) caller: Caller,
+    /// The session's CSRF token; `None` for a request that sent the token itself in the
+    /// `Authorization` header (no browser sends that on its own).
+    pub(super) csrf: Option<String>,
 }
 
 fn session_id(headers: &HeaderMap) -> Option<&str> {
@@ -83,21 +90,29 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// CSRF token.
 pub(super) async fn require(State(web): Shared, mut request: Request, next: Next) -> Response {
     let headers = request.headers();
-    let authed = if bearer(headers).is_some_and(|t| constant_time_eq(t.as_bytes(), web.token.as_bytes())) {
-        Authed::Bearer
-    } else if let Some(csrf) = session_id(headers).and_then(|id| web.sessions.csrf(id)) {
+    let authed = if let Some(token) = bearer(headers) {
+        match web.engine.access.authenticate(token) {
+            Ok(caller) => Authed { caller, csrf: None },
+            Err(e) => {
+                web.engine.metrics.refused("?", "unauthorized");
+                return ApiError::from(e).into_response();
+            }
+        }
+    } else if let Some(session) = session_id(headers).and_then(|id| web.sessions.get(id)) {
         if request.method() != Method::GET {
             let sent = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok()).unwrap_or_default();
-            if !constant_time_eq(sent.as_bytes(), csrf.as_bytes()) {
+            if !constant_time_eq(sent.as_bytes(), session.csrf.as_bytes()) {
                 return ApiError(StatusCode::FORBIDDEN, "missing or wrong CSRF token: reload the page".into())
                     .into_response();
             }
         }
-        Authed::Session { csrf }
+        Authed { caller: session.caller, csrf: Some(session.csrf) }
     } else {
         return ApiError(
             StatusCode::UNAUTHORIZED,
-            "sign in with the daemon's token (server.bearer_token, or the rpc-token file in its data directory)".into(),
+            "sign in with a token (`a2rag token create`, or the daemon's own: server.bearer_token or the rpc-token \
+             file in its data directory)"
+                .into(),
         )
         .into_response();
     };
@@ -111,13 +126,19 @@ pub(super) struct Login {
     token: String,
 }
 
-/// Opens a session for the right token; the page keeps the CSRF token it gets back.
+/// Opens a session for a valid token; the page keeps the CSRF token it gets back. Over TLS
+/// the cookie is `Secure`: the browser never sends it in clear.
 pub(super) async fn login(State(web): Shared, super::extract::Json(login): super::extract::Json<Login>) -> Response {
-    if !constant_time_eq(login.token.trim().as_bytes(), web.token.as_bytes()) {
-        return ApiError(StatusCode::UNAUTHORIZED, "wrong token".into()).into_response();
-    }
-    let (id, csrf) = web.sessions.open();
-    let cookie = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/");
+    let caller = match web.engine.access.authenticate(&login.token) {
+        Ok(caller) => caller,
+        Err(e) => {
+            web.engine.metrics.refused("?", "unauthorized");
+            return ApiError::from(e).into_response();
+        }
+    };
+    let (id, csrf) = web.sessions.open(caller);
+    let secure = if web.tls { "; Secure" } else { "" };
+    let cookie = format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/{secure}");
     ([(header::SET_COOKIE, cookie)], axum::Json(serde_json::json!({"csrf": csrf}))).into_response()
 }
 
@@ -129,13 +150,6 @@ pub(super) async fn logout(State(web): Shared, headers: HeaderMap) -> Response {
     ([(header::SET_COOKIE, cookie)], axum::Json(serde_json::json!({"signed_out": true}))).into_response()
 }
 
-/// The session's CSRF token, for the page after a reload (`None` for bearer callers).
-pub(super) fn csrf_of(authed: &Authed) -> Option<&str> {
-    match authed {
-        Authed::Bearer => None,
-        Authed::Session { csrf } => Some(csrf),
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -150,15 +164,15 @@ mod tests {
         assert_eq!(session_id(&headers), None);
 
         let sessions = Sessions::default();
-        let (first, csrf) = sessions.open();
-        assert_eq!(sessions.csrf(&first), Some(csrf));
+        let (first, csrf) = sessions.open(Caller::owner());
+        assert_eq!(sessions.get(&first).map(|s| s.csrf), Some(csrf));
         for _ in 0..MAX_SESSIONS {
-            sessions.open();
+            sessions.open(Caller::owner());
         }
-        assert_eq!(sessions.csrf(&first), None, "the oldest session ended");
-        let (id, _) = sessions.open();
+        assert!(sessions.get(&first).is_none(), "the oldest session ended");
+        let (id, _) = sessions.open(Caller::owner());
         sessions.close(&id);
-        assert_eq!(sessions.csrf(&id), None);
+        assert!(sessions.get(&id).is_none());
     }
 
     #[test]

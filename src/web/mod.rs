@@ -4,9 +4,12 @@
 //! scraper. It shares the daemon's engine, so its reads and writes take the same KB locks as
 //! the JSON-RPC listeners.
 //!
-//! Access, whatever the address: every API call and `/metrics` needs the daemon's bearer
-//! token ([`crate::access`]), as an `Authorization: Bearer` header (scripts, scrapers) or
-//! through the sign-in form, which opens a session: an HttpOnly, SameSite=Strict cookie. A
+//! Access, whatever the address: every API call and `/metrics` needs a token
+//! ([`crate::access`]), as an `Authorization: Bearer` header (scripts, scrapers) or
+//! through the sign-in form, which opens a session carrying that token's name and scope: an
+//! HttpOnly, SameSite=Strict cookie (Secure over TLS). The page offers only what the scope
+//! allows, and the engine refuses the rest whatever the page sends. With
+//! `server.tls_cert` set the page is served over HTTPS only. A
 //! state-changing request in a session is a POST carrying the session's CSRF token in
 //! `X-CSRF-Token`, so another site's page can neither read nor act through a signed-in
 //! browser. The page renders every string from the KB as text (DOM `textContent`), never as
@@ -28,7 +31,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 
-use crate::access::bearer_token;
+use crate::access::tls::ServerTls;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::metrics::{Door, Outcome};
@@ -37,8 +40,9 @@ use auth::Sessions;
 /// What every handler shares.
 struct Web {
     engine: Arc<Engine>,
-    token: String,
     sessions: Sessions,
+    /// Served over TLS: session cookies are `Secure`.
+    tls: bool,
 }
 
 type Shared = State<Arc<Web>>;
@@ -48,17 +52,23 @@ pub struct WebServer {
     listener: TcpListener,
     web: Arc<Web>,
     token_file: Option<std::path::PathBuf>,
+    tls: Option<Arc<ServerTls>>,
 }
 
 impl WebServer {
-    /// Binds `addr` (`HOST:PORT`; port 0 picks a free one).
-    pub async fn bind(engine: Arc<Engine>, addr: &str) -> Result<WebServer> {
-        let token = bearer_token(&engine.settings)?;
+    /// Binds `addr` (`HOST:PORT`; port 0 picks a free one), to serve over TLS with `tls`.
+    pub async fn bind(engine: Arc<Engine>, addr: &str, tls: Option<Arc<ServerTls>>) -> Result<WebServer> {
+        let token_file = engine.access.enable_legacy(&engine.settings)?.and_then(|t| t.file);
         let listener = TcpListener::bind(addr).await.map_err(|e| {
             Error::Invalid(format!("cannot serve the web page on `{addr}`: {e} (give HOST:PORT, e.g. 127.0.0.1:7412)"))
         })?;
-        let web = Arc::new(Web { engine, token: token.token, sessions: Sessions::default() });
-        Ok(WebServer { listener, web, token_file: token.file })
+        let web = Arc::new(Web { engine, sessions: Sessions::default(), tls: tls.is_some() });
+        Ok(WebServer { listener, web, token_file, tls })
+    }
+
+    /// Whether the page is served over TLS (`https://`).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     pub fn address(&self) -> Result<SocketAddr> {
@@ -73,7 +83,25 @@ impl WebServer {
     /// Serves until `stop` resolves, then finishes the requests in flight.
     pub async fn run(self, stop: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         let app = router(self.web);
-        axum::serve(self.listener, app).with_graceful_shutdown(stop).await.map_err(|e| Error::io("web server", e))
+        let Some(tls) = self.tls else {
+            return axum::serve(self.listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+                .map_err(|e| Error::io("web server", e));
+        };
+        let listener = self.listener.into_std().map_err(|e| Error::io("web listener", e))?;
+        let handle = axum_server::Handle::new();
+        let stopping = handle.clone();
+        tokio::spawn(async move {
+            stop.await;
+            stopping.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
+        });
+        axum_server::tls_rustls::from_tcp_rustls(listener, tls.rustls())
+            .map_err(|e| Error::io("web listener", e))?
+            .handle(handle)
+            .serve(app.into_make_service())
+            .await
+            .map_err(|e| Error::io("web server", e))
     }
 }
 
@@ -140,6 +168,9 @@ impl From<Error> for ApiError {
             Error::Invalid(_) => StatusCode::BAD_REQUEST,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Error::Forbidden(_) => StatusCode::FORBIDDEN,
+            Error::Overloaded(_) => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError(status, e.to_string())

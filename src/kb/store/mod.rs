@@ -13,6 +13,7 @@
 //! [`Store::write_session`]), so each daemon can bring its in-memory indexes up to date
 //! ([`Store::changes_since`]) and a write is staged against everything committed before it.
 
+pub mod credentials;
 mod postgres;
 mod sled_backend;
 
@@ -35,6 +36,9 @@ pub use postgres::kb_names as postgres_kb_names;
 /// Bump when the on-disk layout changes so that an older build would misread it (a newer
 /// build reads every older layout). 2: one fact vector per distinct fact, not per edge.
 pub const SCHEMA_VERSION: u32 = 2;
+
+/// The author `a2rag migrate` records its copies under in a change log.
+const MIGRATE_AUTHOR: &str = "migrate";
 
 const META_EMBEDDER: &[u8] = b"meta/embedder";
 /// Keys under this prefix describe the store itself (schema, id offset, embedder); they are
@@ -519,12 +523,12 @@ pub fn copy_kb(from: &Location, to: &Location, mut progress: impl FnMut(usize)) 
             writes.push(Write { space, key, value: Some(value) });
             if writes.len() == COPY_BATCH {
                 copied += writes.len();
-                target.backend.commit(Commit { ahead: Vec::new(), writes: std::mem::take(&mut writes) })?;
+                target.backend.commit(Commit { ahead: Vec::new(), writes: std::mem::take(&mut writes), author: MIGRATE_AUTHOR.into() })?;
                 progress(copied);
             }
         }
         copied += writes.len();
-        target.backend.commit(Commit { ahead: Vec::new(), writes })?;
+        target.backend.commit(Commit { ahead: Vec::new(), writes, author: MIGRATE_AUTHOR.into() })?;
         progress(copied);
     }
     if let Some(embedder) = source.embedder_id()? {
@@ -569,6 +573,8 @@ pub struct KbBatch {
     writes: Vec<Write>,
     /// Writes nothing reads until `writes` commit (see [`KbBatch::put_fact_vector_ahead`]).
     ahead: Vec<Write>,
+    /// The token the write came through, for the change log.
+    author: String,
 }
 
 /// A batch as a back end commits it: `ahead` (KB writes only) may commit first, in parts,
@@ -576,9 +582,15 @@ pub struct KbBatch {
 struct Commit {
     ahead: Vec<Write>,
     writes: Vec<Write>,
+    /// Recorded with the change where the back end keeps a change log.
+    author: String,
 }
 
 impl KbBatch {
+    /// Names the token this batch's write came through.
+    pub fn set_author(&mut self, token: &str) {
+        token.clone_into(&mut self.author);
+    }
     pub fn put_raw(&mut self, keyspace: Keyspace, key: &[u8], value: Vec<u8>) {
         self.writes.push(Write { space: Space::Curation(keyspace), key: key.to_vec(), value: Some(value) });
     }
@@ -663,7 +675,7 @@ impl KbBatch {
         let mut keep: Vec<usize> = last.into_values().collect();
         keep.sort_unstable();
         let mut writes: Vec<Option<Write>> = self.writes.into_iter().map(Some).collect();
-        Commit { ahead, writes: keep.into_iter().filter_map(|i| writes[i].take()).collect() }
+        Commit { ahead, writes: keep.into_iter().filter_map(|i| writes[i].take()).collect(), author: self.author }
     }
 }
 

@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMappedMutexGuard, OwnedMutexGuard};
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{Backend, ChangeLog, Commit, Entries, Entry, Put, Session, Space, Write};
 use crate::config::{StoreBackend, StoreSettings};
@@ -55,6 +56,14 @@ const MIGRATIONS: &[&str] = &[
     // 2: one fact vector per distinct fact, no longer one per edge. No table changes; the
     // version keeps an older build, which expects a vector under every edge, off the database.
     "COMMENT ON TABLE a2rag_entries IS 'a2rag KB records; schema 2: one fact vector per distinct fact'",
+    // 3: named access tokens (argon2 hashes, never the tokens) shared by every daemon of the
+    // database, and the token each change was made through.
+    "CREATE TABLE a2rag_tokens (
+         name text PRIMARY KEY,
+         record text NOT NULL,
+         created_at timestamptz NOT NULL DEFAULT now()
+     );
+     ALTER TABLE a2rag_changes ADD COLUMN author text NOT NULL DEFAULT '';",
 ];
 
 /// The notification channel commits announce themselves on (payload: the KB's name).
@@ -126,15 +135,56 @@ fn no_connection(error: deadpool_postgres::PoolError) -> Error {
         deadpool_postgres::PoolError::Backend(e) => pg(e).to_string(),
         other => other.to_string(),
     };
+    if error.contains("certificate") || error.contains("TLS") {
+        return Error::Postgres(format!(
+            "no connection to the database ({error}); the server's TLS certificate was not accepted: set store.tls_ca \
+             to the CA that signed it and connect by a host name the certificate names"
+        ));
+    }
     Error::Postgres(format!("no connection to the database ({error}); check store.url and that the server is running"))
 }
 
 fn parse_url(settings: &StoreSettings) -> Result<tokio_postgres::Config> {
-    settings.url.parse().map_err(|e| {
+    let mut config: tokio_postgres::Config = settings.url.parse().map_err(|e| {
         Error::Config(format!(
             "store.url is not a PostgreSQL connection string ({e}); write postgres://user@host:5432/db or host=... dbname=..."
         ))
-    })
+    })?;
+    // A CA given means TLS is wanted: a server that does not offer it must not get the
+    // password in clear.
+    if !settings.tls_ca.as_os_str().is_empty() {
+        config.ssl_mode(tokio_postgres::config::SslMode::Require);
+    }
+    Ok(config)
+}
+
+/// The TLS connector every connection uses when TLS is negotiated: rustls, verifying the
+/// server's chain against `store.tls_ca` (or the public web roots) and its name against the
+/// host connected to, as libpq's `sslmode=verify-full`.
+fn tls(settings: &StoreSettings) -> Result<MakeRustlsConnect> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = &settings.tls_ca;
+    if ca.as_os_str().is_empty() {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    } else {
+        let bad = |e: &dyn std::fmt::Display| {
+            Error::Config(format!("store.tls_ca `{}`: {e} (give a PEM file of CA certificates)", ca.display()))
+        };
+        for cert in CertificateDer::pem_file_iter(ca).map_err(|e| bad(&e))? {
+            roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+        }
+        if roots.is_empty() {
+            return Err(bad(&"no certificate in it"));
+        }
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Internal(format!("TLS setup: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
 }
 
 /// One pool per connection string and size, made (and the schema migrated) on first use.
@@ -147,7 +197,7 @@ fn pool(settings: &StoreSettings) -> Result<Pool> {
     }
     let config = parse_url(settings)?;
     let database = config.get_dbname().unwrap_or("(default)").to_string();
-    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let manager = Manager::from_config(config, tls(settings)?, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     let pool = Pool::builder(manager)
         .max_size(settings.pool_size)
         .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -193,6 +243,41 @@ pub fn kb_names(settings: &StoreSettings) -> Result<Vec<KbName>> {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     })?;
     names.iter().map(|n| KbName::new(n)).collect()
+}
+
+/// Every token record of the database, by name.
+pub(super) fn tokens(settings: &StoreSettings) -> Result<std::collections::BTreeMap<String, String>> {
+    let pool = pool(settings)?;
+    block_on(async move {
+        let client = pool.get().await.map_err(no_connection)?;
+        let rows = client.query("SELECT name, record FROM a2rag_tokens", &[]).await.map_err(pg)?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    })
+}
+
+pub(super) fn insert_token(settings: &StoreSettings, name: &str, record: &str) -> Result<bool> {
+    let pool = pool(settings)?;
+    let (name, record) = (name.to_string(), record.to_string());
+    block_on(async move {
+        let client = pool.get().await.map_err(no_connection)?;
+        let inserted = client
+            .execute(
+                "INSERT INTO a2rag_tokens (name, record) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+                &[&name, &record],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(inserted == 1)
+    })
+}
+
+pub(super) fn remove_token(settings: &StoreSettings, name: &str) -> Result<bool> {
+    let pool = pool(settings)?;
+    let name = name.to_string();
+    block_on(async move {
+        let client = pool.get().await.map_err(no_connection)?;
+        Ok(client.execute("DELETE FROM a2rag_tokens WHERE name = $1", &[&name]).await.map_err(pg)? == 1)
+    })
 }
 
 /// The connection a session holds (a write or snapshot transaction), used by every statement
@@ -481,7 +566,7 @@ impl Backend for PgBackend {
     /// One transaction: the entries (the ahead part too: the server holds a large
     /// transaction, not this process), the change record with the KB keys touched, the
     /// notification (delivered on commit). Inside a write session it ends the session.
-    fn commit(&self, Commit { mut ahead, writes }: Commit) -> Result<Option<u64>> {
+    fn commit(&self, Commit { mut ahead, writes, author }: Commit) -> Result<Option<u64>> {
         ahead.extend(writes);
         let writes = ahead;
         let (pool, pinned, kb) = (self.pool.clone(), self.pinned.clone(), self.kb.clone());
@@ -497,7 +582,7 @@ impl Backend for PgBackend {
             };
             // Advisory locks are re-entrant: inside a write session this one is held already.
             let written = match object.execute(LOCK_KB, &[&LOCK_CLASS, &kb]).await {
-                Ok(_) => write_entries(&object, &kb, writes).await,
+                Ok(_) => write_entries(&object, &kb, writes, &author).await,
                 Err(e) => Err(pg(e)),
             };
             match written {
@@ -585,8 +670,9 @@ impl Backend for PgBackend {
 
     fn watch(&self) -> Option<Receiver<()>> {
         let config = parse_url(&self.settings).ok()?;
+        let tls = tls(&self.settings).ok()?;
         let (tx, rx) = std::sync::mpsc::channel();
-        runtime().ok()?.spawn(listen(config, self.kb.clone(), tx));
+        runtime().ok()?.spawn(listen(config, tls, self.kb.clone(), tx));
         Some(rx)
     }
 
@@ -597,7 +683,7 @@ impl Backend for PgBackend {
 
 /// Writes `writes` and, when they touch KB records, records the keys under the KB's next
 /// change number and announces it. The caller holds the KB's write lock.
-async fn write_entries(client: &Client, kb: &str, writes: Vec<Write>) -> Result<Option<u64>> {
+async fn write_entries(client: &Client, kb: &str, writes: Vec<Write>, author: &str) -> Result<Option<u64>> {
     let (mut put_spaces, mut put_keys, mut put_values) = (Vec::new(), Vec::new(), Vec::new());
     let (mut removed_spaces, mut removed_keys) = (Vec::new(), Vec::new());
     let mut touched: Vec<Vec<u8>> = Vec::new();
@@ -643,10 +729,10 @@ async fn write_entries(client: &Client, kb: &str, writes: Vec<Write>) -> Result<
     }
     let seq: i64 = client
         .query_one(
-            "INSERT INTO a2rag_changes (kb, seq, keys)
-             SELECT $1, coalesce(max(seq), 0) + 1, $2 FROM a2rag_changes WHERE kb = $1
+            "INSERT INTO a2rag_changes (kb, seq, keys, author)
+             SELECT $1, coalesce(max(seq), 0) + 1, $2, $3 FROM a2rag_changes WHERE kb = $1
              RETURNING seq",
-            &[&kb, &touched],
+            &[&kb, &touched, &author],
         )
         .await
         .map_err(pg)?
@@ -664,9 +750,9 @@ async fn write_entries(client: &Client, kb: &str, writes: Vec<Write>) -> Result<
 /// Wakes `wake` on every notification for `kb`, after every (re)connection (changes made
 /// while not listening are then caught up from the log) and at least every
 /// [`LISTEN_HEARTBEAT`]; ends when the receiver is gone.
-async fn listen(config: tokio_postgres::Config, kb: String, wake: std::sync::mpsc::Sender<()>) {
+async fn listen(config: tokio_postgres::Config, tls: MakeRustlsConnect, kb: String, wake: std::sync::mpsc::Sender<()>) {
     loop {
-        match listen_once(&config, &kb, &wake).await {
+        match listen_once(&config, &tls, &kb, &wake).await {
             Ok(()) => return,
             Err(e) => {
                 tracing::warn!(error = %e, kb, "lost the PostgreSQL change notifications; reconnecting");
@@ -680,8 +766,13 @@ async fn listen(config: tokio_postgres::Config, kb: String, wake: std::sync::mps
 }
 
 /// `Ok` when the receiver is gone, an error when the connection failed.
-async fn listen_once(config: &tokio_postgres::Config, kb: &str, wake: &std::sync::mpsc::Sender<()>) -> Result<()> {
-    let (client, mut connection) = tokio::time::timeout(CONNECT_TIMEOUT, config.connect(NoTls))
+async fn listen_once(
+    config: &tokio_postgres::Config,
+    tls: &MakeRustlsConnect,
+    kb: &str,
+    wake: &std::sync::mpsc::Sender<()>,
+) -> Result<()> {
+    let (client, mut connection) = tokio::time::timeout(CONNECT_TIMEOUT, config.connect(tls.clone()))
         .await
         .map_err(|_| Error::Postgres("connecting timed out".into()))?
         .map_err(pg)?;

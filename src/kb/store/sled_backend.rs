@@ -165,7 +165,7 @@ impl Backend for SledBackend {
 
     /// KB writes alone are one `apply_batch`; with curation writes, one sled transaction
     /// over every tree, so a crash keeps all or none of it.
-    fn commit(&self, Commit { ahead, writes }: Commit) -> Result<Option<u64>> {
+    fn commit(&self, Commit { ahead, writes, .. }: Commit) -> Result<Option<u64>> {
         use sled::Transactional;
         use sled::transaction::ConflictableTransactionError;
         // sled keeps a batch's whole log in memory until the batch ends; in parts, a large
