@@ -317,7 +317,7 @@ impl Engine {
         let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
         check_question(&request.question)?;
         let settings = self.settings_for(request.policy.as_deref())?;
-        let kb = self.kb(name, Open::Existing).await?;
+        let kb = self.reach(caller, name, Open::Existing).await?;
         let kb = kb.read().await;
         let started = std::time::Instant::now();
         let response = self.controller.run(&kb, &settings, request).await;
@@ -357,7 +357,7 @@ impl Engine {
             }
             options.top_k = k;
         }
-        let kb = self.kb(name, Open::Existing).await?;
+        let kb = self.reach(caller, name, Open::Existing).await?;
         let kb = kb.read().await;
         let question = crate::retrieve::embed_query(&kb, &request.question)?;
         let gate = Scope::judge(&kb, &settings, &question);
@@ -408,7 +408,7 @@ impl Engine {
             }
         }
         let (paths, access) = (input.paths, input.access);
-        let shared = self.kb(name, Open::OrCreate).await?;
+        let shared = self.reach(caller, name, Open::OrCreate).await?;
         let engine = self.clone();
         let started = std::time::Instant::now();
         let ingested = blocking(move || {
@@ -436,7 +436,7 @@ impl Engine {
         let _slot = self.admit(caller, access::Scope::Write, Some(name))?;
         let id = id.to_string();
         let author = caller.author(None);
-        self.write(name, move |kb| {
+        self.write(caller, name, move |kb| {
             if !kb.delete_document(&id, &author)? {
                 return Err(Error::NotFound(format!(
                     "document `{id}` (`a2rag docs`, or the JSON-RPC method `documents`, lists the ids)"
@@ -450,7 +450,7 @@ impl Engine {
     /// The documents of KB `name`, by id.
     pub async fn documents(&self, caller: &Caller, name: &KbName) -> Result<Vec<DocumentInfo>> {
         let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
-        let shared = self.kb(name, Open::Existing).await?;
+        let shared = self.reach(caller, name, Open::Existing).await?;
         let kb = shared.read().await;
         let mut docs: Vec<DocumentInfo> = kb
             .docs()
@@ -467,13 +467,13 @@ impl Engine {
 
     pub async fn stats(&self, caller: &Caller, name: &KbName) -> Result<Stats> {
         let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
-        Ok(self.kb(name, Open::Existing).await?.read().await.stats())
+        Ok(self.reach(caller, name, Open::Existing).await?.read().await.stats())
     }
 
     /// Proposals in id order, optionally only those with `status`.
     pub async fn proposals(&self, caller: &Caller, name: &KbName, status: Option<Status>) -> Result<Vec<Proposal>> {
         let _slot = self.admit(caller, access::Scope::Curate, Some(name))?;
-        curate::list(&*self.kb(name, Open::Existing).await?.read().await, status)
+        curate::list(&*self.reach(caller, name, Open::Existing).await?.read().await, status)
     }
 
     /// Proposals in id order with the source text each was read from, for a reviewer.
@@ -484,13 +484,13 @@ impl Engine {
         status: Option<Status>,
     ) -> Result<Vec<ReviewItem>> {
         let _slot = self.admit(caller, access::Scope::Curate, Some(name))?;
-        curate::review_items(&*self.kb(name, Open::Existing).await?.read().await, status)
+        curate::review_items(&*self.reach(caller, name, Open::Existing).await?.read().await, status)
     }
 
     /// What the graph knows about one entity, with at most `limit` neighbours and chunks.
     pub async fn entity(&self, caller: &Caller, name: &KbName, entity: &EntityRef, limit: usize) -> Result<EntityView> {
         let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
-        let shared = self.kb(name, Open::Existing).await?;
+        let shared = self.reach(caller, name, Open::Existing).await?;
         let kb = shared.read().await;
         let id = match entity {
             EntityRef::Id(id) => *id,
@@ -510,7 +510,7 @@ impl Engine {
         limit: usize,
     ) -> Result<Vec<EntitySuggestion>> {
         let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
-        Ok(self.kb(name, Open::Existing).await?.read().await.find_entities(typed, limit))
+        Ok(self.reach(caller, name, Open::Existing).await?.read().await.find_entities(typed, limit))
     }
 
     /// Records the caller's decision on a pending proposal (an approval puts its edge in the
@@ -525,7 +525,7 @@ impl Engine {
     ) -> Result<Proposal> {
         let _slot = self.admit(caller, access::Scope::Curate, Some(name))?;
         let by = caller.author(who);
-        self.write(name, move |kb| match decision {
+        self.write(caller, name, move |kb| match decision {
             Decision::Approve => curate::approve(kb, id, &by),
             Decision::Reject => curate::reject(kb, id, &by),
             Decision::Edit(triple) => curate::edit(kb, id, &by, triple),
@@ -536,7 +536,7 @@ impl Engine {
     /// The audit log entries `filter` selects, oldest first.
     pub async fn audit(&self, caller: &Caller, name: &KbName, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
-        let mut log = curate::audit_log(&*self.kb(name, Open::Existing).await?.read().await)?;
+        let mut log = curate::audit_log(&*self.reach(caller, name, Open::Existing).await?.read().await)?;
         log.retain(|e| filter.matches(e));
         Ok(log)
     }
@@ -544,7 +544,7 @@ impl Engine {
     /// The integrity check: graph, provenance and documents, then curation decisions.
     pub async fn check(&self, caller: &Caller, name: &KbName) -> Result<Integrity> {
         let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
-        let shared = self.kb(name, Open::Existing).await?;
+        let shared = self.reach(caller, name, Open::Existing).await?;
         let kb = shared.read().await;
         let mut violations = kb.integrity_violations();
         violations.extend(curate::integrity_violations(&kb)?);
@@ -556,7 +556,7 @@ impl Engine {
     /// Returns the triples released.
     pub async fn repair(&self, caller: &Caller, name: &KbName) -> Result<Vec<String>> {
         let _slot = self.admit(caller, access::Scope::Admin, Some(name))?;
-        self.write(name, curate::release_orphan_decisions).await
+        self.write(caller, name, curate::release_orphan_decisions).await
     }
 
     /// Flushes every open knowledge base no writer holds (a write still running flushes
@@ -571,13 +571,25 @@ impl Engine {
         Ok(())
     }
 
+    /// KB `name` for `caller`: when it does not exist, the error lists only the KBs the
+    /// caller reaches.
+    async fn reach(&self, caller: &Caller, name: &KbName, open: Open) -> Result<SharedKb> {
+        self.kb(name, open).await.map_err(|e| match e {
+            Error::UnknownKb { name, known } => {
+                let reached = |kb: &String| KbName::new(kb).is_ok_and(|kb| caller.reaches(&kb));
+                Error::UnknownKb { name, known: known.into_iter().filter(reached).collect() }
+            }
+            other => other,
+        })
+    }
+
     /// Runs `f` with the write lock of the existing KB `name` on a blocking thread.
-    async fn write<T, F>(&self, name: &KbName, f: F) -> Result<T>
+    async fn write<T, F>(&self, caller: &Caller, name: &KbName, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut Kb) -> Result<T> + Send + 'static,
     {
-        let shared = self.kb(name, Open::Existing).await?;
+        let shared = self.reach(caller, name, Open::Existing).await?;
         blocking(move || f(&mut shared.blocking_write())).await
     }
 }

@@ -54,6 +54,11 @@ pub enum Error {
     #[error("invalid input: {0}")]
     Invalid(String),
 
+    /// A request for a knowledge base that does not exist; `known` lists those that do (and
+    /// that the caller reaches: the engine leaves out the others).
+    #[error("invalid input: unknown knowledge base `{name}` (known: {}); ingest into it to create it", .known.join(", "))]
+    UnknownKb { name: String, known: Vec<String> },
+
     /// A valid request the current state refuses: a proposal decided already.
     #[error("conflict: {0}")]
     Conflict(String),

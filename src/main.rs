@@ -43,24 +43,23 @@ struct Cli {
     verbose: u8,
     /// Knowledge base to work on (letters, digits, `-`, `_`); each is its own store under
     /// DATA_DIR/kbs/, created by its first ingest. Default: the data directory's own.
-    #[arg(long, global = true, default_value = "default")]
-    kb: KbName,
+    /// `token create` takes it more than once: the KBs the token may use.
+    #[arg(long, global = true, value_name = "KB", action = clap::ArgAction::Append)]
+    kb: Vec<KbName>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum TokenCommand {
-    /// Make a token; it is printed once, on stdout, and only its hash is kept.
+    /// Make a token; it is printed once, on stdout, and only its hash is kept. `--kb K`
+    /// (repeatable) limits it to those knowledge bases; without, it reaches all.
     Create {
         name: String,
         /// read (query, retrieve, stats, documents, graph, audit), write (+ ingest, delete),
         /// curate (+ proposals), admin (+ tokens, check --repair, shutdown).
         #[arg(long)]
         scope: a2rag::access::Scope,
-        /// A knowledge base it may use (repeatable); default: all.
-        #[arg(long = "kb", value_name = "KB")]
-        kbs: Vec<KbName>,
         /// When it stops working: a duration (30d, 12h, 90m, 45s) from now, or `never`.
         #[arg(long, default_value = "never")]
         expires: String,
@@ -390,7 +389,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let open = |settings: Settings| Engine::open(settings, cli.config.as_deref()).context("opening the knowledge base");
     // Commands that read a KB must not leave an empty one behind in a mistyped directory.
-    let kb = &cli.kb;
+    let kb = &match (cli.kb.as_slice(), &cli.command) {
+        ([], _) | (_, Command::Token { .. }) => KbName::default(),
+        ([one], _) => one.clone(),
+        _ => anyhow::bail!(
+            "--kb is given more than once: commands work on one knowledge base (`token create` takes several)"
+        ),
+    };
     // The person running the CLI owns the data directory: no token needed.
     let owner = &a2rag::access::Caller::owner();
     let existing = |settings: &Settings| {
@@ -672,8 +677,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             let engine = std::sync::Arc::new(open(settings)?);
             let tls = a2rag::access::tls::ServerTls::configured(&engine.settings.server)?;
-            let options =
-                a2rag::rpc::ServeOptions { stdio: *stdio, listen: listen.clone(), tls: tls.clone(), ..Default::default() };
+            let options = a2rag::rpc::ServeOptions {
+                stdio: *stdio,
+                listen: listen.clone(),
+                tls: tls.clone(),
+                ..Default::default()
+            };
             let served = runtime.block_on(async {
                 if let Some(tls) = &tls {
                     tls.clone().reload_on_sighup();
@@ -750,7 +759,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Token { action } => token_command(&settings, action),
+        Command::Token { action } => token_command(&settings, action, &cli.kb),
         Command::Review { who } => {
             let engine = open_existing(settings)?;
             let by = owner.author(who.as_deref());
@@ -762,11 +771,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 /// `a2rag token …`: the token store alone, not the KBs, so it works beside a running daemon.
-fn token_command(settings: &Settings, action: &TokenCommand) -> Result<ExitCode> {
+fn token_command(settings: &Settings, action: &TokenCommand, kbs: &[KbName]) -> Result<ExitCode> {
     let access = a2rag::access::Gatekeeper::open(settings)?;
+    if !kbs.is_empty() && !matches!(action, TokenCommand::Create { .. }) {
+        anyhow::bail!("--kb is for `token create` (the KBs a new token may use)");
+    }
     match action {
-        TokenCommand::Create { name, scope, kbs, expires, rps, concurrent } => {
-            let kbs = if kbs.is_empty() { a2rag::access::Kbs::All } else { a2rag::access::Kbs::Only(kbs.clone()) };
+        TokenCommand::Create { name, scope, expires, rps, concurrent } => {
+            let kbs = if kbs.is_empty() { a2rag::access::Kbs::All } else { a2rag::access::Kbs::Only(kbs.to_vec()) };
             let expires_ms = a2rag::access::token::expiry(expires, a2rag::kb::audit::now_ms())?;
             let spec = a2rag::access::TokenSpec {
                 name: name.clone(),

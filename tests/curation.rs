@@ -207,7 +207,8 @@ fn decisions_refuse_huge_corrections_and_gone_sentences_clearly() {
     let err = curate::edit(&mut engine.kb.blocking_write(), first.id, &reviewer("ann"), huge).unwrap_err().to_string();
     assert!(err.contains("subject is longer than 500"), "{err}");
     // An edit to the triple proposed is an approval.
-    let unchanged = curate::edit(&mut engine.kb.blocking_write(), first.id, &reviewer("ann"), first.triple.clone()).unwrap();
+    let unchanged =
+        curate::edit(&mut engine.kb.blocking_write(), first.id, &reviewer("ann"), first.triple.clone()).unwrap();
     assert!(unchanged.status == Status::Approved && unchanged.corrected.is_none(), "{unchanged:?}");
     let audit = curate::audit_log(&engine.kb.blocking_read()).unwrap();
     let entry = audit.iter().find(|e| e.proposal == Some(first.id)).unwrap();

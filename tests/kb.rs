@@ -176,7 +176,7 @@ fn killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run_on(
             size > 200_000
         }
         // PostgreSQL can be read while the ingest writes.
-        TestStore::Postgres(_) => {
+        TestStore::Postgres(_) | TestStore::PostgresTls { .. } => {
             let location = Location::of(&crashed_settings, &KbName::default());
             location.exists().unwrap() && Store::open(&location).unwrap().docs().count() > 100
         }
@@ -303,7 +303,9 @@ fn newer_schema_and_other_embedder_are_refused_with_clear_messages_on(store: &Te
             db.open_tree("kb").unwrap().insert(b"meta/schema", &999u32.to_be_bytes()).unwrap();
             db.flush().unwrap();
         }
-        TestStore::Postgres(url) => run_sql(url, "INSERT INTO a2rag_schema (version) VALUES (999)"),
+        TestStore::Postgres(url) | TestStore::PostgresTls { url, .. } => {
+            run_sql(url, "INSERT INTO a2rag_schema (version) VALUES (999)")
+        }
     }
     let out = Command::new(bin()).envs(store.env()).arg("--data-dir").arg(&kb_dir).arg("stats").output().unwrap();
     assert!(!out.status.success());

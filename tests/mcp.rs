@@ -47,8 +47,12 @@ fn the_python_sdk_lists_retrieves_asks_ingests_reviews_and_survives_bad_calls() 
     settings.data_dir = dir.path().join("data");
     let engine = a2rag::engine::Engine::open(settings, None).unwrap();
     let audit = a2rag::curate::audit_log(&engine.kb.blocking_read()).unwrap();
-    let who: Vec<&str> = audit.iter().map(|a| a.who.as_str()).collect();
+    let who: Vec<&str> = audit.iter().filter(|a| a.action.is_decision()).map(|a| a.who.as_str()).collect();
     assert_eq!(who, ["mcp:a2rag-test", "ann"]);
+    let ingested = audit.iter().filter(|a| a.action == a2rag::curate::Action::Ingest).collect::<Vec<_>>();
+    // The CLI's ingests of the fixtures, then the assistant's `ingest_text`: all the owner's,
+    // since the server was started without A2RAG_TOKEN.
+    assert!(ingested.len() > 3 && ingested.iter().all(|a| a.token == "owner"), "{ingested:?}");
 }
 
 /// A client speaking MCP by hand: one line per message.

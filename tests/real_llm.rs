@@ -93,7 +93,11 @@ async fn controller_runs_end_to_end_on_the_real_model() {
     }
     let request =
         a2rag::control::QueryRequest { question: "When was Oslo Harbour rebuilt?".into(), policy: None, budget: None };
-    let r = engine.query(&a2rag::access::Caller::owner(), &a2rag::kb::catalog::KbName::default(), &request).await.unwrap().response;
+    let r = engine
+        .query(&a2rag::access::Caller::owner(), &a2rag::kb::catalog::KbName::default(), &request)
+        .await
+        .unwrap()
+        .response;
     eprintln!(
         "answer {:?} abstained {:?} verdicts {:?} calls {} tokens {}",
         r.answer,

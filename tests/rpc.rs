@@ -254,7 +254,8 @@ fn every_method_and_every_error_code() {
         json!({"id": pending[1]["id"], "subject": "Marie Curie", "relation": "studied", "object": "Polonium"}),
     );
     assert_eq!(edited["status"], "approved");
-    assert_eq!(edited["decided_by"], "rpc");
+    // Without `who`, a decision is labelled by its caller: over a unix socket, the owner.
+    assert_eq!(edited["decided_by"], a2rag::kb::audit::Author::owner().who);
     assert_eq!(c.call("proposals.approve", json!({"id": pending[2]["id"]}))["status"], "approved");
 
     // Protocol errors.
@@ -604,10 +605,11 @@ fn tcp_auth_and_stdio_at_once() {
     let mut wrong = Client::tcp(&address);
     let (code, message) = wrong.error_code("auth", json!({"token": "guess"}));
     assert_eq!(code, -32001);
-    assert!(message.contains("wrong token"), "{message}");
+    assert!(message.contains("unknown or revoked token"), "{message}");
 
     let mut c = Client::tcp(&address);
-    assert_eq!(c.call("auth", json!({"token": "s3cret"})), json!({"authenticated": true}));
+    let accepted = c.call("auth", json!({"token": "s3cret"}));
+    assert_eq!(accepted, json!({"authenticated": true, "token": "admin", "scope": "admin"}), "the daemon's own token");
     assert_eq!(c.call("health", json!({}))["status"], "ok");
 
     // The unix socket needs no token (its mode is the access control); stdio works alongside.
@@ -872,6 +874,7 @@ fn two_knowledge_bases_in_one_daemon_never_see_each_other() {
         a2rag::curate::audit_log(&kb.blocking_read())
             .unwrap()
             .into_iter()
+            .filter(|a| a.action.is_decision())
             .map(|a| (a.who, a.doc_id))
             .collect::<Vec<_>>()
     };

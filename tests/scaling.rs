@@ -108,8 +108,10 @@ fn within(within: Duration, what: &str, mut seen: impl FnMut() -> bool) -> Durat
     }
 }
 
+/// The test server over TLS, verified against its CA, where it serves TLS (else plainly,
+/// with the TLS part's absence said loudly).
 fn postgres() -> Option<TestStore> {
-    postgres_database().map(TestStore::Postgres)
+    postgres_tls_database().or_else(|| postgres_database().map(TestStore::Postgres))
 }
 
 #[test]
@@ -200,7 +202,7 @@ fn two_daemons_on_one_database_serve_each_others_writes() {
 /// dev questions.
 #[test]
 fn migrate_round_trip_keeps_stats_and_retrieval() {
-    let Some(store) = postgres() else { return };
+    let Some(store) = postgres_database().map(TestStore::Postgres) else { return };
     let Some(data) = datasets() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (source, back) = (dir.path().join("sled"), dir.path().join("back"));
@@ -235,4 +237,31 @@ fn migrate_round_trip_keeps_stats_and_retrieval() {
         assert_eq!(search(dir.path(), &store.env()), reference, "{q}");
         assert_eq!(search(&back, &[]), reference, "{q}");
     }
+}
+
+/// A PostgreSQL server whose certificate the configured CA did not sign is refused, with an
+/// error that says what to set; the right CA connects.
+#[test]
+fn a_postgres_server_signed_by_another_ca_is_refused_clearly() {
+    let Some(TestStore::PostgresTls { url, ca }) = postgres_tls_database() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = dir.path().join("wrong-ca.pem");
+    std::fs::write(&wrong, common::tls::TestCa::new("not the server's CA").pem()).unwrap();
+    let list_tokens = |ca: Option<&Path>| {
+        let mut command = Command::new(bin());
+        command.arg("--data-dir").arg(dir.path()).args(["token", "list"]);
+        command.env("A2RAG__STORE__BACKEND", "postgres").env("A2RAG__STORE__URL", &url);
+        if let Some(ca) = ca {
+            command.env("A2RAG__STORE__TLS_CA", ca);
+        }
+        command.output().unwrap()
+    };
+    for (ca, what) in [(Some(wrong.as_path()), "another CA"), (None, "the public roots")] {
+        let out = list_tokens(ca);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "a server signed by an unknown CA was accepted with {what}");
+        assert!(stderr.contains("certificate") && stderr.contains("store.tls_ca"), "{what}: {stderr}");
+    }
+    let out = list_tokens(Some(&ca));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }

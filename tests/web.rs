@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 mod common;
+use common::tls::TestCa;
 use common::{bin, ingested_rpc_fixtures};
 
 /// A document whose text is markup: it must show as text wherever the page shows chunks.
@@ -31,6 +32,16 @@ impl Daemon {
     /// The JSON-RPC fixtures (whose imported triples leave accepted answers something to
     /// propose), the hostile document and the example corpus, served over a unix socket and HTTP.
     fn start() -> Daemon {
+        Daemon::serve(None)
+    }
+
+    /// As [`Daemon::start`], the page served over TLS with a certificate `ca` signed; `http`
+    /// is then an https address.
+    fn start_tls(ca: &TestCa) -> Daemon {
+        Daemon::serve(Some(ca))
+    }
+
+    fn serve(ca: Option<&TestCa>) -> Daemon {
         let dir = ingested_rpc_fixtures();
         let data = dir.path().join("data");
         let hostile = dir.path().join("hostile.txt");
@@ -48,9 +59,23 @@ impl Daemon {
         assert!(status.success());
         let socket = dir.path().join("rpc.sock");
         let args = ["--http", "127.0.0.1:0", "--listen"].map(String::from);
-        let args = [args.as_slice(), &[format!("unix:{}", socket.display())]].concat();
-        let (child, line) = common::spawn_serve(&data, &args, "a2rag: web page at http://");
-        let http = line["a2rag: web page at http://".len()..].split('/').next().unwrap().to_string();
+        let mut args = [args.as_slice(), &[format!("unix:{}", socket.display())]].concat();
+        let ready = match ca {
+            None => "a2rag: web page at http://",
+            Some(ca) => {
+                let (_, cert, key) = ca.write_server(dir.path(), "web");
+                args.extend(["--config".to_string(), dir.path().join("tls.toml").display().to_string()]);
+                let toml = format!(
+                    "[server]\ntls_cert = {:?}\ntls_key = {:?}\n",
+                    cert.display().to_string(),
+                    key.display().to_string()
+                );
+                std::fs::write(dir.path().join("tls.toml"), toml).unwrap();
+                "a2rag: web page at https://"
+            }
+        };
+        let (child, line) = common::spawn_serve(&data, &args, ready);
+        let http = line[ready.len()..].split('/').next().unwrap().to_string();
         let token = std::fs::read_to_string(data.join("rpc-token")).unwrap().trim().to_string();
         Daemon { child, dir, http, socket, token }
     }
@@ -269,14 +294,18 @@ fn browser_python(root: &Path) -> Option<PathBuf> {
 fn a_real_browser_reviews_with_the_keyboard_and_renders_untrusted_text_inert() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let Some(python) = browser_python(root) else { return };
-    let d = Daemon::start();
+    // Over TLS, as a page reached across a network is: the browser goes to https://, and the
+    // script's own requests verify the certificate against the test CA.
+    let ca = TestCa::new("a2rag web test CA");
+    let d = Daemon::start_tls(&ca);
+    let ca_file = d.dir.path().join("web-ca.pem");
     // The screenshots in docs/ are this test's: `A2RAG_SCREENSHOTS=docs/screenshots` renews them.
     let shots = std::env::var_os("A2RAG_SCREENSHOTS").map_or_else(|| d.dir.path().join("shots"), |d| root.join(d));
     std::fs::create_dir_all(&shots).unwrap();
-    let url = format!("http://{}", d.http);
+    let url = format!("https://{}", d.http);
     let token_file = d.dir.path().join("data/rpc-token");
-    let stdout =
-        common::run_python_client(&python, "web_client.py", &[url.as_ref(), token_file.as_os_str(), shots.as_os_str()]);
+    let args = [url.as_ref(), token_file.as_os_str(), shots.as_os_str(), ca_file.as_os_str()];
+    let stdout = common::run_python_client(&python, "web_client.py", &args);
     for shot in ["review-queue.png", "entity-view.png"] {
         assert!(std::fs::metadata(shots.join(shot)).is_ok_and(|m| m.len() > 10_000), "{shot} was taken");
     }
@@ -296,7 +325,7 @@ fn a_real_browser_reviews_with_the_keyboard_and_renders_untrusted_text_inert() {
         node["neighbours"].as_array().unwrap().iter().any(|n| n["relation"] == relation.as_str()),
         "the corrected triple is in the graph: {node}"
     );
-    let audit = d.rpc("audit", json!({}))["entries"].clone();
+    let audit = d.rpc("audit", json!({"who": "ana"}))["entries"].clone();
     let actions: Vec<_> = audit.as_array().unwrap().iter().map(|e| (e["who"].clone(), e["action"].clone())).collect();
     assert_eq!(actions, [(json!("ana"), json!("approve")), (json!("ana"), json!("edit"))]);
 }

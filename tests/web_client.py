@@ -1,6 +1,6 @@
 """The curation page in a real headless Chromium (Selenium), run by tests/web.rs.
 
-    python web_client.py BASE_URL TOKEN_FILE SCREENSHOT_DIR
+    python web_client.py BASE_URL TOKEN_FILE SCREENSHOT_DIR [CA_FILE]
 
 Signs in, asks questions on the Ask page (accepted answers propose facts), then works the
 review queue with the keyboard only: `a` approves the first proposal, `e` edits the next
@@ -13,6 +13,7 @@ what it decided, for the Rust side to check through JSON-RPC, then "ALL OK".
 import json
 import os
 import shutil
+import ssl
 import sys
 import urllib.request
 
@@ -26,6 +27,10 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 BASE, TOKEN_FILE, SHOTS = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
+# Over https, this script's own requests trust the test CA only (and check the host name);
+# the browser is told to accept the test certificate.
+CA_FILE = sys.argv[4] if len(sys.argv) > 4 else None
+TLS = ssl.create_default_context(cafile=CA_FILE) if CA_FILE else None
 TOKEN = open(TOKEN_FILE).read().strip()
 REVIEWER = "ana"
 EDITED_OBJECT = "Warsaw Old Town"
@@ -35,13 +40,15 @@ def browser():
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1100"):
         options.add_argument(arg)
+    if BASE.startswith("https://"):
+        options.add_argument("--ignore-certificate-errors")
     options.binary_location = shutil.which("chromium") or shutil.which("chromium-browser")
     return webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
 
 
 def metric_totals():
     request = urllib.request.Request(f"{BASE}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
-    with urllib.request.urlopen(request) as response:
+    with urllib.request.urlopen(request, context=TLS) as response:
         text = response.read().decode()
     totals = {}
     for family in text_string_to_metric_families(text):
@@ -62,7 +69,7 @@ def ask_by_api(question):
         data=body,
         headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(request) as response:
+    with urllib.request.urlopen(request, context=TLS) as response:
         return json.load(response)
 
 
@@ -155,7 +162,7 @@ def main():
         print("approved", first, "edited", second)
 
         # The audit log shows both decisions, newest first, with the reviewer.
-        driver.get(BASE + "/#/audit")
+        driver.get(BASE + f"/#/audit?who={REVIEWER}")
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#audit tbody tr")) == 2)
         rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#audit tbody tr")]
         assert REVIEWER in rows[0] and "edit" in rows[0] and EDITED_OBJECT in rows[0], rows

@@ -53,7 +53,9 @@ enum Credential {
     Owner,
     Legacy,
     /// A named token, by the id of the record it was checked against.
-    Named { id: String },
+    Named {
+        id: String,
+    },
 }
 
 impl Caller {
@@ -82,10 +84,10 @@ impl Caller {
     }
 
     /// Whom a write is recorded under: this caller's token, labelled `who` when the client
-    /// gave a name (a reviewer's), else by the token's name.
+    /// gave a name (a reviewer's; an empty one is the decision's to refuse), else by the
+    /// token's name.
     pub fn author(&self, who: Option<&str>) -> Author {
-        let who = who.map(str::trim).filter(|w| !w.is_empty());
-        match (&self.credential, who) {
+        match (&self.credential, who.map(str::trim)) {
             (_, Some(who)) => Author { token: self.name.clone(), who: who.to_string() },
             (Credential::Owner, None) => Author::owner(),
             (_, None) => Author { token: self.name.clone(), who: self.name.clone() },
@@ -149,7 +151,8 @@ impl Gatekeeper {
                 credential: Credential::Legacy,
             });
         }
-        let unknown = || Error::Unauthorized("unknown or revoked token (`a2rag token list` shows the live ones)".into());
+        let unknown =
+            || Error::Unauthorized("unknown or revoked token (`a2rag token list` shows the live ones)".into());
         let id = token::token_id(token).ok_or_else(unknown)?;
         let loaded = self.records()?;
         let record = loaded.by_name.values().find(|r| r.id == id).ok_or_else(unknown)?;
@@ -195,10 +198,8 @@ impl Gatekeeper {
                     .ok_or_else(|| Error::Unauthorized(format!("token `{}` has been revoked", caller.name)))?;
                 live(record)?;
                 let defaults = self.scope_limits(record.scope);
-                let limits = Limits {
-                    rps: record.rps.or(defaults.rps),
-                    concurrent: record.concurrent.or(defaults.concurrent),
-                };
+                let limits =
+                    Limits { rps: record.rps.or(defaults.rps), concurrent: record.concurrent.or(defaults.concurrent) };
                 (record.scope, record.kbs.clone(), limits)
             }
         };
@@ -332,7 +333,6 @@ pub struct TokenSpec {
     pub rps: Option<f64>,
     pub concurrent: Option<u32>,
 }
-
 
 /// Where a generated token lives, inside the data directory.
 pub const TOKEN_FILE: &str = "rpc-token";

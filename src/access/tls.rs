@@ -66,7 +66,9 @@ impl ServerTls {
             while hangups.recv().await.is_some() {
                 match self.reload() {
                     Ok(()) => tracing::info!(cert = %self.cert.display(), "reloaded the TLS certificate"),
-                    Err(e) => tracing::error!(error = %e, "the TLS certificate did not reload; still serving the old one"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "the TLS certificate did not reload; still serving the old one")
+                    }
                 }
             }
         });

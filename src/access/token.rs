@@ -126,7 +126,8 @@ pub fn hash(token: &str) -> Result<String> {
 /// Whether `token` is the one `phc` is the hash of.
 pub fn verify(token: &str, phc: &str) -> bool {
     use argon2::password_hash::{PasswordHash, PasswordVerifier};
-    PasswordHash::new(phc).is_ok_and(|parsed| argon2::Argon2::default().verify_password(token.as_bytes(), &parsed).is_ok())
+    PasswordHash::new(phc)
+        .is_ok_and(|parsed| argon2::Argon2::default().verify_password(token.as_bytes(), &parsed).is_ok())
 }
 
 /// When a token made now with `--expires text` stops working: `never`, or a duration from
@@ -154,9 +155,7 @@ pub fn expiry(text: &str, now_ms: u64) -> Result<Option<u64>> {
 pub fn check_name(name: &str) -> Result<()> {
     let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@');
     if name.is_empty() || name.len() > 64 || !name.chars().all(plain) {
-        return Err(Error::Invalid(format!(
-            "token name `{name}`: use 1 to 64 letters, digits, `-`, `_`, `.` or `@`"
-        )));
+        return Err(Error::Invalid(format!("token name `{name}`: use 1 to 64 letters, digits, `-`, `_`, `.` or `@`")));
     }
     if name == crate::kb::audit::OWNER || name == super::LEGACY_NAME {
         return Err(Error::Invalid(format!("token name `{name}` is reserved; choose another")));

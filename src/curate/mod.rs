@@ -12,8 +12,8 @@
 
 mod review;
 
-use std::collections::HashSet;
 use crate::kb::audit::now_ms;
+use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -92,7 +92,6 @@ fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8], key: &dyn std::fmt::Displa
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     serde_json::to_vec(value).map_err(|e| Error::Invalid(format!("cannot encode curation record: {e}")))
 }
-
 
 /// The dedupe identity of a triple: what `Kb` would resolve it to, modulo aliases it does not
 /// know yet.
@@ -500,7 +499,8 @@ mod tests {
         assert!(!AuditFilter { token: Some("ana".into()), ..Default::default() }.matches(&e));
         let both = AuditFilter { who: Some("ana".into()), action: Some(Action::Edit), ..Default::default() };
         assert!(!both.matches(&e));
-        let ingest = AuditEntry::document(2, &Author { token: "bot".into(), who: "bot".into() }, Action::Ingest, "a.md");
+        let ingest =
+            AuditEntry::document(2, &Author { token: "bot".into(), who: "bot".into() }, Action::Ingest, "a.md");
         assert!(AuditFilter { text: Some("A.MD".into()), ..Default::default() }.matches(&ingest));
     }
 }

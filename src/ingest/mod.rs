@@ -21,8 +21,8 @@ use crate::config::{ExtractorKind, Settings, SummarizerKind};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::kb::PreparedChunk;
-use crate::kb::model::{EdgeOrigin, fact_text, passage_text, relation_label, summary_embedded_apart};
 use crate::kb::audit::Author;
+use crate::kb::model::{EdgeOrigin, fact_text, passage_text, relation_label, summary_embedded_apart};
 use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
 use crate::net::Remote;
 use extract::{Extractor, RuleExtractor};
@@ -416,6 +416,7 @@ pub fn ingest_paths_within<K: KbAccess + ?Sized>(
     progress: &mut dyn Progress,
 ) -> Result<IngestReport> {
     let mut report = IngestReport::default();
+    let author = kb.author();
     let (files, problems) = source::collect_files(paths, access);
     problems.into_iter().for_each(|p| report.problem(p));
     let mut docs = Vec::new();
@@ -427,7 +428,7 @@ pub fn ingest_paths_within<K: KbAccess + ?Sized>(
         // place, curated edges and all, and is then unchanged rather than ingested twice.
         for doc in &read.docs {
             if let Some(earlier) = source::earlier_id(&doc.id, &doc.source, file) {
-                kb.write(|kb| kb.rename_document(&earlier, &doc.id, &doc.source))?;
+                kb.write(|kb| kb.rename_document(&earlier, &doc.id, &doc.source, &author))?;
             }
         }
         docs.extend(read.docs);

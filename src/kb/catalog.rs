@@ -173,11 +173,8 @@ impl Catalog {
             .await
             .map_err(|e| Error::Internal(format!("looking up knowledge base `{name}` failed: {e}")))??;
         if open_as == Open::Existing && !exists {
-            let known: Vec<String> = self.names()?.iter().map(KbName::to_string).collect();
-            return Err(Error::Invalid(format!(
-                "unknown knowledge base `{name}` (known: {}); ingest into it to create it",
-                known.join(", ")
-            )));
+            let known = self.names()?.iter().map(KbName::to_string).collect();
+            return Err(Error::UnknownKb { name: name.to_string(), known });
         }
         let (settings, embedder) = (self.settings.clone(), self.embedder.clone());
         let kb = tokio::task::spawn_blocking(move || Kb::open_at(settings, embedder, &location))

@@ -4,8 +4,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::audit::{Action, AuditEntry, Author};
 use super::align::{Mention, same_entity};
+use super::audit::{Action, AuditEntry, Author};
 use super::model::{
     Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple, fact_text, relation_label,
 };
@@ -412,7 +412,7 @@ impl Kb {
     /// Gives the document `old` the id `new` and the source `source`, keeping everything
     /// else (chunks, edges, curated ones too). `false`, with nothing written, when there is no
     /// `old` or `new` is taken.
-    pub fn rename_document(&mut self, old: &str, new: &str, source: &str) -> Result<bool> {
+    pub fn rename_document(&mut self, old: &str, new: &str, source: &str, author: &Author) -> Result<bool> {
         // Ingest asks for every file named by a relative path, and there is seldom an `old`:
         // no write lock for nothing (taken below, where the store is read again).
         if self.doc_by_id(old).is_none() {
@@ -426,6 +426,7 @@ impl Kb {
             return Ok(false);
         }
         let mut staging = Staging::new(self);
+        staging.batch.set_author(&author.token);
         staging.batch.remove_doc_id(old);
         new.clone_into(&mut doc.id);
         source.clone_into(&mut doc.source);

@@ -769,5 +769,4 @@ mod tests {
         assert_eq!("tls:0.0.0.0:7443".parse::<Listen>().unwrap(), Listen::Tls("0.0.0.0:7443".into()));
         assert!("http://x".parse::<Listen>().is_err());
     }
-
 }

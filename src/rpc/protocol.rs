@@ -48,7 +48,7 @@ impl RpcError {
 impl From<Error> for RpcError {
     fn from(e: Error) -> RpcError {
         let code = match e {
-            Error::Invalid(_) | Error::Conflict(_) => INVALID_PARAMS,
+            Error::Invalid(_) | Error::UnknownKb { .. } | Error::Conflict(_) => INVALID_PARAMS,
             Error::NotFound(_) => NOT_FOUND,
             Error::Unauthorized(_) => UNAUTHORIZED,
             Error::Forbidden(_) => FORBIDDEN,

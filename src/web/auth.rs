@@ -150,7 +150,6 @@ pub(super) async fn logout(State(web): Shared, headers: HeaderMap) -> Response {
     ([(header::SET_COOKIE, cookie)], axum::Json(serde_json::json!({"signed_out": true}))).into_response()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -165,7 +165,7 @@ struct ApiError(StatusCode, String);
 impl From<Error> for ApiError {
     fn from(e: Error) -> ApiError {
         let status = match e {
-            Error::Invalid(_) => StatusCode::BAD_REQUEST,
+            Error::Invalid(_) | Error::UnknownKb { .. } => StatusCode::BAD_REQUEST,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::Unauthorized(_) => StatusCode::UNAUTHORIZED,

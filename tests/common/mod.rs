@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,6 +30,11 @@ pub enum TestStore {
     Sled,
     /// A fresh database of the test server, as a connection string.
     Postgres(String),
+    /// A fresh database reached over TCP with TLS, the server verified against `ca`.
+    PostgresTls {
+        url: String,
+        ca: PathBuf,
+    },
 }
 
 impl TestStore {
@@ -45,15 +51,24 @@ impl TestStore {
         match self {
             TestStore::Sled => TestStore::Sled,
             TestStore::Postgres(_) => TestStore::Postgres(postgres_database().expect("the test server is up")),
+            TestStore::PostgresTls { .. } => postgres_tls_database().expect("the test server serves TLS"),
         }
     }
 
     /// Settings of a KB in this store (`dir`: its data directory).
     pub fn settings(&self, dir: &std::path::Path) -> Settings {
         let mut s = settings_in(dir);
-        if let TestStore::Postgres(url) = self {
-            s.store.backend = a2rag::config::StoreBackend::Postgres;
-            s.store.url = url.clone();
+        match self {
+            TestStore::Sled => {}
+            TestStore::Postgres(url) => {
+                s.store.backend = a2rag::config::StoreBackend::Postgres;
+                s.store.url = url.clone();
+            }
+            TestStore::PostgresTls { url, ca } => {
+                s.store.backend = a2rag::config::StoreBackend::Postgres;
+                s.store.url = url.clone();
+                s.store.tls_ca = ca.clone();
+            }
         }
         s
     }
@@ -65,6 +80,11 @@ impl TestStore {
             TestStore::Postgres(url) => {
                 vec![("A2RAG__STORE__BACKEND", "postgres".into()), ("A2RAG__STORE__URL", url.clone())]
             }
+            TestStore::PostgresTls { url, ca } => vec![
+                ("A2RAG__STORE__BACKEND", "postgres".into()),
+                ("A2RAG__STORE__URL", url.clone()),
+                ("A2RAG__STORE__TLS_CA", ca.display().to_string()),
+            ],
         }
     }
 }
@@ -82,6 +102,24 @@ pub fn postgres_database() -> Option<String> {
     let name = format!("a2rag_t{}_{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     postgres_admin(&server, &format!("CREATE DATABASE {name}"));
     Some(format!("{server} dbname={name}"))
+}
+
+/// A fresh database of the test server reached over TLS on its loopback port, verified
+/// against the CA `scripts/postgres.sh` made (`DIR/tls/`); `None`, loudly, where the server
+/// serves no TLS.
+pub fn postgres_tls_database() -> Option<TestStore> {
+    let server = std::env::var("A2RAG_TEST_POSTGRES").ok()?;
+    let dir = server.split_whitespace().find_map(|kv| kv.strip_prefix("host="))?;
+    let tls = std::path::Path::new(dir).join("tls");
+    let Ok(address) = std::fs::read_to_string(tls.join("url")) else {
+        eprintln!(
+            "\n=== SKIPPED (PostgreSQL TLS part): the test server serves no TLS (scripts/postgres.sh needs openssl) ===\n"
+        );
+        return None;
+    };
+    let plain = postgres_database()?;
+    let database = plain.split_whitespace().find_map(|kv| kv.strip_prefix("dbname="))?.to_string();
+    Some(TestStore::PostgresTls { url: format!("{} dbname={database}", address.trim()), ca: tls.join("ca.crt") })
 }
 
 /// Runs `sql` in the test server's `postgres` database.
@@ -176,6 +214,18 @@ pub fn run_python_client(python: &std::path::Path, script: &str, args: &[&std::f
 /// Starts `a2rag --data-dir DATA serve ARGS` and waits for the stderr line starting with
 /// `ready`, which it returns; the rest of stderr is drained so the daemon never blocks on it.
 pub fn spawn_serve(data: &std::path::Path, args: &[String], ready: &str) -> (std::process::Child, String) {
+    let (child, mut lines) = spawn_serve_until(data, args, &[], |line| line.starts_with(ready));
+    (child, lines.pop().unwrap_or_default())
+}
+
+/// [`spawn_serve`] with `env` set, reading stderr until `done` holds for a line; returns
+/// every line read up to and with that one.
+pub fn spawn_serve_until(
+    data: &std::path::Path,
+    args: &[String],
+    env: &[(&str, String)],
+    done: impl Fn(&str) -> bool,
+) -> (std::process::Child, Vec<String>) {
     use std::io::BufRead;
     use std::process::Stdio;
     let mut child = std::process::Command::new(bin())
@@ -183,18 +233,22 @@ pub fn spawn_serve(data: &std::path::Path, args: &[String], ready: &str) -> (std
         .arg(data)
         .arg("serve")
         .args(args)
+        .envs(env.iter().cloned())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = loop {
-        let line = lines.next().unwrap_or_else(|| panic!("the daemon exited before printing `{ready}`")).unwrap();
-        if line.starts_with(ready) {
-            break line;
+    let mut seen = Vec::new();
+    loop {
+        let line = lines.next().unwrap_or_else(|| panic!("the daemon exited first; it said {seen:?}")).unwrap();
+        let last = done(&line);
+        seen.push(line);
+        if last {
+            break;
         }
-    };
+    }
     std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
-    (child, line)
+    (child, seen)
 }

@@ -523,7 +523,11 @@ pub fn copy_kb(from: &Location, to: &Location, mut progress: impl FnMut(usize)) 
             writes.push(Write { space, key, value: Some(value) });
             if writes.len() == COPY_BATCH {
                 copied += writes.len();
-                target.backend.commit(Commit { ahead: Vec::new(), writes: std::mem::take(&mut writes), author: MIGRATE_AUTHOR.into() })?;
+                target.backend.commit(Commit {
+                    ahead: Vec::new(),
+                    writes: std::mem::take(&mut writes),
+                    author: MIGRATE_AUTHOR.into(),
+                })?;
                 progress(copied);
             }
         }
@@ -675,7 +679,9 @@ impl KbBatch {
         let mut keep: Vec<usize> = last.into_values().collect();
         keep.sort_unstable();
         let mut writes: Vec<Option<Write>> = self.writes.into_iter().map(Some).collect();
-        Commit { ahead, writes: keep.into_iter().filter_map(|i| writes[i].take()).collect(), author: self.author }
+        // A batch nobody named was written by the data directory's owner (a reindex, a repair).
+        let author = if self.author.is_empty() { crate::kb::audit::OWNER.to_string() } else { self.author };
+        Commit { ahead, writes: keep.into_iter().filter_map(|i| writes[i].take()).collect(), author }
     }
 }
 

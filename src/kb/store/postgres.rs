@@ -197,7 +197,8 @@ fn pool(settings: &StoreSettings) -> Result<Pool> {
     }
     let config = parse_url(settings)?;
     let database = config.get_dbname().unwrap_or("(default)").to_string();
-    let manager = Manager::from_config(config, tls(settings)?, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let manager =
+        Manager::from_config(config, tls(settings)?, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     let pool = Pool::builder(manager)
         .max_size(settings.pool_size)
         .runtime(deadpool_postgres::Runtime::Tokio1)

@@ -3,7 +3,7 @@
 // document containing <script> shows as text.
 "use strict";
 
-const state = { csrf: null, kb: "default", reviewer: localStorage.getItem("a2rag.reviewer") || "" };
+const state = { csrf: null, kb: "default", may: [], reviewer: localStorage.getItem("a2rag.reviewer") || "" };
 const $ = (id) => document.getElementById(id);
 
 // Builds an element; string and number children become text nodes.
@@ -75,8 +75,14 @@ let keyHandler = null;
 
 function route() {
   const [name, query] = location.hash.replace(/^#\/?/, "").split("?");
-  const page = pages[name] ? name : "review";
-  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.page === page);
+  // Pages the token's scope cannot use are not offered (the server refuses them anyway).
+  const allowed = (p) => { const link = document.querySelector(`nav a[data-page="${p}"]`); return !link || !link.dataset.scope || state.may.includes(link.dataset.scope); };
+  const fallback = allowed("review") ? "review" : "ask";
+  const page = pages[name] && allowed(name) ? name : fallback;
+  for (const a of document.querySelectorAll("nav a")) {
+    a.classList.toggle("active", a.dataset.page === page);
+    a.hidden = !allowed(a.dataset.page);
+  }
   keyHandler = null;
   const root = $("page");
   root.replaceChildren();
@@ -89,6 +95,7 @@ function fail(root, e) {
 }
 
 function triple(t) {
+  if (!t) return "";
   return el("span", { class: "triple" }, el("b", {}, t.subject), el("span", { class: "rel" }, t.relation), el("b", {}, t.object));
 }
 
@@ -229,24 +236,25 @@ function suggestInto(input) {
 }
 
 async function auditPage(root, params) {
-  const filters = { who: params.get("who") || "", action: params.get("action") || "", text: params.get("text") || "" };
+  const filters = { who: params.get("who") || "", token: params.get("token") || "", action: params.get("action") || "", text: params.get("text") || "" };
   const { entries } = await api(withKb("/api/audit", filters));
   const who = el("input", { name: "who", value: filters.who, size: 10 });
-  const action = el("select", { name: "action" }, ...["", "approve", "reject", "edit"].map((a) => el("option", { value: a, selected: a === filters.action }, a || "any action")));
+  const token = el("input", { name: "token", value: filters.token, size: 10 });
+  const action = el("select", { name: "action" }, ...["", "approve", "reject", "edit", "ingest", "replace", "delete"].map((a) => el("option", { value: a, selected: a === filters.action }, a || "any action")));
   const text = el("input", { name: "text", value: filters.text, placeholder: "words in the triple or document" });
   const form = el("form", { class: "filters" },
-    el("label", {}, "Reviewer ", who), el("label", {}, "Action ", action), el("label", {}, "Text ", text),
+    el("label", {}, "Who ", who), el("label", {}, "Token ", token), el("label", {}, "Action ", action), el("label", {}, "Text ", text),
     el("button", { type: "submit" }, "Filter"),
     el("a", { href: withKb("/api/audit.jsonl", filters), download: "a2rag-audit.jsonl" }, "Export JSONL"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    location.hash = `#/audit?${new URLSearchParams({ who: who.value, action: action.value, text: text.value })}`;
+    location.hash = `#/audit?${new URLSearchParams({ who: who.value, token: token.value, action: action.value, text: text.value })}`;
   });
   const rows = entries.map((e) => el("tr", {},
-    el("td", {}, new Date(e.when_ms).toLocaleString()), el("td", {}, e.who), el("td", {}, e.action),
-    el("td", {}, triple(e.triple)), el("td", {}, e.doc_id), el("td", {}, `#${e.proposal}`)));
+    el("td", {}, new Date(e.when_ms).toLocaleString()), el("td", {}, e.who), el("td", {}, e.token || ""), el("td", {}, e.action),
+    el("td", {}, triple(e.triple)), el("td", {}, e.doc_id), el("td", {}, e.proposal == null ? "" : `#${e.proposal}`)));
   root.append(el("h1", {}, `Audit log (${entries.length})`), form,
-    el("table", { id: "audit" }, el("thead", {}, el("tr", {}, ...["When", "Who", "Action", "Triple", "Document", "Proposal"].map((h) => el("th", {}, h)))), el("tbody", {}, ...rows)));
+    el("table", { id: "audit" }, el("thead", {}, el("tr", {}, ...["When", "Who", "Token", "Action", "Triple", "Document", "Proposal"].map((h) => el("th", {}, h)))), el("tbody", {}, ...rows)));
 }
 
 async function entityPage(root, params) {
@@ -388,6 +396,8 @@ async function start() {
   try {
     const session = await api("/api/session");
     state.csrf = session.csrf;
+    state.may = session.may || [];
+    $("identity").textContent = `${session.token} (${session.scope})`;
     const kbs = session.kbs.length ? session.kbs : ["default"];
     if (!kbs.includes(state.kb)) state.kb = kbs[0];
     $("kb").replaceChildren(...kbs.map((k) => el("option", { value: k, selected: k === state.kb }, k)));
