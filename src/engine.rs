@@ -8,13 +8,13 @@
 //! lock: queries read a consistent snapshot, writes are exclusive and run on a blocking
 //! thread so that they never stall the async workers answering queries.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::access::{self, Caller, Gatekeeper, Slot};
+use crate::access::{self, Caller, Gatekeeper, Slot, TokenRecord, TokenSpec};
 use crate::config::Settings;
 use crate::control::{Controller, QueryRequest, QueryResponse, Scope};
 use crate::curate::{self, AuditEntry, AuditFilter, Proposal, ProposalId, ReviewItem, Status};
@@ -160,6 +160,15 @@ impl IngestInput {
 #[derive(Debug, Serialize)]
 pub struct Ingested {
     pub report: IngestReport,
+    pub stats: Stats,
+}
+
+/// What [`Engine::sync_dir`] did.
+#[derive(Debug, Serialize)]
+pub struct Synced {
+    pub report: IngestReport,
+    /// The documents deleted because their file, or their record in it, is gone.
+    pub deleted: Vec<String>,
     pub stats: Stats,
 }
 
@@ -431,6 +440,67 @@ impl Engine {
         Ok(ingested)
     }
 
+    /// Makes KB `name` hold what the files under the directory `root` hold: the files in
+    /// `changed` (files or directories under `root`; empty: all of `root`, a full catch-up)
+    /// are read and ingested (unchanged content costs nothing), and the documents that came
+    /// from one of them and are no longer there (the file or directory gone, renamed, or no
+    /// longer holding that record) are deleted. Each document is one atomic update; reads stay
+    /// inside `root`.
+    pub async fn sync_dir(
+        self: &Arc<Self>,
+        caller: &Caller,
+        name: &KbName,
+        root: &Path,
+        changed: Vec<PathBuf>,
+    ) -> Result<Synced> {
+        let _slot = self.admit(caller, access::Scope::Write, Some(name))?;
+        let root = std::fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
+        if !root.is_dir() {
+            return Err(Error::Invalid(format!("{} is not a directory to watch", root.display())));
+        }
+        let author = caller.author(Some("watch"));
+        let full = changed.is_empty();
+        // What changed, as the documents' `source` names it (their files' canonical paths).
+        let scope: Vec<String> = if full {
+            vec![root.display().to_string()]
+        } else {
+            changed.iter().map(|p| ingest::source::document_path(p)).collect()
+        };
+        let present: Vec<PathBuf> =
+            if full { vec![root.clone()] } else { changed.into_iter().filter(|p| p.exists()).collect() };
+        let access = Access::within(std::slice::from_ref(&root), self.settings.ingest.max_file_bytes);
+        let shared = self.reach(caller, name, Open::OrCreate).await?;
+        let engine = self.clone();
+        blocking(move || {
+            let mut kb = SharedAs { kb: &shared, author: author.clone() };
+            let report = if present.is_empty() {
+                IngestReport::default()
+            } else {
+                ingest::ingest_paths_within(&mut kb, &engine.pipeline, &present, &access, &mut ())?
+            };
+            let read: HashSet<&str> = report.read.iter().map(|(id, _)| id.as_str()).collect();
+            let under = |source: &str| {
+                scope.iter().any(|s| source == s || source.strip_prefix(s.as_str()).is_some_and(|r| r.starts_with('/')))
+            };
+            let stale: Vec<String> = shared
+                .blocking_read()
+                .docs()
+                .filter(|d| under(&d.source) && !read.contains(d.id.as_str()))
+                .map(|d| d.id.clone())
+                .collect();
+            let mut deleted = Vec::new();
+            for id in stale {
+                if shared.blocking_write().delete_document(&id, &author)? {
+                    deleted.push(id);
+                }
+            }
+            let kb = shared.blocking_read();
+            kb.flush()?;
+            Ok(Synced { report, deleted, stats: kb.stats() })
+        })
+        .await
+    }
+
     /// Removes a document and everything derived from it.
     pub async fn delete(&self, caller: &Caller, name: &KbName, id: &str) -> Result<()> {
         let _slot = self.admit(caller, access::Scope::Write, Some(name))?;
@@ -557,6 +627,24 @@ impl Engine {
     pub async fn repair(&self, caller: &Caller, name: &KbName) -> Result<Vec<String>> {
         let _slot = self.admit(caller, access::Scope::Admin, Some(name))?;
         self.write(caller, name, curate::release_orphan_decisions).await
+    }
+
+    /// Makes a named token (admin only); returns its record and the token, shown this once.
+    pub fn create_token(&self, caller: &Caller, spec: TokenSpec) -> Result<(TokenRecord, String)> {
+        let _slot = self.admit(caller, access::Scope::Admin, None)?;
+        self.access.create(spec)
+    }
+
+    /// The named tokens (admin only).
+    pub fn tokens(&self, caller: &Caller) -> Result<Vec<TokenRecord>> {
+        let _slot = self.admit(caller, access::Scope::Admin, None)?;
+        self.access.list()
+    }
+
+    /// Revokes token `name` (admin only): every daemon refuses it within `access.refresh_ms`.
+    pub fn revoke_token(&self, caller: &Caller, name: &str) -> Result<()> {
+        let _slot = self.admit(caller, access::Scope::Admin, None)?;
+        self.access.revoke(name)
     }
 
     /// Flushes every open knowledge base no writer holds (a write still running flushes

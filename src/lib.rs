@@ -19,6 +19,7 @@ pub mod rank;
 pub mod retrieve;
 pub mod rpc;
 pub mod text;
+pub mod watch;
 pub mod web;
 
 pub use error::{Error, Result};

@@ -145,7 +145,13 @@ enum Command {
         /// HOST:PORT for the curation web page and /metrics (default: `server.http`).
         #[arg(long, value_name = "HOST:PORT")]
         http: Option<String>,
+        /// Also keep the KB equal to this directory, as `a2rag watch` does.
+        #[arg(long, value_name = "DIR")]
+        watch: Option<PathBuf>,
     },
+    /// Keep the knowledge base equal to a directory: catch up with it, then apply every new,
+    /// changed, renamed and deleted file within about a second, until interrupted.
+    Watch { dir: PathBuf },
     /// Model Context Protocol server on stdin/stdout, for assistants (tools: retrieve, ask,
     /// ingest_text, kb_stats, list_proposals, review_proposal). Logs go to stderr; it exits
     /// when stdin ends.
@@ -670,7 +676,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             say!("{text}");
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve { stdio, listen, http } => {
+        Command::Watch { dir } => {
+            let engine = std::sync::Arc::new(open(settings)?);
+            let stop = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            let watched = runtime.block_on(a2rag::watch::run(
+                engine.clone(),
+                owner.clone(),
+                kb.clone(),
+                dir.clone(),
+                Box::new(print_sync),
+                stop,
+            ));
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            engine.flush_idle()?;
+            watched?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve { stdio, listen, http, watch } => {
             let http = http.clone().or_else(|| Some(settings.server.http.clone()).filter(|a| !a.is_empty()));
             if !*stdio && listen.is_empty() && http.is_none() {
                 anyhow::bail!("nothing to serve: give --stdio, --listen and/or --http (or set server.http)");
@@ -696,6 +720,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         "a2rag: network clients send a named token (a2rag token create) or the one in {} (auth)",
                         file.display()
                     );
+                }
+                if let Some(dir) = watch {
+                    let watching = a2rag::watch::run(
+                        engine.clone(),
+                        owner.clone(),
+                        kb.clone(),
+                        dir.clone(),
+                        Box::new(log_sync),
+                        daemon.stopping(),
+                    );
+                    eprintln!("a2rag: watching {}", dir.display());
+                    tokio::spawn(async move {
+                        if let Err(e) = watching.await {
+                            tracing::error!(error = %e, "the watched folder is no longer followed");
+                        }
+                    });
                 }
                 let web = match &http {
                     Some(addr) => Some(a2rag::web::WebServer::bind(engine, addr, tls).await?),
@@ -770,6 +810,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// One line per sync of `a2rag watch`.
+fn print_sync(synced: &a2rag::engine::Synced) {
+    let r = &synced.report;
+    if r.added + r.replaced + synced.deleted.len() + r.errors.len() == 0 {
+        return;
+    }
+    eprintln!(
+        "a2rag: {} added, {} replaced, {} deleted, {} errors; KB has {} documents",
+        r.added,
+        r.replaced,
+        synced.deleted.len(),
+        r.errors.len(),
+        synced.stats.documents
+    );
+    for e in &r.errors {
+        eprintln!("error: {e}");
+    }
+}
+
+/// The daemon's log of each sync of `serve --watch`.
+fn log_sync(synced: &a2rag::engine::Synced) {
+    let r = &synced.report;
+    tracing::info!(added = r.added, replaced = r.replaced, deleted = synced.deleted.len(), errors = ?r.errors, "synced the watched folder");
+}
+
 /// `a2rag token …`: the token store alone, not the KBs, so it works beside a running daemon.
 fn token_command(settings: &Settings, action: &TokenCommand, kbs: &[KbName]) -> Result<ExitCode> {
     let access = a2rag::access::Gatekeeper::open(settings)?;
@@ -794,11 +859,7 @@ fn token_command(settings: &Settings, action: &TokenCommand, kbs: &[KbName]) -> 
         }
         TokenCommand::List => {
             for record in access.list()? {
-                let mut shown = serde_json::to_value(&record)?;
-                if let Some(fields) = shown.as_object_mut() {
-                    fields.remove("hash");
-                }
-                say!("{shown}");
+                say!("{}", serde_json::to_string(&record.shown())?);
             }
         }
         TokenCommand::Revoke { name } => {

@@ -176,6 +176,18 @@ fn scopes_and_knowledge_bases_bound_every_json_rpc_door() {
             let (code, message) = w.refused("proposals.list", json!({}));
             assert!(code == FORBIDDEN && message.contains("`curate`"), "{door}: {message}");
         }
+        // Tokens and repairs are an admin's: the owner's unix socket may, a reader may not.
+        let mut c = Rpc::with(&tcp, &reader);
+        for (method, params) in [("tokens.list", json!({})), ("check", json!({"repair": true}))] {
+            let (code, message) = c.refused(method, params);
+            assert!(code == FORBIDDEN && message.contains("`admin`"), "{method}: {message}");
+        }
+        let made = unix().ok("tokens.create", json!({"name": "over-rpc", "scope": "read", "expires": "1h"}));
+        let listed = unix().ok("tokens.list", json!({}));
+        assert!(listed.to_string().contains("over-rpc") && !listed.to_string().contains("argon2"), "{listed}");
+        Rpc::with(&tcp, made["token"].as_str().unwrap()).ok("stats", json!({}));
+        assert_eq!(unix().ok("tokens.revoke", json!({"name": "over-rpc"}))["revoked"], "over-rpc");
+        assert_eq!(unix().ok("check", json!({"repair": true}))["released"], json!([]));
         // Without a token, TCP takes nothing but `auth`; the unix socket is the owner's.
         let (code, _) = tcp().refused("stats", json!({}));
         assert_eq!(code, UNAUTHORIZED);

@@ -83,13 +83,20 @@ pub struct TokenRecord {
     /// defaults (`access.rps_*`, `access.concurrent_*`).
     pub rps: Option<f64>,
     pub concurrent: Option<u32>,
-    /// The argon2 hash of the whole token, in PHC form.
+    /// The argon2 hash of the whole token, in PHC form. Never shown: `a2rag token list` and
+    /// the `tokens.list` method leave it out.
+    #[serde(skip_serializing_if = "String::is_empty", default)]
     pub hash: String,
 }
 
 impl TokenRecord {
     pub fn expired(&self, now_ms: u64) -> bool {
         self.expires_ms.is_some_and(|at| now_ms >= at)
+    }
+
+    /// The record as shown to people: without the hash.
+    pub fn shown(&self) -> TokenRecord {
+        TokenRecord { hash: String::new(), ..self.clone() }
     }
 }
 

@@ -305,6 +305,10 @@ pub struct IngestReport {
     pub cancelled: bool,
     pub errors: Vec<String>,
     pub warnings: Vec<String>,
+    /// Every document read, as (id, source), whatever became of it: what a folder sync
+    /// compares the KB with.
+    #[serde(skip)]
+    pub read: Vec<(String, String)>,
 }
 
 impl IngestReport {
@@ -459,6 +463,7 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
 ) -> Result<()> {
     progress.start(docs.len());
     let author = kb.author();
+    report.read.extend(docs.iter().map(|d| (d.id.clone(), d.source.clone())));
     // Skip the preparation work for unchanged documents.
     let mut kept_triples = 0;
     let work: Vec<SourceDoc> = kb.write(|kb| {

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::Server;
 use super::protocol::{INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, RpcError, notification};
-use crate::access::{Caller, Scope};
+use crate::access::{Caller, Kbs, Scope, TokenSpec};
 use crate::control::QueryRequest;
 use crate::curate::{AuditFilter, ProposalId, Status};
 use crate::engine::{Decision, EntityRef, IngestInput, Ingested, InlineDoc, RetrieveRequest};
@@ -37,6 +37,9 @@ pub const METHODS: &[&str] = &[
     "proposals.edit",
     "audit",
     "graph.node",
+    "tokens.list",
+    "tokens.create",
+    "tokens.revoke",
     "shutdown",
 ];
 
@@ -99,8 +102,33 @@ pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
     let caller = &cx.caller;
     match method {
         "check" => {
-            let KbParam { kb } = decode(params)?;
-            to_json(&engine.check(caller, &kb).await?)
+            let CheckParams { kb, repair } = decode(params)?;
+            let released = if repair { engine.repair(caller, &kb).await? } else { Vec::new() };
+            let mut integrity = serde_json::to_value(engine.check(caller, &kb).await?)
+                .map_err(|e| RpcError::new(INTERNAL_ERROR, e.to_string()))?;
+            if repair {
+                integrity["released"] = json!(released);
+            }
+            Ok(integrity)
+        }
+        "tokens.list" => {
+            decode::<Empty>(params)?;
+            let tokens: Vec<_> = engine.tokens(caller)?.iter().map(|t| t.shown()).collect();
+            Ok(json!({"tokens": tokens}))
+        }
+        "tokens.create" => {
+            let TokenParams { name, scope, kbs, expires, rps, concurrent } = decode(params)?;
+            let expires_ms =
+                crate::access::token::expiry(expires.as_deref().unwrap_or("never"), crate::kb::audit::now_ms())?;
+            let kbs = if kbs.is_empty() { Kbs::All } else { Kbs::Only(kbs) };
+            let spec = TokenSpec { name, scope, kbs, expires_ms, rps, concurrent };
+            let (record, token) = engine.create_token(caller, spec)?;
+            Ok(json!({"token": token, "record": record.shown()}))
+        }
+        "tokens.revoke" => {
+            let NameParam { name } = decode(params)?;
+            engine.revoke_token(caller, &name)?;
+            Ok(json!({"revoked": name}))
         }
         "stats" => {
             let KbParam { kb } = decode(params)?;
@@ -191,6 +219,39 @@ struct Empty {}
 struct KbParam {
     #[serde(default)]
     kb: KbName,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckParams {
+    #[serde(default)]
+    kb: KbName,
+    /// Release orphaned decisions first (`a2rag check --repair`); admin only.
+    #[serde(default)]
+    repair: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NameParam {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenParams {
+    name: String,
+    scope: Scope,
+    /// The KBs it may use; empty: all.
+    #[serde(default)]
+    kbs: Vec<KbName>,
+    /// `never` (the default) or a duration from now: `30d`, `12h`, `90m`, `45s`.
+    #[serde(default)]
+    expires: Option<String>,
+    #[serde(default)]
+    rps: Option<f64>,
+    #[serde(default)]
+    concurrent: Option<u32>,
 }
 
 #[derive(Deserialize)]
