@@ -197,6 +197,8 @@ pub struct DocumentInfo {
     pub title: String,
     pub source: String,
     pub chunks: usize,
+    /// The section paths of its chunks, in order, each once (none for text without headings).
+    pub sections: Vec<String>,
 }
 
 /// The integrity check's findings: graph, provenance and documents, and curation decisions.
@@ -524,11 +526,20 @@ impl Engine {
         let kb = shared.read().await;
         let mut docs: Vec<DocumentInfo> = kb
             .docs()
-            .map(|d| DocumentInfo {
-                id: d.id.clone(),
-                title: d.title.clone(),
-                source: d.source.clone(),
-                chunks: d.chunks.len(),
+            .map(|d| {
+                let mut sections: Vec<String> = Vec::new();
+                for section in d.chunks.iter().filter_map(|c| kb.chunk(*c)).map(|c| &c.section) {
+                    if !section.is_empty() && sections.last() != Some(section) {
+                        sections.push(section.clone());
+                    }
+                }
+                DocumentInfo {
+                    id: d.id.clone(),
+                    title: d.title.clone(),
+                    source: d.source.clone(),
+                    chunks: d.chunks.len(),
+                    sections,
+                }
             })
             .collect();
         docs.sort_by(|a, b| a.id.cmp(&b.id));

@@ -905,7 +905,7 @@ fn print_response(r: &a2rag::control::QueryResponse) {
         say!(
             "{cited}{:>2}. {} (chunk {}, bytes {}..{}): {}",
             i + 1,
-            e.title,
+            e.heading(),
             e.chunk,
             e.span.0,
             e.span.1,
@@ -949,7 +949,7 @@ fn print_retrieved(r: &a2rag::engine::Retrieved) {
             "{:>2}. [{:.4}] {} ({}, chunk {}, bytes {}..{}): {}",
             i + 1,
             c.score,
-            c.title,
+            c.heading(),
             c.doc_id,
             c.chunk,
             c.span.0,

@@ -79,7 +79,8 @@ fn every_format_ingests_with_its_own_title_and_a_broken_pdf_is_reported() {
     std::fs::create_dir(&docs).unwrap();
     std::fs::write(
         docs.join("guide.md"),
-        "Quarry handbook\n===============\n\nThe Quarry team runs the ore conveyors.\n",
+        "Quarry handbook\n===============\n\nThe Quarry team runs the ore conveyors.\n\nNight shift\n-----------\n\n\
+         The belts run until dawn.\n\n### Safety\n\nStop the belts before clearing a jam.\n",
     )
     .unwrap();
     std::fs::write(
@@ -92,7 +93,7 @@ fn every_format_ingests_with_its_own_title_and_a_broken_pdf_is_reported() {
         docs.join("relay.html"),
         "<html><head><title>Relay | Wiki</title><script>var x = 'hidden';</script></head><body>\
          <nav><a href='/'>Home</a></nav><h1>Relay bus</h1><p>Relay carries <a href='lantern.html'>Lantern</a> \
-         events between the piers.</p></body></html>",
+         events between the piers.</p><h2>Routing</h2><p>Events for the north pier go first.</p></body></html>",
     )
     .unwrap();
     docx(&docs.join("harbour.docx"));
@@ -138,6 +139,19 @@ fn every_format_ingests_with_its_own_title_and_a_broken_pdf_is_reported() {
         ],
         "{listed}"
     );
+
+    // Each chunk lies in one section and carries its heading path below the title.
+    let sections = |file: &str| {
+        let doc = listed.as_array().unwrap().iter().find(|d| d["id"].as_str().unwrap().ends_with(file)).unwrap();
+        doc["sections"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(sections("guide.md"), ["Night shift", "Night shift › Safety"], "ATX under setext");
+    assert_eq!(sections("harbour.docx"), ["Retention"], "Word's heading styles");
+    assert_eq!(sections("relay.html"), ["Routing"], "HTML headings");
+    assert!(sections("notes.txt").is_empty() && sections("report.pdf").is_empty());
+    let found = a2rag(&data, &["retrieve", "--json", "When do the Quarry belts stop for a jam?"]);
+    let found: serde_json::Value = serde_json::from_slice(&found.stdout).unwrap();
+    assert_eq!(found["retrieval"]["chunks"][0]["section"], "Night shift › Safety", "{found}");
 
     // The text layers were read: each format's own words find it.
     for (query, file) in [

@@ -312,6 +312,7 @@ pub(crate) mod tests {
                     chunk: i as u32,
                     doc_id: title.to_string(),
                     title: title.to_string(),
+                    section: String::new(),
                     span: (0, text.len()),
                     score: 1.0,
                     text: text.to_string(),

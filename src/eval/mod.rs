@@ -487,18 +487,7 @@ async fn iterative(
         let Some(mut evidence) = last else { continue };
         evidence.chunks = fused
             .iter()
-            .filter_map(|(c, s)| {
-                let chunk = kb.chunk(*c as u32)?;
-                let doc = kb.doc(chunk.doc)?;
-                Some(RankedChunk {
-                    chunk: chunk.id,
-                    doc_id: doc.id.clone(),
-                    title: doc.title.clone(),
-                    span: chunk.span,
-                    score: *s,
-                    text: chunk.text.clone(),
-                })
-            })
+            .filter_map(|(c, s)| RankedChunk::of(kb, *c as u32, *s))
             .take(settings.retrieve.top_k)
             .collect();
         let answer = controller

@@ -101,7 +101,17 @@ impl Pipeline {
     /// short texts the commit will need vectors for.
     pub fn draft(&self, doc: SourceDoc) -> Result<Draft> {
         let content_hash = content_hash(&doc.title, &doc.text);
-        let spans = chunk::chunk_spans(&doc.text, self.chunk_tokens, self.chunk_overlap);
+        // Chunks never straddle a heading: each lies in one section and carries its path.
+        let spans: Vec<std::ops::Range<usize>> = format::markdown::section_ranges(&doc.text)
+            .into_iter()
+            .flat_map(|section| {
+                chunk::chunk_spans(&doc.text[section.clone()], self.chunk_tokens, self.chunk_overlap)
+                    .into_iter()
+                    .map(move |span| span.start + section.start..span.end + section.start)
+            })
+            .collect();
+        let starts: Vec<usize> = spans.iter().map(|s| s.start).collect();
+        let sections = format::markdown::section_paths(&doc.text, &doc.title, &starts);
         let imported = self.triples.as_ref().and_then(|t| t.for_document(&doc.title, &doc.text));
         let mut chunks = Vec::with_capacity(spans.len());
         let mut triples = Vec::new();
@@ -120,6 +130,7 @@ impl Pipeline {
             chunks.push(PreparedChunk {
                 span: (span.start, span.end),
                 text,
+                section: sections.get(ordinal).cloned().unwrap_or_default(),
                 vector: Vec::new(),
                 entities: extraction.entities,
             });
@@ -169,7 +180,7 @@ impl Pipeline {
             .flat_map(|d| {
                 let title = &d.doc.title;
                 let summary = summary_embedded_apart(d.doc.chunks.len()).then(|| d.doc.summary.clone());
-                d.doc.chunks.iter().map(move |c| passage_text(title, &c.text)).chain(summary)
+                d.doc.chunks.iter().map(move |c| passage_text(title, &c.section, &c.text)).chain(summary)
             })
             .collect();
         let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
@@ -726,6 +737,7 @@ mod tests {
         let chunk = |entities: &[&str]| PreparedChunk {
             span: (0, 0),
             text: String::new(),
+            section: String::new(),
             vector: Vec::new(),
             entities: entities.iter().map(|e| e.to_string()).collect(),
         };

@@ -227,7 +227,7 @@ impl Kb {
         for chunk in self.store.chunks() {
             let chunk = chunk?;
             let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
-            self.bm25.insert(chunk.id as u64, &model::passage_text(title, &chunk.text));
+            self.bm25.insert(chunk.id as u64, &model::passage_text(title, &chunk.section, &chunk.text));
             self.chunks.insert(chunk.id, chunk);
         }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded documents and chunks");

@@ -31,6 +31,10 @@ pub struct Chunk {
     /// Byte span of this chunk in the document text.
     pub span: (usize, usize),
     pub text: String,
+    /// The headings the chunk sits under below the title ("Ownership › On call"); empty for
+    /// text under no heading, and in chunks stored before sections were read.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub section: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,8 +86,8 @@ pub fn fact_text(triple: &RawTriple) -> String {
 
 /// The text a chunk is embedded and BM25-indexed as: its document's title, then the chunk, so
 /// that a passage that never repeats its subject's name still matches it.
-pub fn passage_text(title: &str, chunk: &str) -> String {
-    format!("{title}\n{chunk}")
+pub fn passage_text(title: &str, section: &str, chunk: &str) -> String {
+    if section.is_empty() { format!("{title}\n{chunk}") } else { format!("{title} › {section}\n{chunk}") }
 }
 
 /// Whether a document of `chunks` chunks has a summary vector of its own. One that fits in

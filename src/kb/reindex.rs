@@ -70,7 +70,7 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
     for chunk in store.chunks() {
         let chunk: Chunk = chunk?;
         let doc = docs.get(&chunk.doc);
-        let text = passage_text(doc.map_or("", |d| d.title.as_str()), &chunk.text);
+        let text = passage_text(doc.map_or("", |d| d.title.as_str()), &chunk.section, &chunk.text);
         if doc.is_some_and(|d| !summary_embedded_apart(d.chunks.len())) {
             whole_documents.insert(chunk.doc, text.clone());
         }

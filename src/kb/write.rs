@@ -39,6 +39,8 @@ pub struct PreparedDoc {
 pub struct PreparedChunk {
     pub span: (usize, usize),
     pub text: String,
+    /// The headings it sits under (see [`Chunk::section`]).
+    pub section: String,
     pub vector: Vec<f32>,
     pub entities: Vec<String>,
 }
@@ -371,6 +373,7 @@ impl Kb {
                 ordinal: ordinal as u32,
                 span: prepared.span,
                 text: prepared.text.clone(),
+                section: prepared.section.clone(),
             };
             staging.batch.put_chunk(&chunk);
             staging.batch.put_vector(Family::ChunkVec, chunk.id as u64, &prepared.vector);
@@ -540,7 +543,7 @@ impl Kb {
         }
         for (chunk, vector) in changes.chunks_added {
             let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
-            self.bm25.insert(chunk.id as u64, &super::model::passage_text(title, &chunk.text));
+            self.bm25.insert(chunk.id as u64, &super::model::passage_text(title, &chunk.section, &chunk.text));
             self.chunk_index.upsert(chunk.id as u64, &vector)?;
             self.chunks.insert(chunk.id, chunk);
         }

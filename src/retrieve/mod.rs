@@ -93,9 +93,34 @@ pub struct RankedChunk {
     pub chunk: ChunkId,
     pub doc_id: String,
     pub title: String,
+    /// The headings the chunk sits under below the title, when it has any.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub section: String,
     pub span: (usize, usize),
     pub score: f32,
     pub text: String,
+}
+
+impl RankedChunk {
+    /// The title with the section path, as a reader sees where the chunk sits.
+    pub fn heading(&self) -> String {
+        if self.section.is_empty() { self.title.clone() } else { format!("{} › {}", self.title, self.section) }
+    }
+
+    /// Chunk `id` of `kb` with its document's provenance, scored `score`.
+    pub fn of(kb: &Kb, id: ChunkId, score: f32) -> Option<RankedChunk> {
+        let chunk = kb.chunk(id)?;
+        let doc = kb.doc(chunk.doc)?;
+        Some(RankedChunk {
+            chunk: id,
+            doc_id: doc.id.clone(),
+            title: doc.title.clone(),
+            section: chunk.section.clone(),
+            span: chunk.span,
+            score,
+            text: chunk.text.clone(),
+        })
+    }
 }
 
 /// One hop of a graph path, by name, for the trace and the reader.
@@ -538,18 +563,7 @@ impl<'kb> RetrievalRun<'kb> {
         self.candidates.paths.extend(link.map(|hop| vec![hop]));
         let chunks = hits
             .into_iter()
-            .filter_map(|(id, score)| {
-                let chunk = kb.chunk(id)?;
-                let doc = kb.doc(chunk.doc)?;
-                Some(RankedChunk {
-                    chunk: id,
-                    doc_id: doc.id.clone(),
-                    title: doc.title.clone(),
-                    span: chunk.span,
-                    score,
-                    text: chunk.text.clone(),
-                })
-            })
+            .filter_map(|(id, score)| RankedChunk::of(kb, id, score))
             .take(self.options.top_k)
             .collect();
         Ok(Retrieval {

@@ -1,14 +1,27 @@
-//! Titles out of Markdown: the first heading of either style, with its markup stripped.
+//! Headings out of Markdown-shaped text (what every format reader produces): the title (the
+//! first heading of either style) and each chunk's section path, with markup stripped.
 
-/// The first heading: an ATX line (`# T` to `###### T`) or a setext one (a line underlined
-/// with `===` or `---`), whichever comes first, stripped of markup ([`plain`]). Lines in
-/// fenced code blocks are no headings; a heading with nothing left after stripping (a line
-/// of badges alone) is skipped.
-pub fn title(content: &str) -> Option<String> {
-    let lines: Vec<&str> = content.lines().collect();
+/// One heading: where its line starts, its level (setext `===` is 1, `---` 2) and its text.
+#[derive(Debug, Clone, PartialEq)]
+struct Heading {
+    offset: usize,
+    level: usize,
+    text: String,
+}
+
+/// Every heading of `content`, in order: ATX lines (`# T` to `###### T`) and setext ones (a
+/// line underlined with `===` or `---`). Lines in fenced code blocks are no headings; a
+/// heading with nothing left after stripping ([`plain`]; a line of badges alone) is skipped.
+fn headings(content: &str) -> Vec<Heading> {
+    let mut lines = Vec::new();
+    let mut offset = 0;
+    for line in content.split_inclusive('\n') {
+        lines.push((offset, line.trim()));
+        offset += line.len();
+    }
+    let mut found = Vec::new();
     let mut fenced = false;
-    for (i, line) in lines.iter().enumerate() {
-        let trimmed = line.trim();
+    for (i, &(offset, trimmed)) in lines.iter().enumerate() {
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
             fenced = !fenced;
             continue;
@@ -16,16 +29,89 @@ pub fn title(content: &str) -> Option<String> {
         if fenced {
             continue;
         }
-        let candidate = atx(trimmed).or_else(|| {
-            let next = lines.get(i + 1)?.trim();
-            let underlined = next.len() >= 2 && (next.chars().all(|c| c == '=') || next.chars().all(|c| c == '-'));
-            (underlined && !trimmed.is_empty() && !trimmed.starts_with(['-', '*', '>', '|'])).then_some(trimmed)
+        let atx_heading = atx(trimmed).map(|text| (trimmed.chars().take_while(|c| *c == '#').count(), text));
+        let heading = atx_heading.or_else(|| {
+            let next = lines.get(i + 1)?.1;
+            let level = match next.chars().next()? {
+                '=' => 1,
+                '-' => 2,
+                _ => return None,
+            };
+            let underlined = next.len() >= 2 && next.chars().all(|c| c == next.as_bytes()[0] as char);
+            (underlined && !trimmed.is_empty() && !trimmed.starts_with(['-', '*', '>', '|', '#']))
+                .then_some((level, trimmed))
         });
-        if let Some(text) = candidate.map(plain).filter(|t| !t.is_empty()) {
-            return Some(text);
+        if let Some((level, text)) = heading {
+            let text = plain(text);
+            if !text.is_empty() {
+                found.push(Heading { offset, level, text });
+            }
         }
     }
-    None
+    found
+}
+
+/// The first heading's text.
+pub fn title(content: &str) -> Option<String> {
+    headings(content).into_iter().next().map(|h| h.text)
+}
+
+/// The text cut into sections: a new range starts at each heading line, unless the range
+/// before it holds nothing but headings and blank lines (a title straight above its first
+/// subheading stays with it). Text without headings is one range.
+pub fn section_ranges(content: &str) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let mut start = 0;
+    let mut body_since_start = false;
+    let mut line_start = 0;
+    let offsets: Vec<usize> = headings(content).iter().map(|h| h.offset).collect();
+    let mut next_heading = offsets.iter().peekable();
+    for line in content.split_inclusive('\n') {
+        if next_heading.next_if(|o| **o == line_start).is_some() {
+            if body_since_start {
+                ranges.push(start..line_start);
+                start = line_start;
+                body_since_start = false;
+            }
+        } else if !line.trim().is_empty() && !is_underline(line.trim()) {
+            body_since_start = true;
+        }
+        line_start += line.len();
+    }
+    if start < content.len() {
+        ranges.push(start..content.len());
+    }
+    ranges
+}
+
+/// A setext underline (`===` or `---`), which belongs to the heading above it.
+fn is_underline(line: &str) -> bool {
+    line.len() >= 2 && (line.chars().all(|c| c == '=') || line.chars().all(|c| c == '-'))
+}
+
+/// Separates the headings of a section path.
+pub const SECTION_SEPARATOR: &str = " › ";
+
+/// For each chunk start (byte offsets, ascending), the headings it sits under, outermost
+/// first, joined by [`SECTION_SEPARATOR`] ("Ownership › On call"); a leading heading that
+/// repeats the document's `title` is left out, and text before any heading has none ("").
+pub fn section_paths(content: &str, title: &str, starts: &[usize]) -> Vec<String> {
+    let all = headings(content);
+    let mut next = all.iter().peekable();
+    let mut open: Vec<&Heading> = Vec::new();
+    starts
+        .iter()
+        .map(|&start| {
+            while let Some(heading) = next.next_if(|h| h.offset <= start) {
+                while open.last().is_some_and(|o| o.level >= heading.level) {
+                    open.pop();
+                }
+                open.push(heading);
+            }
+            let skip = usize::from(open.first().is_some_and(|h| h.text.eq_ignore_ascii_case(title.trim())));
+            open.iter().skip(skip).map(|h| h.text.as_str()).collect::<Vec<_>>().join(SECTION_SEPARATOR)
+        })
+        .collect()
 }
 
 /// The text of an ATX heading line: one to six `#`, a space, the text, optional closing `#`s.
@@ -122,6 +208,31 @@ mod tests {
         // A rule under a list item or a blank line is no setext underline.
         assert_eq!(title("- item\n---\n\ntext"), None);
         assert_eq!(title("## Closed ##").as_deref(), Some("Closed"));
+    }
+
+    #[test]
+    fn each_chunk_gets_the_headings_it_sits_under() {
+        let text = "# Billing Service\n\nIntro.\n\n## Ownership\n\nTeam Ledger.\n\n### On call\n\nPager.\n\n## Deployment\n\nWeekly.\n";
+        let at = |needle: &str| text.find(needle).unwrap();
+        let starts = [0, at("Intro"), at("## Ownership"), at("Team"), at("Pager"), at("Weekly")];
+        let paths = section_paths(text, "Billing Service", &starts);
+        assert_eq!(paths, ["", "", "Ownership", "Ownership", "Ownership › On call", "Deployment"]);
+        // Under another title the first heading is part of the path; setext headings count.
+        let setext = "Guide\n=====\n\nStart.\n\nSetup\n-----\n\nRun it.\n";
+        let paths = section_paths(setext, "Handbook", &[setext.find("Start").unwrap(), setext.find("Run").unwrap()]);
+        assert_eq!(paths, ["Guide", "Guide › Setup"]);
+        assert_eq!(section_paths("no headings at all", "T", &[0, 5]), ["", ""]);
+    }
+
+    #[test]
+    fn sections_start_at_headings_that_follow_text() {
+        let text = "# Billing Service\n## Overview\nIntro.\n\n## Ownership\nTeam Ledger.\nSetup\n-----\nRun it.\n";
+        let parts: Vec<&str> = section_ranges(text).into_iter().map(|r| &text[r]).collect();
+        assert_eq!(
+            parts,
+            ["# Billing Service\n## Overview\nIntro.\n\n", "## Ownership\nTeam Ledger.\n", "Setup\n-----\nRun it.\n"]
+        );
+        assert_eq!(section_ranges("plain text, no headings"), [0..23]);
     }
 
     #[test]
