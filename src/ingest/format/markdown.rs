@@ -232,7 +232,7 @@ mod tests {
             parts,
             ["# Billing Service\n## Overview\nIntro.\n\n", "## Ownership\nTeam Ledger.\n", "Setup\n-----\nRun it.\n"]
         );
-        assert_eq!(section_ranges("plain text, no headings"), [0..23]);
+        assert_eq!(section_ranges("plain text, no headings"), vec![std::ops::Range { start: 0, end: 23 }]);
     }
 
     #[test]
