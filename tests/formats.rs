@@ -12,7 +12,11 @@ use docx_rust::formatting::ParagraphProperty;
 const BIN: &str = env!("CARGO_BIN_EXE_a2rag");
 
 fn a2rag(data: &Path, args: &[&str]) -> Output {
-    Command::new(BIN).arg("--data-dir").arg(data).args(args).output().unwrap()
+    a2rag_with(data, args, &[])
+}
+
+fn a2rag_with(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(BIN).arg("--data-dir").arg(data).args(args).envs(env.iter().copied()).output().unwrap()
 }
 
 /// A PDF with one page per entry of `pages` (lines of text; an empty page has no text
@@ -108,7 +112,12 @@ fn every_format_ingests_with_its_own_title_and_a_broken_pdf_is_reported() {
     std::fs::write(docs.join("scan.pdf"), pdf(Some("Scanned"), &[&[]])).unwrap();
 
     let data = dir.path().join("data");
-    let ingest = a2rag(&data, &["ingest", docs.to_str().unwrap()]);
+    // Chunks of a few words, so that the short files here have chunks under their subheadings.
+    let ingest = a2rag_with(
+        &data,
+        &["ingest", docs.to_str().unwrap()],
+        &[("A2RAG__INGEST__CHUNK_TOKENS", "12"), ("A2RAG__INGEST__CHUNK_OVERLAP", "0")],
+    );
     let stderr = String::from_utf8_lossy(&ingest.stderr);
     let stdout = String::from_utf8_lossy(&ingest.stdout);
     let said = format!("{stdout}{stderr}");
@@ -140,7 +149,7 @@ fn every_format_ingests_with_its_own_title_and_a_broken_pdf_is_reported() {
         "{listed}"
     );
 
-    // Each chunk lies in one section and carries its heading path below the title.
+    // Each chunk carries the heading path it starts under, below the title.
     let sections = |file: &str| {
         let doc = listed.as_array().unwrap().iter().find(|d| d["id"].as_str().unwrap().ends_with(file)).unwrap();
         doc["sections"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>()

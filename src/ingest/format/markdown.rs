@@ -56,39 +56,6 @@ pub fn title(content: &str) -> Option<String> {
     headings(content).into_iter().next().map(|h| h.text)
 }
 
-/// The text cut into sections: a new range starts at each heading line, unless the range
-/// before it holds nothing but headings and blank lines (a title straight above its first
-/// subheading stays with it). Text without headings is one range.
-pub fn section_ranges(content: &str) -> Vec<std::ops::Range<usize>> {
-    let mut ranges = Vec::new();
-    let mut start = 0;
-    let mut body_since_start = false;
-    let mut line_start = 0;
-    let offsets: Vec<usize> = headings(content).iter().map(|h| h.offset).collect();
-    let mut next_heading = offsets.iter().peekable();
-    for line in content.split_inclusive('\n') {
-        if next_heading.next_if(|o| **o == line_start).is_some() {
-            if body_since_start {
-                ranges.push(start..line_start);
-                start = line_start;
-                body_since_start = false;
-            }
-        } else if !line.trim().is_empty() && !is_underline(line.trim()) {
-            body_since_start = true;
-        }
-        line_start += line.len();
-    }
-    if start < content.len() {
-        ranges.push(start..content.len());
-    }
-    ranges
-}
-
-/// A setext underline (`===` or `---`), which belongs to the heading above it.
-fn is_underline(line: &str) -> bool {
-    line.len() >= 2 && (line.chars().all(|c| c == '=') || line.chars().all(|c| c == '-'))
-}
-
 /// Separates the headings of a section path.
 pub const SECTION_SEPARATOR: &str = " › ";
 
@@ -222,17 +189,6 @@ mod tests {
         let paths = section_paths(setext, "Handbook", &[setext.find("Start").unwrap(), setext.find("Run").unwrap()]);
         assert_eq!(paths, ["Guide", "Guide › Setup"]);
         assert_eq!(section_paths("no headings at all", "T", &[0, 5]), ["", ""]);
-    }
-
-    #[test]
-    fn sections_start_at_headings_that_follow_text() {
-        let text = "# Billing Service\n## Overview\nIntro.\n\n## Ownership\nTeam Ledger.\nSetup\n-----\nRun it.\n";
-        let parts: Vec<&str> = section_ranges(text).into_iter().map(|r| &text[r]).collect();
-        assert_eq!(
-            parts,
-            ["# Billing Service\n## Overview\nIntro.\n\n", "## Ownership\nTeam Ledger.\n", "Setup\n-----\nRun it.\n"]
-        );
-        assert_eq!(section_ranges("plain text, no headings"), vec![std::ops::Range { start: 0, end: 23 }]);
     }
 
     #[test]
