@@ -60,10 +60,15 @@ pub fn title(content: &str) -> Option<String> {
 pub const SECTION_SEPARATOR: &str = " › ";
 
 /// For each chunk start (byte offsets, ascending), the headings it sits under, outermost
-/// first, joined by [`SECTION_SEPARATOR`] ("Ownership › On call"); a leading heading that
-/// repeats the document's `title` is left out, and text before any heading has none ("").
+/// first, joined by [`SECTION_SEPARATOR`] ("Ownership › On call"). The document's own title
+/// heading is left out (one that repeats `title`, or the text's first line: a page titled
+/// `README` whose text opens with `# Courier` is about Courier throughout), and text before
+/// any heading has none ("").
 pub fn section_paths(content: &str, title: &str, starts: &[usize]) -> Vec<String> {
     let all = headings(content);
+    let first_line = content.len() - content.trim_start().len();
+    let title_heading =
+        |h: &Heading| h.text.eq_ignore_ascii_case(title.trim()) || (h.offset == first_line && h.level == 1);
     let mut next = all.iter().peekable();
     let mut open: Vec<&Heading> = Vec::new();
     starts
@@ -75,7 +80,7 @@ pub fn section_paths(content: &str, title: &str, starts: &[usize]) -> Vec<String
                 }
                 open.push(heading);
             }
-            let skip = usize::from(open.first().is_some_and(|h| h.text.eq_ignore_ascii_case(title.trim())));
+            let skip = usize::from(open.first().is_some_and(|h| title_heading(h)));
             open.iter().skip(skip).map(|h| h.text.as_str()).collect::<Vec<_>>().join(SECTION_SEPARATOR)
         })
         .collect()
@@ -184,10 +189,14 @@ mod tests {
         let starts = [0, at("Intro"), at("## Ownership"), at("Team"), at("Pager"), at("Weekly")];
         let paths = section_paths(text, "Billing Service", &starts);
         assert_eq!(paths, ["", "", "Ownership", "Ownership", "Ownership › On call", "Deployment"]);
-        // Under another title the first heading is part of the path; setext headings count.
+        // A level-1 heading opening the text is the title whatever the document is called;
+        // setext headings count.
         let setext = "Guide\n=====\n\nStart.\n\nSetup\n-----\n\nRun it.\n";
-        let paths = section_paths(setext, "Handbook", &[setext.find("Start").unwrap(), setext.find("Run").unwrap()]);
-        assert_eq!(paths, ["Guide", "Guide › Setup"]);
+        let paths = section_paths(setext, "README", &[setext.find("Start").unwrap(), setext.find("Run").unwrap()]);
+        assert_eq!(paths, ["", "Setup"]);
+        // One further down is a section like any other.
+        let later = "Intro line.\n\n# Guide\n\nRun it.\n";
+        assert_eq!(section_paths(later, "README", &[0, later.find("Run").unwrap()]), ["", "Guide"]);
         assert_eq!(section_paths("no headings at all", "T", &[0, 5]), ["", ""]);
     }
 
