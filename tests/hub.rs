@@ -209,9 +209,9 @@ fn local_minilm() -> Option<PathBuf> {
     if a2rag::embed::minilm::has_model(&dir) {
         Some(dir)
     } else {
-        eprintln!(
-            "\n*** SKIPPED: no MiniLM model in {} to serve from the mock hub: run scripts/fetch-minilm.sh ***\n",
-            dir.display()
+        common::skip(
+            "MiniLM model",
+            &format!("no MiniLM model in {} to serve from the mock hub: run scripts/fetch-minilm.sh", dir.display()),
         );
         None
     }

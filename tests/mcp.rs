@@ -27,9 +27,12 @@ fn sdk_python() -> Option<PathBuf> {
     if has_sdk {
         Some(python)
     } else {
-        eprintln!(
-            "\n=== SKIPPED: no Python with the MCP SDK at {} (run scripts/mcp-client.sh install, or set A2RAG_TEST_MCP_PYTHON) ===\n",
-            python.display()
+        common::skip(
+            "MCP SDK",
+            &format!(
+                "no Python with the MCP SDK at {} (run scripts/mcp-client.sh install, or set A2RAG_TEST_MCP_PYTHON)",
+                python.display()
+            ),
         );
         None
     }

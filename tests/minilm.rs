@@ -2,8 +2,10 @@
 //! (tests/fixtures/minilm_reference.json, written by scripts/make-minilm-reference.py).
 //!
 //! Needs the model files: `scripts/fetch-minilm.sh` puts them in .cache/models/all-MiniLM-L6-v2,
-//! or point `A2RAG_MINILM_DIR` elsewhere. Without them these tests print SKIPPED and pass, so
-//! that a machine without the model (or without network to fetch it) still builds green.
+//! or point `A2RAG_MINILM_DIR` elsewhere. Without them these tests print SKIPPED and pass (fail
+//! under `A2RAG_REQUIRE_ALL_PARTS`, which `scripts/test.sh` sets in CI).
+
+mod common;
 
 use std::path::PathBuf;
 
@@ -33,9 +35,9 @@ fn model_dir() -> Option<PathBuf> {
     if dir.join("model.safetensors").is_file() {
         Some(dir)
     } else {
-        eprintln!(
-            "\n*** SKIPPED: no MiniLM model in {}: run scripts/fetch-minilm.sh (or set A2RAG_MINILM_DIR) ***\n",
-            dir.display()
+        common::skip(
+            "MiniLM model",
+            &format!("no MiniLM model in {}: run scripts/fetch-minilm.sh (or set A2RAG_MINILM_DIR)", dir.display()),
         );
         None
     }
@@ -147,7 +149,7 @@ fn hotpotqa_sentence_throughput() {
             .find(|p| p.is_file())
     });
     let Some(corpus) = corpus else {
-        eprintln!("*** SKIPPED: no hotpotqa corpus.json (set A2RAG_HOTPOT_CORPUS) ***");
+        common::skip("HotpotQA corpus", "no hotpotqa corpus.json (set A2RAG_HOTPOT_CORPUS)");
         return;
     };
     // corpus.json maps a title to its list of sentences.

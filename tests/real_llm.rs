@@ -10,6 +10,8 @@
 //! `A2RAG_TEST_LLM_MODEL` names the model (llama-cpp-python serves its one model under any
 //! name); `A2RAG_TEST_LLM_KEY_ENV` names a variable holding an API key, for hosted servers.
 
+mod common;
+
 use std::path::PathBuf;
 
 use a2rag::config::{ConnectionSettings, LlmProvider, LlmSettings};
@@ -23,10 +25,7 @@ fn base_url() -> Option<String> {
 #[tokio::test]
 async fn real_model_answers_with_reported_usage() {
     let Some(base_url) = base_url() else {
-        eprintln!();
-        eprintln!("**************************************************************************");
-        eprintln!("SKIPPED: set A2RAG_TEST_LLM_URL (scripts/local-llm.sh start)");
-        eprintln!("**************************************************************************");
+        common::skip("local LLM", "set A2RAG_TEST_LLM_URL (scripts/local-llm.sh start)");
         return;
     };
     let settings = LlmSettings {
@@ -65,7 +64,7 @@ async fn real_model_answers_with_reported_usage() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_runs_end_to_end_on_the_real_model() {
     let Some(base_url) = base_url() else {
-        eprintln!("SKIPPED: set A2RAG_TEST_LLM_URL (scripts/local-llm.sh start)");
+        common::skip("local LLM", "set A2RAG_TEST_LLM_URL (scripts/local-llm.sh start)");
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -283,9 +283,12 @@ fn browser_python(root: &Path) -> Option<PathBuf> {
     if ready {
         return Some(python);
     }
-    eprintln!(
-        "\n=== SKIPPED: no headless browser (chromium, chromedriver and a Python with selenium at {}; run scripts/web-client.sh install, or set A2RAG_TEST_WEB_PYTHON) ===\n",
-        python.display()
+    common::skip(
+        "headless browser",
+        &format!(
+            "no chromium, chromedriver and a Python with selenium at {} (run scripts/web-client.sh install, or set A2RAG_TEST_WEB_PYTHON)",
+            python.display()
+        ),
     );
     None
 }

@@ -11,6 +11,20 @@ use a2rag::config::Settings;
 use a2rag::ingest::{self, Pipeline};
 use a2rag::kb::Kb;
 
+/// The environment variable that makes a missing part fail its test instead of skipping it
+/// (`scripts/test.sh` sets it under `CI=true`).
+pub const REQUIRE_ALL_PARTS: &str = "A2RAG_REQUIRE_ALL_PARTS";
+
+/// Says loudly that a test (or part of one) is skipped for a missing `part`, and how to
+/// provide it; fails instead where every part is required ([`REQUIRE_ALL_PARTS`]).
+pub fn skip(part: &str, how: &str) {
+    let line = format!("SKIPPED ({part}): {how}");
+    if std::env::var_os(REQUIRE_ALL_PARTS).is_some_and(|v| !v.is_empty() && v != "0") {
+        panic!("{line}; {REQUIRE_ALL_PARTS} is set, so a missing part fails the run");
+    }
+    eprintln!("\n=== {line} ===\n");
+}
+
 /// `A2RAG_DATASETS` or `../shared/datasets`; `None` (with a loud message) where absent.
 pub fn datasets() -> Option<PathBuf> {
     let dir = std::env::var_os("A2RAG_DATASETS")
@@ -19,7 +33,7 @@ pub fn datasets() -> Option<PathBuf> {
     if dir.join("musique/corpus.json").exists() {
         Some(dir)
     } else {
-        eprintln!("\n=== SKIPPED: shared datasets not found at {} (set A2RAG_DATASETS) ===\n", dir.display());
+        skip("shared datasets", &format!("not found at {} (set A2RAG_DATASETS)", dir.display()));
         None
     }
 }
@@ -94,8 +108,9 @@ impl TestStore {
 pub fn postgres_database() -> Option<String> {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let Some(server) = std::env::var("A2RAG_TEST_POSTGRES").ok().filter(|s| !s.trim().is_empty()) else {
-        eprintln!(
-            "\n=== SKIPPED (PostgreSQL part): no test server; set A2RAG_TEST_POSTGRES (scripts/test.sh starts one with scripts/postgres.sh) ===\n"
+        skip(
+            "PostgreSQL part",
+            "no test server; set A2RAG_TEST_POSTGRES (scripts/test.sh starts one with scripts/postgres.sh)",
         );
         return None;
     };
@@ -112,9 +127,7 @@ pub fn postgres_tls_database() -> Option<TestStore> {
     let dir = server.split_whitespace().find_map(|kv| kv.strip_prefix("host="))?;
     let tls = std::path::Path::new(dir).join("tls");
     let Ok(address) = std::fs::read_to_string(tls.join("url")) else {
-        eprintln!(
-            "\n=== SKIPPED (PostgreSQL TLS part): the test server serves no TLS (scripts/postgres.sh needs openssl) ===\n"
-        );
+        skip("PostgreSQL TLS part", "the test server serves no TLS (scripts/postgres.sh needs openssl)");
         return None;
     };
     let plain = postgres_database()?;
