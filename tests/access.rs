@@ -150,6 +150,8 @@ fn scopes_and_knowledge_bases_bound_every_json_rpc_door() {
             let mut c = Rpc::with(connect, &reader);
             let found = c.ok("retrieve", json!({"question": "Where was Marie Curie born?"}));
             assert!(!found["retrieval"]["chunks"].as_array().unwrap().is_empty(), "{door}: {found}");
+            let answered = c.ok("query", json!({"question": "Where was Marie Curie born?"}));
+            assert_eq!(answered["answer"], "Warsaw", "{door}: a reader may query");
             assert_eq!(c.ok("kbs", json!({}))["kbs"], json!(["default"]), "{door}: only the KBs it reaches");
             let doc = json!({"documents": [{"id": "n", "text": "Nora Vale founded Vale Works in Tromso."}]});
             let (code, message) = c.refused("ingest", doc.clone());
@@ -173,8 +175,11 @@ fn scopes_and_knowledge_bases_bound_every_json_rpc_door() {
             let report = &added["report"];
             assert_eq!(report["added"].as_u64().unwrap() + report["unchanged"].as_u64().unwrap(), 1, "{added}");
             assert_eq!(w.ok("stats", json!({"kb": "other"}))["documents"], 1, "no --kb: every KB");
-            let (code, message) = w.refused("proposals.list", json!({}));
-            assert!(code == FORBIDDEN && message.contains("`curate`"), "{door}: {message}");
+            for (method, params) in [("proposals.list", json!({})), ("proposals.reject", json!({"id": 1, "who": "w"}))]
+            {
+                let (code, message) = w.refused(method, params);
+                assert!(code == FORBIDDEN && message.contains("`curate`"), "{door} {method}: {message}");
+            }
         }
         // Tokens and repairs are an admin's: the owner's unix socket may, a reader may not.
         let mut c = Rpc::with(&tcp, &reader);
@@ -387,9 +392,17 @@ fn the_web_page_and_metrics_check_the_same_scopes() {
     let dir = served_kbs(&store);
     let data = dir.path().join("data");
     let reader = token(&data, &store, "reader", &["--scope", "read", "--kb", "default"]);
+    let writer = token(&data, &store, "writer", &["--scope", "write"]);
     let daemon = Daemon::start(&data, &store, true, &[]);
     let web = daemon.http.as_deref().unwrap();
     assert_eq!(http_get(web, "/api/status", None).0, 401);
+    assert_eq!(http_get(web, "/metrics", None).0, 401, "metrics need a token too");
+    let ask = json!({"question": "Where was Marie Curie born?"});
+    let (status, body) = http_request(web, "POST", "/api/ask", Some(&reader), Some(&ask));
+    assert!(status == 200 && body.contains("Warsaw"), "a reader may ask: {status} {body}");
+    let (status, body) =
+        http_request(web, "POST", "/api/proposals/1/reject", Some(&writer), Some(&json!({"who": "w"})));
+    assert!(status == 403 && body.contains("curate"), "a writer may not decide: {status} {body}");
     assert_eq!(http_get(web, "/api/status", Some("a2r_0_wrong")).0, 401);
     let (status, body) = http_get(web, "/api/session", Some(&reader));
     assert_eq!(status, 200, "{body}");
@@ -436,7 +449,7 @@ fn mcp_lists_only_the_tools_a_token_may_use() {
     let store = TestStore::Sled;
     let dir = served_kbs(&store);
     let data = dir.path().join("data");
-    let reader = token(&data, &store, "reader", &["--scope", "read"]);
+    let reader = token(&data, &store, "reader", &["--scope", "read", "--kb", "default"]);
     let session = |token: &str, calls: &[Value]| -> Vec<Value> {
         let mut child = Command::new(bin())
             .arg("--data-dir")
@@ -475,6 +488,9 @@ fn mcp_lists_only_the_tools_a_token_may_use() {
         json!({"method": "tools/call", "params": {"name": "ingest_text",
             "arguments": {"documents": [{"id": "x", "text": "Nora Vale founded Vale Works."}]}}}),
         json!({"method": "tools/call", "params": {"name": "kb_stats", "arguments": {}}}),
+        json!({"method": "tools/call", "params": {"name": "review_proposal",
+            "arguments": {"id": 1, "decision": "reject"}}}),
+        json!({"method": "tools/call", "params": {"name": "kb_stats", "arguments": {"kb": "other"}}}),
     ];
     let replies = session(&reader, &calls);
     let names: Vec<&str> =
@@ -484,6 +500,11 @@ fn mcp_lists_only_the_tools_a_token_may_use() {
     assert_eq!(refused["isError"], true, "{refused}");
     assert!(refused["content"][0]["text"].as_str().unwrap().contains("`write`"), "{refused}");
     assert_eq!(replies[2]["result"]["structuredContent"]["stats"]["documents"], 3);
+    assert_eq!(replies[2]["result"]["structuredContent"]["kbs"], json!(["default"]), "only its KBs");
+    let refused = &replies[3]["result"];
+    assert!(refused["isError"] == true && refused.to_string().contains("`curate`"), "{refused}");
+    let refused = &replies[4]["result"];
+    assert!(refused["isError"] == true && refused.to_string().contains("does not reach"), "{refused}");
     // The owner, without a token, has every tool.
     let owner = Command::new(bin()).arg("--data-dir").arg(&data).arg("mcp").env("A2RAG_TOKEN", "a2r_0_wrong").output();
     let owner = owner.unwrap();
