@@ -843,16 +843,7 @@ fn token_command(settings: &Settings, action: &TokenCommand, kbs: &[KbName]) -> 
     }
     match action {
         TokenCommand::Create { name, scope, expires, rps, concurrent } => {
-            let kbs = if kbs.is_empty() { a2rag::access::Kbs::All } else { a2rag::access::Kbs::Only(kbs.to_vec()) };
-            let expires_ms = a2rag::access::token::expiry(expires, a2rag::kb::audit::now_ms())?;
-            let spec = a2rag::access::TokenSpec {
-                name: name.clone(),
-                scope: *scope,
-                kbs,
-                expires_ms,
-                rps: *rps,
-                concurrent: *concurrent,
-            };
+            let spec = a2rag::access::TokenSpec::new(name.clone(), *scope, kbs.to_vec(), expires, *rps, *concurrent)?;
             let (record, token) = access.create(spec)?;
             eprintln!("a2rag: token `{}` ({} scope) made; it is shown this once:", record.name, record.scope);
             say!("{token}");

@@ -334,6 +334,23 @@ pub struct TokenSpec {
     pub concurrent: Option<u32>,
 }
 
+impl TokenSpec {
+    /// A token as a person asks for one: the KBs it may use (none listed: all) and when it
+    /// stops working (`never`, or a duration from now such as `30d`).
+    pub fn new(
+        name: String,
+        scope: Scope,
+        kbs: Vec<KbName>,
+        expires: &str,
+        rps: Option<f64>,
+        concurrent: Option<u32>,
+    ) -> Result<TokenSpec> {
+        let kbs = if kbs.is_empty() { Kbs::All } else { Kbs::Only(kbs) };
+        let expires_ms = token::expiry(expires, now_ms())?;
+        Ok(TokenSpec { name, scope, kbs, expires_ms, rps, concurrent })
+    }
+}
+
 /// Where a generated token lives, inside the data directory.
 pub const TOKEN_FILE: &str = "rpc-token";
 

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::Server;
 use super::protocol::{INTERNAL_ERROR, INVALID_PARAMS, REQUEST_CANCELLED, RpcError, notification};
-use crate::access::{Caller, Kbs, Scope, TokenSpec};
+use crate::access::{Caller, Scope, TokenSpec};
 use crate::control::QueryRequest;
 use crate::curate::{AuditFilter, ProposalId, Status};
 use crate::engine::{Decision, EntityRef, IngestInput, Ingested, InlineDoc, RetrieveRequest};
@@ -118,10 +118,7 @@ pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
         }
         "tokens.create" => {
             let TokenParams { name, scope, kbs, expires, rps, concurrent } = decode(params)?;
-            let expires_ms =
-                crate::access::token::expiry(expires.as_deref().unwrap_or("never"), crate::kb::audit::now_ms())?;
-            let kbs = if kbs.is_empty() { Kbs::All } else { Kbs::Only(kbs) };
-            let spec = TokenSpec { name, scope, kbs, expires_ms, rps, concurrent };
+            let spec = TokenSpec::new(name, scope, kbs, expires.as_deref().unwrap_or("never"), rps, concurrent)?;
             let (record, token) = engine.create_token(caller, spec)?;
             Ok(json!({"token": token, "record": record.shown()}))
         }
