@@ -59,7 +59,7 @@ pub struct McpServer {
 /// The caller of an MCP session: the token in [`TOKEN_ENV`], else the owner.
 pub fn caller_from_env(engine: &Engine) -> Result<Caller> {
     match std::env::var(TOKEN_ENV).ok().filter(|t| !t.trim().is_empty()) {
-        Some(token) => engine.access.authenticate(&token).map_err(|e| Error::Unauthorized(format!("{TOKEN_ENV}: {e}"))),
+        Some(token) => engine.authenticate(&token).map_err(|e| Error::Unauthorized(format!("{TOKEN_ENV}: {e}"))),
         None => Ok(Caller::owner()),
     }
 }

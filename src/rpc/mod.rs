@@ -520,17 +520,14 @@ fn first_message(bytes: &[u8], origin: Origin, server: &Server) -> First {
     let Some(token) = is_auth.then(|| message.pointer("/params/token").and_then(Value::as_str)).flatten() else {
         return refuse("unauthorized: the first message must be `auth` with a token".into());
     };
-    match server.engine.access.authenticate(token) {
+    match server.engine.authenticate(token) {
         Ok(caller) => {
             let reply = id.map(|id| {
                 success(id, serde_json::json!({"authenticated": true, "token": caller.name(), "scope": caller.scope()}))
             });
             First::Authenticated(caller, reply)
         }
-        Err(e) => {
-            server.engine.metrics.refused("?", "unauthorized");
-            refuse(e.to_string())
-        }
+        Err(e) => refuse(e.to_string()),
     }
 }
 

@@ -91,12 +91,9 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 pub(super) async fn require(State(web): Shared, mut request: Request, next: Next) -> Response {
     let headers = request.headers();
     let authed = if let Some(token) = bearer(headers) {
-        match web.engine.access.authenticate(token) {
+        match web.engine.authenticate(token) {
             Ok(caller) => Authed { caller, csrf: None },
-            Err(e) => {
-                web.engine.metrics.refused("?", "unauthorized");
-                return ApiError::from(e).into_response();
-            }
+            Err(e) => return ApiError::from(e).into_response(),
         }
     } else if let Some(session) = session_id(headers).and_then(|id| web.sessions.get(id)) {
         if request.method() != Method::GET {
@@ -129,12 +126,9 @@ pub(super) struct Login {
 /// Opens a session for a valid token; the page keeps the CSRF token it gets back. Over TLS
 /// the cookie is `Secure`: the browser never sends it in clear.
 pub(super) async fn login(State(web): Shared, super::extract::Json(login): super::extract::Json<Login>) -> Response {
-    let caller = match web.engine.access.authenticate(&login.token) {
+    let caller = match web.engine.authenticate(&login.token) {
         Ok(caller) => caller,
-        Err(e) => {
-            web.engine.metrics.refused("?", "unauthorized");
-            return ApiError::from(e).into_response();
-        }
+        Err(e) => return ApiError::from(e).into_response(),
     };
     let (id, csrf) = web.sessions.open(caller);
     let secure = if web.tls { "; Secure" } else { "" };
