@@ -207,6 +207,9 @@ pub struct Integrity {
     pub ok: bool,
     pub violations: Vec<String>,
     pub stats: Stats,
+    /// With a repair first: the triples it released (see [`Engine::repair`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub released: Option<Vec<String>>,
 }
 
 /// An entity named by its node id or by one of its aliases.
@@ -628,14 +631,16 @@ impl Engine {
         Ok(log)
     }
 
-    /// The integrity check: graph, provenance and documents, then curation decisions.
-    pub async fn check(&self, caller: &Caller, name: &KbName) -> Result<Integrity> {
+    /// The integrity check: graph, provenance and documents, then curation decisions; with
+    /// `repair`, after [`Engine::repair`] (admin only).
+    pub async fn check(&self, caller: &Caller, name: &KbName, repair: bool) -> Result<Integrity> {
+        let released = if repair { Some(self.repair(caller, name).await?) } else { None };
         let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
         let shared = self.reach(caller, name, Open::Existing).await?;
         let kb = shared.read().await;
         let mut violations = kb.integrity_violations();
         violations.extend(curate::integrity_violations(&kb)?);
-        Ok(Integrity { ok: violations.is_empty(), violations, stats: kb.stats() })
+        Ok(Integrity { ok: violations.is_empty(), violations, stats: kb.stats(), released })
     }
 
     /// Repairs what [`Engine::check`] reports and can be repaired without a person: decision

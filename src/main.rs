@@ -772,12 +772,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Check { repair } => {
             let engine = open_existing(settings)?;
-            if *repair {
-                for triple in runtime.block_on(engine.repair(owner, kb))? {
-                    say!("released: `{triple}` can be proposed again");
-                }
+            let a2rag::engine::Integrity { violations, stats, released, .. } =
+                runtime.block_on(engine.check(owner, kb, *repair))?;
+            for triple in released.unwrap_or_default() {
+                say!("released: `{triple}` can be proposed again");
             }
-            let a2rag::engine::Integrity { violations, stats, .. } = runtime.block_on(engine.check(owner, kb))?;
             for v in &violations {
                 say!("violation: {v}");
             }

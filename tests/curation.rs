@@ -178,14 +178,14 @@ fn repair_releases_a_decision_key_whose_proposal_is_missing() {
     batch.remove_raw(Keyspace::Proposals, &lost.id.to_be_bytes());
     engine.kb.blocking_read().store().commit(batch).unwrap();
 
-    let integrity = runtime.block_on(engine.check(&owner, &name)).unwrap();
+    let integrity = runtime.block_on(engine.check(&owner, &name, false)).unwrap();
     assert_eq!(integrity.violations.len(), 1, "{:?}", integrity.violations);
     assert!(integrity.violations[0].contains("a2rag check --repair"), "says what to do: {:?}", integrity.violations);
     assert!(curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap().is_empty());
 
     let released = runtime.block_on(engine.repair(&owner, &name)).unwrap();
     assert_eq!(released, ["marie curie | was born in | warsaw"]);
-    assert!(runtime.block_on(engine.check(&owner, &name)).unwrap().ok);
+    assert!(runtime.block_on(engine.check(&owner, &name, false)).unwrap().ok);
     assert!(runtime.block_on(engine.repair(&owner, &name)).unwrap().is_empty(), "nothing left to release");
     let again = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
     assert_eq!(relations(&again), ["was born in"]);

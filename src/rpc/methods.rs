@@ -103,13 +103,7 @@ pub async fn call(cx: Context, method: &str, params: Value) -> MethodResult {
     match method {
         "check" => {
             let CheckParams { kb, repair } = decode(params)?;
-            let released = if repair { engine.repair(caller, &kb).await? } else { Vec::new() };
-            let mut integrity = serde_json::to_value(engine.check(caller, &kb).await?)
-                .map_err(|e| RpcError::new(INTERNAL_ERROR, e.to_string()))?;
-            if repair {
-                integrity["released"] = json!(released);
-            }
-            Ok(integrity)
+            to_json(&engine.check(caller, &kb, repair).await?)
         }
         "tokens.list" => {
             decode::<Empty>(params)?;
