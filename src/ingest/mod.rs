@@ -383,13 +383,6 @@ impl KbAccess for Kb {
     }
 }
 
-/// Must be used off the async runtime's worker threads (it blocks on the lock).
-impl KbAccess for &tokio::sync::RwLock<Kb> {
-    fn write<R>(&mut self, f: impl FnOnce(&mut Kb) -> R) -> R {
-        f(&mut self.blocking_write())
-    }
-}
-
 /// A shared KB written on behalf of `author` (a daemon's client), locked per document.
 pub struct SharedAs<'a> {
     pub kb: &'a tokio::sync::RwLock<Kb>,
