@@ -74,8 +74,11 @@ pub async fn run(
             all.extend(paths?);
             Some(all)
         });
-        let changed = match changed {
-            Some(paths) => relevant(&root, paths),
+        // An empty list asks `sync_dir` for a full sync: only lost events may do that, not a
+        // batch whose every path was the root itself or outside it.
+        let changed = match changed.map(|paths| relevant(&root, paths)) {
+            Some(paths) if paths.is_empty() => continue,
+            Some(paths) => paths,
             None => Vec::new(),
         };
         sync(&engine, &caller, &kb, &root, changed, &report).await;
