@@ -11,6 +11,7 @@ pub mod error;
 pub mod eval;
 pub mod ingest;
 pub mod kb;
+pub mod lexicon;
 pub mod llm;
 pub mod mcp;
 pub mod metrics;

@@ -3,18 +3,8 @@
 
 use std::ops::Range;
 
-const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being",
-    "both", "but", "by", "can", "could", "did", "do", "does", "during", "each", "for", "from", "had", "has", "have",
-    "he", "her", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "many", "me", "more", "most",
-    "much", "my", "no", "not", "of", "on", "one", "or", "other", "our", "out", "over", "she", "so", "some", "such",
-    "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "to",
-    "under", "until", "up", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "whose",
-    "why", "will", "with", "would", "you", "your", "s", "t", "same", "name", "named",
-];
-
 static STOPWORD_SET: std::sync::LazyLock<std::collections::HashSet<&'static str>> =
-    std::sync::LazyLock::new(|| STOPWORDS.iter().copied().collect());
+    std::sync::LazyLock::new(|| crate::lexicon::STOPWORDS.iter().copied().collect());
 
 pub fn is_stopword(word: &str) -> bool {
     STOPWORD_SET.contains(word)
@@ -146,16 +136,11 @@ fn push_trimmed(text: &str, range: Range<usize>, spans: &mut Vec<Range<usize>>) 
 }
 
 fn ends_with_abbreviation(sentence: &str) -> bool {
-    const ABBREVIATIONS: &[&str] = &[
-        "mr.", "mrs.", "ms.", "dr.", "st.", "jr.", "sr.", "vs.", "no.", "inc.", "co.", "ltd.", "mt.", "ft.", "gen.",
-        "col.", "lt.", "u.s.", "e.g.", "i.e.", "etc.", "approx.", "jan.", "feb.", "aug.", "sept.", "oct.", "nov.",
-        "dec.",
-    ];
     let last = sentence.rsplit(char::is_whitespace).next().unwrap_or("");
     let lower = last.to_lowercase();
     // A single capital letter and a dot is an initial ("John F. Kennedy").
     let is_initial = last.len() == 2 && last.as_bytes()[0].is_ascii_uppercase();
-    is_initial || ABBREVIATIONS.contains(&lower.as_str())
+    is_initial || crate::lexicon::ABBREVIATIONS.contains(&lower.as_str())
 }
 
 /// The entity a document's title names: bracketed qualifiers dropped ("Lilu (mythology)" ->
@@ -201,6 +186,117 @@ pub fn whole_name(text: &str, spans: &[(usize, &str)], first: usize, len: usize)
     (!before && !after).then_some(start..end)
 }
 
+/// Does `text` name `name` as whole words, case, punctuation and articles aside ("the
+/// Kell Mill" names "Kell Mill")?
+pub fn names(text: &str, name: &str) -> bool {
+    let n = normalize_answer(name);
+    !n.is_empty() && format!(" {} ", normalize_answer(text)).contains(&format!(" {n} "))
+}
+
+/// Byte range of `needle` in `haystack` at word boundaries, as written (case counts).
+pub fn find_words(haystack: &str, needle: &str) -> Option<Range<usize>> {
+    if needle.is_empty() {
+        return None;
+    }
+    let mut from = 0;
+    while let Some(i) = haystack[from..].find(needle) {
+        let start = from + i;
+        let end = start + needle.len();
+        let before = haystack[..start].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+        let after = haystack[end..].chars().next().is_none_or(|c| !c.is_alphanumeric());
+        if before && after {
+            return Some(start..end);
+        }
+        // One char on, not past the match: "ab ab" in "cab ab ab" starts inside a rejected one.
+        from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    None
+}
+
+/// Is a passage titled `title` about `entity`: its title names it, a parenthesised qualifier
+/// aside ("Mira (ship)" is about Mira), or the title is the entity's name with middle names
+/// or a suffix left out ("Anna Berg" is "Anna Maria Berg, Jr.")? Such a passage says "he"
+/// or "it" for the entity.
+pub fn is_about(title: &str, entity: &str) -> bool {
+    let key = normalize_answer(entity);
+    let Some(topic) = title_entity(title).map(|t| normalize_answer(&t)) else {
+        return false;
+    };
+    !key.is_empty() && (normalize_answer(title) == key || topic == key || shortened(&topic, &key))
+}
+
+/// Is `short` the name `full` with middle words or a suffix left out: at least two words,
+/// in order, the same first word and the same last word before any suffix (both normalised)?
+fn shortened(short: &str, full: &str) -> bool {
+    let short: Vec<&str> = short.split(' ').collect();
+    let mut full: Vec<&str> = full.split(' ').collect();
+    while full.len() > 1 && full.last().is_some_and(|w| crate::lexicon::NAME_SUFFIXES.contains(w)) {
+        full.pop();
+    }
+    let mut rest = full.iter();
+    short.len() >= 2
+        && short.first() == full.first()
+        && short.last() == full.last()
+        && short.iter().all(|w| rest.any(|f| f == w))
+}
+
+/// A life event an encyclopaedia's lifespan states by position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LifeEvent {
+    Birth,
+    Death,
+}
+
+impl LifeEvent {
+    /// The word a question asks the event with, as a stem matches it ("born" -> "birth").
+    pub fn word(self) -> &'static str {
+        match self {
+            LifeEvent::Birth => "birth",
+            LifeEvent::Death => "death",
+        }
+    }
+}
+
+/// The event of the date at `start..end` of `sentence`, when it stands in a lifespan after a
+/// name ([`lifespan_event`]).
+pub fn lifespan_at(sentence: &str, start: usize, end: usize) -> Option<LifeEvent> {
+    if !sentence.get(start..end)?.contains(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let open = sentence[..start].rfind('(')?;
+    lifespan_event(&sentence[open..start], &sentence[end..])
+}
+
+/// An encyclopaedia's lifespan after a name states birth and death without a verb: "Ivar
+/// Selby (Swedish: ...; 15 June 1924 – 24 April 2005)", "(1924-2005)". `between` is the text
+/// from the opening bracket to the date, `after` the text after it: birth when the date is
+/// before the range's dash, death when it is after it. Only dates count, after the last ";":
+/// a parenthesis without a range ("(mayor from 1993)") or with words in it ("(mayor 1993 –
+/// 2000)") is no lifespan.
+pub fn lifespan_event(between: &str, after: &str) -> Option<LifeEvent> {
+    const DASHES: [char; 3] = ['-', '–', '—'];
+    let inside = between.trim_start().strip_prefix('(')?;
+    if inside.contains(')') {
+        return None;
+    }
+    let date_words = |part: &str| {
+        part.split(|c: char| c.is_whitespace() || matches!(c, ',' | '.'))
+            .all(|w| w.is_empty() || w.chars().all(|c| c.is_ascii_digit()) || crate::lexicon::is_month(w))
+    };
+    let dates = inside.rsplit(';').next().unwrap_or(inside);
+    match dates.rsplit_once(DASHES) {
+        // The birth date before the dash, the dates between the dash and the answer ("24
+        // April " before 2005).
+        Some((birth, death))
+            if date_words(birth) && date_words(death) && birth.trim_end().ends_with(|c: char| c.is_ascii_digit()) =>
+        {
+            Some(LifeEvent::Death)
+        }
+        None if date_words(dates) && after.trim_start().starts_with(DASHES) => Some(LifeEvent::Birth),
+        _ => None,
+    }
+}
+
 /// A name without its possessive ending ("India's" -> "India"): what a text says of a name's
 /// owner is not part of the name.
 pub fn without_possessive(name: &str) -> &str {
@@ -242,22 +338,6 @@ pub fn normalize_answer(answer: &str) -> String {
     let no_punct: String = lower.chars().map(|c| if c.is_ascii_punctuation() { ' ' } else { c }).collect();
     no_punct.split_whitespace().filter(|w| !matches!(*w, "a" | "an" | "the")).collect::<Vec<_>>().join(" ")
 }
-
-/// English month names, lowercase: dates in answers, and words that are not entity names.
-pub const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
 
 #[cfg(test)]
 mod tests {

@@ -4,6 +4,10 @@
 use serde::Serialize;
 
 use crate::ingest::extract::entity_mentions;
+use crate::lexicon::{
+    self, AMOUNT_NOUNS, ASKING_BEFORE_WHICH, COUNT_WORDS, DATE_JOINERS, DATE_NOUNS, HOW_AMOUNT, IRREGULAR_PARTICIPLES,
+    KIND_NOUNS, LEADING_PREPOSITIONS, NUMBER_WORDS, ORDINALS, PERIOD_QUALIFIERS, PERIODS, WH_WORDS, YES_NO_OPENERS,
+};
 use crate::text;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -18,26 +22,6 @@ pub enum AnswerType {
     Choice(Vec<String>),
     Free,
 }
-
-const YES_NO_OPENERS: &[&str] =
-    &["is", "are", "was", "were", "do", "does", "did", "can", "could", "has", "have", "had", "will", "would", "should"];
-const WH_WORDS: &[&str] = &["who", "whom", "whose", "what", "which", "when", "where", "how"];
-/// Words that may stand before the asking wh-word at the start ("In what year ...").
-const LEADING_PREPOSITIONS: &[&str] = &["in", "of", "from", "for", "to", "at", "on", "by", "with", "during", "since"];
-/// Words after which "which" asks rather than relates ("released in which year", "is father
-/// to which actress"; but "the association which published").
-const ASKING_BEFORE_WHICH: &[&str] = &[
-    "in", "of", "from", "for", "to", "at", "on", "by", "with", "during", "since", "into", "is", "was", "are", "were",
-    "and", "under", "as", "after", "before", "than", "about", "over", "between", "against", "among", "through",
-    "within", "near", "across",
-];
-/// "how" + one of these asks for an amount.
-const HOW_AMOUNT: &[&str] = &["many", "much", "long", "old", "far", "tall", "big", "large", "high", "often"];
-/// Type nouns that ask for a date or an amount rather than an entity.
-const DATE_NOUNS: &[&str] = &["year", "date", "century", "decade", "day", "month", "era"];
-const AMOUNT_NOUNS: &[&str] = &["percentage", "percent", "amount", "number", "population", "size", "length", "height"];
-/// "what kind of university": the noun after these is the type.
-const KIND_NOUNS: &[&str] = &["kind", "type", "sort", "name", "form"];
 
 /// The phrase of a question that asks: its wh-word and the noun naming the answer's kind
 /// ("which astronomer", "in what year", "based where?").
@@ -129,10 +113,6 @@ fn type_noun(words: &[&str], lower: &[String], at: usize) -> Option<String> {
     (!text::is_stopword(noun)).then(|| noun.clone())
 }
 
-/// Past participles that do not end in "-ed", which open a reduced relative clause as often.
-const IRREGULAR_PARTICIPLES: &[&str] =
-    &["born", "known", "made", "written", "built", "held", "won", "led", "found", "sold", "seen", "taken", "given"];
-
 fn is_participle(word: &str) -> bool {
     word.ends_with("ed") || word.ends_with("ing") || IRREGULAR_PARTICIPLES.contains(&word)
 }
@@ -179,7 +159,7 @@ fn choice_options(question: &str) -> Option<Vec<String>> {
 pub fn looks_like_date(answer: &str) -> bool {
     answer.split(|c: char| !c.is_alphanumeric()).any(|w| {
         (w.len() == 4 && w.chars().all(|c| c.is_ascii_digit()))
-            || crate::text::MONTHS.contains(&w.to_lowercase().as_str())
+            || lexicon::is_month(w)
             || w.ends_with("s") && w.len() == 5 && w[..4].chars().all(|c| c.is_ascii_digit())
             || PERIODS.contains(&w.to_lowercase().as_str())
     })
@@ -189,32 +169,18 @@ pub fn looks_like_date(answer: &str) -> bool {
 /// century", "twenty-first century"), rather than a name with a year in it ("2011 Korean",
 /// "1999 World Series")?
 pub fn only_a_date(answer: &str) -> bool {
-    const JOINING: &[&str] = &["and", "bc", "ad", "bce", "ce", "of", "the"];
     looks_like_date(answer)
         && answer.split_whitespace().all(|token| {
             let w = token.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();
             w.is_empty()
                 || w.chars().next().is_some_and(|c| c.is_ascii_digit())
-                || crate::text::MONTHS.contains(&w.as_str())
+                || lexicon::is_month(&w)
                 || PERIODS.contains(&w.as_str())
                 || PERIOD_QUALIFIERS.contains(&w.as_str())
-                || JOINING.contains(&w.as_str())
+                || DATE_JOINERS.contains(&w.as_str())
                 || is_ordinal(&w)
         })
 }
-
-/// Numbers written as words.
-pub const NUMBER_WORDS: &[&str] = &[
-    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "hundred",
-    "thousand", "million", "billion",
-];
-
-/// How often, in one word.
-pub const COUNT_WORDS: &[&str] = &["once", "twice", "thrice"];
-/// Periods a date can name ("the 19th century").
-pub const PERIODS: &[&str] = &["century", "centuries", "millennium"];
-/// Words that qualify a period ("early twentieth century").
-pub const PERIOD_QUALIFIERS: &[&str] = &["early", "mid", "late"];
 
 /// Digits, a number word, or a count ("twice", "two-time").
 pub fn looks_like_number(answer: &str) -> bool {
@@ -243,29 +209,6 @@ pub fn is_count(word: &str) -> bool {
 
 /// "19th", "1st", "twentieth": an ordinal number.
 pub fn is_ordinal(word: &str) -> bool {
-    const ORDINALS: &[&str] = &[
-        "first",
-        "second",
-        "third",
-        "fourth",
-        "fifth",
-        "sixth",
-        "seventh",
-        "eighth",
-        "ninth",
-        "tenth",
-        "eleventh",
-        "twelfth",
-        "thirteenth",
-        "fourteenth",
-        "fifteenth",
-        "sixteenth",
-        "seventeenth",
-        "eighteenth",
-        "nineteenth",
-        "twentieth",
-        "twenty-first",
-    ];
     let lower = word.to_lowercase();
     let digits = lower.trim_end_matches(|c: char| c.is_ascii_alphabetic());
     let suffix = &lower[digits.len()..];

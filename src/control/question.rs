@@ -6,56 +6,9 @@ use std::collections::HashSet;
 
 use super::answer_type::{self, AnswerType};
 use crate::ingest::extract::entity_mentions;
+use crate::lexicon::{FRAME_WORDS, LEMMAS, PLACE_NOUNS, SUFFIXES, WH_WORDS};
 use crate::retrieve::Retrieval;
 use crate::text;
-
-const WH_WORDS: &[&str] = &["who", "whom", "whose", "what", "which", "when", "where", "why", "how"];
-/// Words that only shape a question ("both", "first", "the same"), never a relation.
-const FRAME_WORDS: &[&str] = &[
-    "both", "also", "first", "last", "same", "known", "called", "located", "based", "type", "kind", "year", "many",
-    "much", "date", "time", "people",
-];
-/// Irregular English forms, so that "built" meets "build" and "born" meets "birth", and the
-/// nouns a relation goes by ("author" states "wrote", "wife" states "spouse").
-const LEMMAS: &[(&str, &str)] = &[
-    ("author", "write"),
-    ("authored", "write"),
-    ("writer", "write"),
-    ("wife", "spouse"),
-    ("husband", "spouse"),
-    ("married", "spouse"),
-    ("marry", "spouse"),
-    ("marriage", "spouse"),
-    ("named", "name"),
-    ("owner", "own"),
-    ("owned", "own"),
-    ("owns", "own"),
-    ("built", "build"),
-    ("born", "birth"),
-    ("wrote", "write"),
-    ("written", "write"),
-    ("sang", "sing"),
-    ("sung", "sing"),
-    ("made", "make"),
-    ("won", "win"),
-    ("led", "lead"),
-    ("died", "death"),
-    ("dead", "death"),
-    ("die", "death"),
-    ("began", "begin"),
-    ("begun", "begin"),
-    ("held", "hold"),
-    ("taught", "teach"),
-    ("bought", "buy"),
-    ("sold", "sell"),
-    ("spoke", "speak"),
-    ("grew", "grow"),
-    ("found", "find"),
-];
-/// Type nouns that ask for a place.
-const PLACE_NOUNS: &[&str] =
-    &["city", "town", "country", "state", "county", "region", "place", "village", "province", "location", "island"];
-const SUFFIXES: &[&str] = &["ations", "ation", "ings", "ing", "ers", "ors", "ed", "er", "or", "es", "s"];
 
 /// A word reduced to a comparable form: irregular forms to their lemma, then common
 /// suffixes cut while at least four letters remain.
@@ -127,7 +80,7 @@ impl Question {
         // in it ("Tom and Jerry") comes back below when retrieval knows it as one.
         let mut entities: Vec<String> = entity_mentions(question)
             .into_iter()
-            .filter(|m| !is_wh(m))
+            .filter(|m| !crate::lexicon::is_wh(m))
             .flat_map(|m| m.split(" and ").map(|part| text::without_possessive(part).to_string()).collect::<Vec<_>>())
             .fold(Vec::new(), |mut out, m| {
                 if !m.is_empty() && !out.contains(&m) {
@@ -208,10 +161,6 @@ impl Question {
     }
 }
 
-fn is_wh(mention: &str) -> bool {
-    WH_WORDS.contains(&mention.to_lowercase().as_str())
-}
-
 /// Does the question contain `name` as whole words, written as a name (a capital or a
 /// digit in it, and no lower-case first letter)? A seed aligned to a common word ("located",
 /// "city") is not an entity the question names: its words stay relation words, and so does
@@ -286,7 +235,7 @@ mod tests {
         let question = "Grace Krilanovich's first novel was published where?";
         assert_eq!(Question::parse(question, None).entities, vec!["Grace Krilanovich"]);
         // Nor of the name a seed aligned to the question's words.
-        let mut r = crate::control::checks::tests::retrieval(&[("Grace Krilanovich", "Grace Krilanovich writes.")]);
+        let mut r = crate::retrieve::testing::retrieval(&[("Grace Krilanovich", "Grace Krilanovich writes.")]);
         r.seeds.entities.push(crate::retrieve::seeds::EntitySeed {
             node: 0,
             name: "Grace Krilanovich's".into(),

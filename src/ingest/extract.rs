@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use crate::kb::model::RawTriple;
+use crate::lexicon::{self, NAME_CONNECTORS, PRONOUNS};
 use crate::text;
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -19,9 +20,6 @@ pub trait Extractor: Send + Sync {
     fn extract(&self, title: &str, text: &str) -> crate::error::Result<Extraction>;
 }
 
-/// Words that may join capitalised words inside one name ("University of Copenhagen").
-const CONNECTORS: &[&str] = &["of", "de", "and", "the", "for", "von", "van", "der", "du", "la", "del", "&"];
-const PRONOUNS: &[&str] = &["he", "she", "it", "they", "his", "her", "its", "their"];
 /// Relations longer than this many words are more likely clause soup than a predicate.
 const MAX_RELATION_WORDS: usize = 6;
 
@@ -75,7 +73,7 @@ fn mentions(toks: &[Token<'_>]) -> Vec<(usize, usize, String)> {
         }
         let start = i;
         let mut end = i + 1;
-        let is_month = text::MONTHS.contains(&w.to_lowercase().as_str());
+        let is_month = lexicon::is_month(w);
         while end < toks.len() && !toks[end - 1].breaks_after {
             let next = toks[end].word;
             let lower = next.to_lowercase();
@@ -84,7 +82,7 @@ fn mentions(toks: &[Token<'_>]) -> Vec<(usize, usize, String)> {
                 || (is_number(next) && is_number(toks[end - 1].word))
             {
                 end += 1;
-            } else if CONNECTORS.contains(&lower.as_str())
+            } else if NAME_CONNECTORS.contains(&lower.as_str())
                 && end + 1 < toks.len()
                 && !toks[end].breaks_after
                 && is_capitalised(toks[end + 1].word)
@@ -97,7 +95,7 @@ fn mentions(toks: &[Token<'_>]) -> Vec<(usize, usize, String)> {
         // A month name alone is not an entity; a lone capitalised sentence opener followed by a
         // lowercase word often is not either, but names like "Paris" are, so keep those.
         let surface = toks[start..end].iter().map(|t| t.word).collect::<Vec<_>>().join(" ");
-        if !(end - start == 1 && text::MONTHS.contains(&surface.to_lowercase().as_str())) {
+        if !(end - start == 1 && lexicon::is_month(&surface)) {
             out.push((start, end, surface));
         }
         i = end;

@@ -25,6 +25,8 @@ pub mod mapback;
 pub mod ppr;
 pub mod seeds;
 pub mod sufficiency;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use seeds::embed_query;
 

@@ -14,6 +14,7 @@ use crate::ingest::extract::entity_mentions;
 use crate::kb::Kb;
 use crate::kb::align::edit_similarity;
 use crate::kb::model::NodeId;
+use crate::lexicon::WH_WORDS;
 use crate::text::{self, normalize_entity};
 
 /// Query n-grams up to this many words with a word written as a name in them are looked up
@@ -21,7 +22,6 @@ use crate::text::{self, normalize_entity};
 /// Hello Love's performer" aligns "Hello Love").
 const MAX_NGRAM: usize = 4;
 const MAX_RELATION_SEEDS: usize = 32;
-const WH_WORDS: &[&str] = &["who", "what", "when", "where", "which", "why", "how", "whom", "whose"];
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct EntitySeed {
