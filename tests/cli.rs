@@ -225,8 +225,7 @@ fn mistakes_are_named_once_and_leave_nothing_behind() {
 }
 
 /// `migrate` checks every destination before it copies anything, copies every KB into an
-/// empty store, and knows the source
-/// directory however it is spelled.
+/// empty store, and knows the source directory however it is spelled.
 #[test]
 fn migrate_refuses_before_copying_anything() {
     let (dir, data) = ingested();
