@@ -1,8 +1,8 @@
 //! The long-lived state a CLI command or a daemon works with, and the operations every front
-//! door (CLI, JSON-RPC, MCP) calls: query-and-propose, evidence-only retrieval, ingest,
-//! delete, curation decisions, stats, integrity check. A front door only decodes its input
-//! and encodes the result; what a request means is decided here, so a new front door is an
-//! adapter, not a copy.
+//! door (CLI, JSON-RPC, MCP, web) calls: query-and-propose, evidence-only retrieval, text
+//! search, ingest, delete, curation decisions, stats, integrity check, reindex and migrate. A
+//! front door only decodes its input and encodes the result; what a request means is decided
+//! here, so a new front door is an adapter, not a copy.
 //!
 //! Knowledge bases are named (see [`crate::kb::catalog`]); each sits behind a readers-writer
 //! lock: queries read a consistent snapshot, writes are exclusive and run on a blocking
@@ -24,8 +24,10 @@ use crate::ingest::{self, IngestReport, Pipeline, Progress, SharedAs};
 use crate::kb::catalog::{Catalog, KbName, Open, SharedKb};
 use crate::kb::explore::{EntitySuggestion, EntityView};
 use crate::kb::follow::SyncReport;
-use crate::kb::model::{NodeId, RawTriple};
-use crate::kb::{Kb, Stats};
+use crate::kb::model::{ChunkId, NodeId, RawTriple};
+use crate::kb::reindex::ReindexReport;
+use crate::kb::store::Location;
+use crate::kb::{Kb, SearchMode, Stats};
 use crate::llm::LanguageModel;
 use crate::metrics::{Metrics, QueryOutcome};
 use crate::net::Remote;
@@ -33,6 +35,9 @@ use crate::retrieve::{Retrieval, Retriever};
 
 /// Most chunks an evidence-only retrieval may ask for.
 pub const MAX_TOP_K: usize = 100;
+
+/// Most chunks a text search may list.
+pub const MAX_SEARCH_K: usize = 10_000;
 
 /// [`Engine::store_status`].
 #[derive(Debug, Clone, serde::Serialize)]
@@ -59,8 +64,6 @@ impl StoreStatus {
 
 pub struct Engine {
     pub settings: Arc<Settings>,
-    /// The default knowledge base ([`KbName::default`]): the data directory itself.
-    pub kb: SharedKb,
     pub pipeline: Pipeline,
     pub controller: Controller,
     pub llm: Option<Arc<dyn LanguageModel>>,
@@ -101,6 +104,35 @@ pub struct Retrieved {
     /// from), the stage reached, the seeds and a report per stage. Absent when the gate
     /// judged the question out of scope.
     pub retrieval: Option<Retrieval>,
+}
+
+/// Text search over a KB's chunks: a sanity tool, without the gate or the agentic retriever.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    /// What to search for: at least one word.
+    pub query: String,
+    pub mode: SearchMode,
+    /// Chunks to list, 1 to [`MAX_SEARCH_K`].
+    pub k: usize,
+}
+
+/// A chunk a text search found, best first.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchHit {
+    pub chunk: ChunkId,
+    pub score: f32,
+    /// The title of the chunk's document.
+    pub title: String,
+    pub text: String,
+}
+
+/// One knowledge base [`Engine::migrate`] copied.
+#[derive(Debug, Clone)]
+pub struct Migrated {
+    pub kb: KbName,
+    pub entries: usize,
+    /// Where the copy is.
+    pub to: Location,
 }
 
 /// A document given inline rather than as a file.
@@ -240,15 +272,30 @@ pub enum Decision {
 }
 
 impl Engine {
-    /// Opens everything `settings` describes. `config_file` is the user's file, re-read when
-    /// layering policies so that a policy sits between it and the environment.
+    /// Opens everything `settings` describes, the default knowledge base included.
+    /// `config_file` is the user's file, re-read when layering policies so that a policy sits
+    /// between it and the environment.
     pub fn open(settings: Settings, config_file: Option<&Path>) -> Result<Engine> {
+        Engine::build(settings, config_file, Catalog::open)
+    }
+
+    /// [`Engine::open`], but with every knowledge base closed until an operation names one:
+    /// for [`Engine::reindex`] and [`Engine::migrate`], which work on the store itself.
+    pub fn open_without_kbs(settings: Settings, config_file: Option<&Path>) -> Result<Engine> {
+        Engine::build(settings, config_file, |settings, embedder| Ok(Catalog::unopened(settings, embedder)))
+    }
+
+    fn build(
+        settings: Settings,
+        config_file: Option<&Path>,
+        catalog: impl FnOnce(Arc<Settings>, Arc<dyn crate::embed::Embedder>) -> Result<Catalog>,
+    ) -> Result<Engine> {
         let settings = Arc::new(settings);
         // The one owner of remote model I/O for everything this engine calls.
         let remote = Remote::new();
         let embedder = crate::embed::from_settings(&settings.embed, &remote)?;
         let llm = crate::llm::from_settings(&settings.llm, &remote)?;
-        let catalog = Catalog::open(settings.clone(), embedder.clone())?;
+        let catalog = catalog(settings.clone(), embedder.clone())?;
         let pipeline = Pipeline::from_settings(&settings, embedder, llm.clone(), &remote)?;
         let controller = Controller::from_settings(&settings, llm.clone())?;
         let policies = load_policies(&settings.policy.policies_dir, config_file)?;
@@ -268,10 +315,9 @@ impl Engine {
                 settings.policy.policies_dir.display()
             )));
         }
-        let kb = catalog.default_kb().clone();
         let metrics = Metrics::new()?;
         let access = Gatekeeper::open(&settings)?;
-        Ok(Engine { settings, kb, pipeline, controller, llm, metrics, access, catalog, policies })
+        Ok(Engine { settings, pipeline, controller, llm, metrics, access, catalog, policies })
     }
 
     pub fn policy_names(&self) -> Vec<String> {
@@ -387,6 +433,29 @@ impl Engine {
             None
         };
         Ok(Retrieved { question: request.question.clone(), gate, retrieval })
+    }
+
+    /// The chunks of KB `name` that `request`'s text search ranks first.
+    pub async fn search(&self, caller: &Caller, name: &KbName, request: &SearchRequest) -> Result<Vec<SearchHit>> {
+        let _slot = self.admit(caller, access::Scope::Read, Some(name))?;
+        // Without a word every score is noise: a list would look like an answer.
+        if !request.query.chars().any(char::is_alphanumeric) {
+            return Err(Error::Invalid("nothing to search for: give at least one word".into()));
+        }
+        if !(1..=MAX_SEARCH_K).contains(&request.k) {
+            return Err(Error::Invalid(format!("k must be 1 to {MAX_SEARCH_K}, not {}", request.k)));
+        }
+        let kb = self.reach(caller, name, Open::Existing).await?;
+        let kb = kb.read().await;
+        let query = crate::embed::EmbeddedQuery::new(kb.embedder().as_ref(), &request.query)?;
+        let found = kb.search(&query, request.mode, request.k, (&kb.settings().retrieve).into())?;
+        Ok(found
+            .into_iter()
+            .filter_map(|(id, score)| {
+                let chunk = kb.chunk(id)?;
+                Some(SearchHit { chunk: id, score, title: kb.chunk_title(chunk).to_string(), text: chunk.text.clone() })
+            })
+            .collect())
     }
 
     /// Ingests into `name`, creating that knowledge base when it does not exist yet. The
@@ -651,6 +720,41 @@ impl Engine {
         self.write(caller, name, curate::release_orphan_decisions).await
     }
 
+    /// Re-embeds every chunk, summary, entity and fact of KB `name` with the configured
+    /// embedder (admin only): after `embed.provider` or `embed.dim` changed, before the KB
+    /// opens again. The KB must be closed in this engine (see [`Engine::open_without_kbs`]).
+    pub async fn reindex(&self, caller: &Caller, name: &KbName) -> Result<ReindexReport> {
+        let _slot = self.admit(caller, access::Scope::Admin, Some(name))?;
+        self.catalog.reindex(name).await.map_err(|e| reached_only(caller, e))
+    }
+
+    /// Copies every knowledge base of the configured store into the store `to` names (a
+    /// PostgreSQL connection string, or a sled data directory), exactly, reporting the entries
+    /// copied per KB to `progress` as it goes (admin only, over every KB). The KBs must be
+    /// closed in this engine (see [`Engine::open_without_kbs`]); daemons writing the store
+    /// must be stopped first.
+    pub async fn migrate(
+        &self,
+        caller: &Caller,
+        to: &str,
+        progress: impl FnMut(&KbName, usize) + Send + 'static,
+    ) -> Result<Vec<Migrated>> {
+        let _slot = self.admit(caller, access::Scope::Admin, None)?;
+        // The same words whatever the KBs are: a token learns nothing of those it does not reach.
+        if !self.catalog.names()?.iter().all(|kb| caller.reaches(kb)) {
+            return Err(Error::Forbidden(format!(
+                "migrate copies every knowledge base, and token `{}` does not reach them all",
+                caller.name()
+            )));
+        }
+        let destination = crate::kb::catalog::destination(&self.settings, to);
+        let copied = self.catalog.migrate(destination.clone(), progress).await?;
+        Ok(copied
+            .into_iter()
+            .map(|(kb, entries)| Migrated { to: Location::of(&destination, &kb), kb, entries })
+            .collect())
+    }
+
     /// Makes a named token (admin only); returns its record and the token, shown this once.
     pub fn create_token(&self, caller: &Caller, spec: TokenSpec) -> Result<(TokenRecord, String)> {
         let _slot = self.admit(caller, access::Scope::Admin, None)?;
@@ -684,13 +788,7 @@ impl Engine {
     /// KB `name` for `caller`: when it does not exist, the error lists only the KBs the
     /// caller reaches.
     async fn reach(&self, caller: &Caller, name: &KbName, open: Open) -> Result<SharedKb> {
-        self.kb(name, open).await.map_err(|e| match e {
-            Error::UnknownKb { name, known } => {
-                let reached = |kb: &String| KbName::new(kb).is_ok_and(|kb| caller.reaches(&kb));
-                Error::UnknownKb { name, known: known.into_iter().filter(reached).collect() }
-            }
-            other => other,
-        })
+        self.kb(name, open).await.map_err(|e| reached_only(caller, e))
     }
 
     /// Runs `f` with the write lock of the existing KB `name` on a blocking thread.
@@ -701,6 +799,17 @@ impl Engine {
     {
         let shared = self.reach(caller, name, Open::Existing).await?;
         blocking(move || f(&mut shared.blocking_write())).await
+    }
+}
+
+/// `e`, where it lists the known KBs, listing only those `caller` reaches.
+fn reached_only(caller: &Caller, e: Error) -> Error {
+    match e {
+        Error::UnknownKb { name, known } => {
+            let reached = |kb: &String| KbName::new(kb).is_ok_and(|kb| caller.reaches(&kb));
+            Error::UnknownKb { name, known: known.into_iter().filter(reached).collect() }
+        }
+        other => other,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The command line as a user meets it: the real binary on the JSON-RPC fixtures (ingested
 //! with their triples, so accepted answers propose some), for the commands whose output is
-//! read by people and scripts: `ask`, `retrieve`, `review`, `audit`, `check`, `--kb`, `kbs`.
+//! read by people and scripts: `ask`, `retrieve`, `search`, `review`, `audit`, `check`,
+//! `reindex`, `migrate`, `--kb`, `kbs`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -93,6 +94,74 @@ fn review_decisions_show_in_audit_and_check_stays_clean() {
     assert_eq!(repaired, text);
 }
 
+/// `a2rag review` with `input` on its stdin.
+fn review(data: &Path, who: &str, input: &str) -> Output {
+    let mut review = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(data)
+        .args(["review", "--who", who])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    review.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    review.wait_with_output().unwrap()
+}
+
+/// The review loop shows each proposal with its sentence, asks again on a key it does not
+/// know, and stops at `q` or at the end of its input; an edit asks for each part, an empty
+/// answer keeping the proposed one. A reviewer without a name is refused before any question.
+#[test]
+fn review_asks_again_skips_edits_and_stops_at_end_of_input() {
+    let (_dir, data) = ingested();
+    stdout(&a2rag(&data, &["ask", "Where was Marie Curie born?"]));
+    let skipped = stdout(&review(&data, "tester", "x\ns\nq\n"));
+    assert!(skipped.contains(" pending proposal(s)\n"), "{skipped}");
+    assert!(skipped.contains("please answer a, r, e, s or q"), "{skipped}");
+    assert!(skipped.contains("Marie Curie was born in Warsaw."), "{skipped}");
+    assert!(skipped.ends_with("approved 0, rejected 0, edited 0, skipped 1\n"), "{skipped}");
+    let ended = stdout(&review(&data, "tester", "s\n"));
+    assert!(ended.ends_with("approved 0, rejected 0, edited 0, skipped 1\n"), "{ended}");
+
+    let nobody = review(&data, " ", "a\n");
+    let err = String::from_utf8_lossy(&nobody.stderr);
+    assert!(!nobody.status.success() && err.contains("--who"), "{err}");
+    assert!(String::from_utf8_lossy(&nobody.stdout).is_empty(), "asked before refusing: {nobody:?}");
+
+    let edited = stdout(&review(&data, "tester", "e\n\nnamed after\n\nq\n"));
+    assert!(edited.ends_with("approved 0, rejected 0, edited 1, skipped 0\n"), "{edited}");
+    let audit = stdout(&a2rag(&data, &["audit"]));
+    let last: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!((last["who"].as_str(), last["action"].as_str()), (Some("tester"), Some("edit")), "{audit}");
+    assert_eq!(last["triple"]["relation"], "named after", "{audit}");
+}
+
+/// `search` lists chunks with their score and document title, best first, at most `-k`.
+#[test]
+fn search_lists_the_best_chunks_with_their_titles() {
+    let (_dir, data) = ingested();
+    let found = stdout(&a2rag(&data, &["search", "Marie Curie born", "-k", "2"]));
+    let lines: Vec<&str> = found.lines().collect();
+    assert_eq!(lines.len(), 2, "{found}");
+    assert!(lines[0].starts_with(" 1. [") && lines[1].starts_with(" 2. ["), "{found}");
+    assert!(lines[0].contains("Warsaw"), "{found}");
+    let bm25 = stdout(&a2rag(&data, &["search", "Warsaw", "--mode", "bm25", "-k", "1"]));
+    assert!(bm25.contains("Warsaw") && bm25.lines().count() == 1, "{bm25}");
+}
+
+/// `reindex` re-embeds the KB with the configured embedder and reports what it rewrote;
+/// after it, the KB answers as before.
+#[test]
+fn reindex_reports_what_it_re_embedded() {
+    let (_dir, data) = ingested();
+    let before = stdout(&a2rag(&data, &["search", "Marie Curie born"]));
+    let reindexed = stdout(&a2rag(&data, &["reindex"]));
+    assert!(reindexed.starts_with("re-embedded ") && reindexed.contains(" chunks, "), "{reindexed}");
+    assert!(!reindexed.contains("(was none)"), "{reindexed}");
+    assert_eq!(stdout(&a2rag(&data, &["search", "Marie Curie born"])), before);
+}
+
 #[test]
 fn named_knowledge_bases_from_the_command_line() {
     let (_dir, data) = ingested();
@@ -155,8 +224,8 @@ fn mistakes_are_named_once_and_leave_nothing_behind() {
     assert_eq!(err.matches("configuration error").count(), 1, "{err}");
 }
 
-/// `migrate` checks every destination before it copies anything, and knows the source
-/// directory however it is spelled.
+/// `migrate` checks every destination before it copies anything, copies every KB into an
+/// empty store, and knows the source directory however it is spelled.
 #[test]
 fn migrate_refuses_before_copying_anything() {
     let (dir, data) = ingested();
@@ -172,6 +241,14 @@ fn migrate_refuses_before_copying_anything() {
         String::from_utf8_lossy(&copied.stdout).is_empty(),
         "the default KB was copied before the refusal: {copied:?}"
     );
+
+    let fresh = dir.path().join("fresh");
+    let migrated = stdout(&a2rag(&data, &["migrate", "--to", fresh.to_str().unwrap()]));
+    let lines: Vec<&str> = migrated.lines().collect();
+    assert_eq!(lines.len(), 2, "{migrated}");
+    assert!(lines[0].starts_with("default: ") && lines[1].starts_with("papers: "), "{migrated}");
+    assert!(lines[1].ends_with(&format!("entries copied to {}", fresh.join("kbs/papers").display())), "{migrated}");
+    assert_eq!(stdout(&a2rag(&fresh, &["docs"])), stdout(&a2rag(&data, &["docs"])));
 
     let spelled = format!("{}/./", data.display());
     let same = a2rag(&data, &["migrate", "--to", &spelled]);

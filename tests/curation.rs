@@ -1,15 +1,20 @@
-//! Curation through the library: proposals from accepted answers, dedupe, the review loop,
-//! the audit log. A real sled directory per test; fixture documents from tests/fixtures/rpc.
+//! Curation through the library: proposals from accepted answers, dedupe, decisions through
+//! the engine, the audit log. A real sled directory per test; fixture documents from tests/fixtures/rpc.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 
+use a2rag::access::Caller;
 use a2rag::config::Settings;
 use a2rag::control::{QueryRequest, QueryResponse};
 use a2rag::curate::{self, Action, Status};
-use a2rag::engine::Engine;
+use a2rag::engine::{Decision, Engine};
 use a2rag::ingest::{self, triples::TripleImport};
 use a2rag::kb::audit::Author;
+use a2rag::kb::catalog::KbName;
 use a2rag::kb::model::{EdgeOrigin, RawTriple};
+use common::default_kb;
 
 /// A reviewer working through the library, as the data directory's owner.
 fn reviewer(name: &str) -> Author {
@@ -30,7 +35,8 @@ fn engine(dir: &Path, import: bool) -> Engine {
         engine.pipeline.triples = Some(TripleImport::load(&fixture("triples.jsonl")).unwrap());
     }
     let paths = ["curie.txt", "prize.txt", "rivers.jsonl"].map(fixture);
-    let report = ingest::ingest_paths(&mut *engine.kb.blocking_write(), &engine.pipeline, &paths, &mut ()).unwrap();
+    let report =
+        ingest::ingest_paths(&mut *default_kb(&engine).blocking_write(), &engine.pipeline, &paths, &mut ()).unwrap();
     assert!(!report.failed(), "{:?}", report.errors);
     engine
 }
@@ -39,7 +45,7 @@ fn ask(engine: &Engine, question: &str) -> QueryResponse {
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let request = QueryRequest { question: question.into(), policy: None, budget: None };
     // The controller alone: these tests drive curation themselves.
-    runtime.block_on(engine.controller.run(&engine.kb.blocking_read(), &engine.settings, &request))
+    runtime.block_on(engine.controller.run(&default_kb(engine).blocking_read(), &engine.settings, &request))
 }
 
 fn relations(proposals: &[curate::Proposal]) -> Vec<&str> {
@@ -52,7 +58,8 @@ fn accepted_answers_propose_new_triples_once_with_their_sentence() {
     let engine = engine(dir.path(), true);
     let response = ask(&engine, "Where was Marie Curie born?");
     assert_eq!(response.answer.as_deref(), Some("Warsaw"));
-    let kb = engine.kb.blocking_read();
+    let shared = default_kb(&engine);
+    let kb = shared.blocking_read();
     let proposals = curate::propose_from_response(&kb, &response).unwrap();
     assert_eq!(relations(&proposals), ["was born in", "discovered", "is the capital of"]);
     for p in &proposals {
@@ -74,34 +81,37 @@ fn triples_already_in_the_graph_and_abstentions_propose_nothing() {
     let engine = engine(dir.path(), false);
     let response = ask(&engine, "Where was Marie Curie born?");
     assert!(response.answer.is_some());
-    let kb = engine.kb.blocking_read();
+    let shared = default_kb(&engine);
+    let kb = shared.blocking_read();
     assert!(curate::propose_from_response(&kb, &response).unwrap().is_empty());
     drop(kb);
     let abstained = ask(&engine, "Zebra quantum banana?");
     assert!(abstained.answer.is_none());
-    assert!(curate::propose_from_response(&engine.kb.blocking_read(), &abstained).unwrap().is_empty());
+    assert!(curate::propose_from_response(&default_kb(&engine).blocking_read(), &abstained).unwrap().is_empty());
 }
 
 #[test]
-fn review_loop_approves_rejects_edits_and_audits() {
+fn decisions_approve_reject_edit_and_audit() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), true);
     let response = ask(&engine, "Where was Marie Curie born?");
-    let proposals = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
-    let edges_before = engine.kb.blocking_read().stats().edges;
+    let proposals = curate::propose_from_response(&default_kb(&engine).blocking_read(), &response).unwrap();
+    let edges_before = default_kb(&engine).blocking_read().stats().edges;
 
-    // x is not a key (asked again); a approves "was born in"; r rejects "discovered"; e edits
-    // "is the capital of" keeping subject and object.
-    let input = "x\na\nr\ne\n\nlargest city of\n\n";
-    let mut output = Vec::new();
-    let summary = curate::review(&engine.kb, input.as_bytes(), &mut output, &reviewer("tester")).unwrap();
-    let output = String::from_utf8(output).unwrap();
-    assert_eq!((summary.approved, summary.rejected, summary.edited, summary.skipped), (1, 1, 1, 0), "{output}");
-    assert!(output.contains("3 pending proposal(s)"));
-    assert!(output.contains("please answer a, r, e, s or q"));
-    assert!(output.contains("Marie Curie was born in Warsaw."));
+    // Approve "was born in", reject "discovered", and correct "is the capital of", keeping
+    // subject and object.
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let decide = |id, decision| {
+        runtime.block_on(engine.decide(&Caller::owner(), &KbName::default(), id, Some("tester"), decision))
+    };
+    let corrected = RawTriple { relation: "largest city of".into(), ..proposals[2].triple.clone() };
+    decide(proposals[0].id, Decision::Approve).unwrap();
+    decide(proposals[1].id, Decision::Reject).unwrap();
+    let edited = decide(proposals[2].id, Decision::Edit(corrected)).unwrap();
+    assert_eq!((edited.status, edited.decided_by.as_deref()), (Status::Approved, Some("tester")));
 
-    let kb = engine.kb.blocking_read();
+    let shared = default_kb(&engine);
+    let kb = shared.blocking_read();
     assert_eq!(kb.stats().edges, edges_before + 2);
     let curated: Vec<(String, String, String)> = kb
         .edges()
@@ -137,27 +147,13 @@ fn review_loop_approves_rejects_edits_and_audits() {
     // Decided triples, rejected ones included, are never proposed again.
     drop(kb);
     let again = ask(&engine, "Where was Marie Curie born?");
-    assert!(curate::propose_from_response(&engine.kb.blocking_read(), &again).unwrap().is_empty());
+    assert!(curate::propose_from_response(&default_kb(&engine).blocking_read(), &again).unwrap().is_empty());
     // A decided proposal cannot be decided twice.
-    let mut kb = engine.kb.blocking_write();
+    let shared = default_kb(&engine);
+    let mut kb = shared.blocking_write();
     assert!(curate::reject(&mut kb, proposals[0].id, &reviewer("tester")).is_err());
     let triple = RawTriple { subject: "a".into(), relation: "b".into(), object: "c".into() };
     assert!(curate::edit(&mut kb, 999_999_999, &reviewer("tester"), triple).is_err());
-}
-
-#[test]
-fn review_skips_and_quits_and_stops_at_end_of_input() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine(dir.path(), true);
-    let response = ask(&engine, "Where was Marie Curie born?");
-    curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
-    let summary = curate::review(&engine.kb, "s\nq\n".as_bytes(), Vec::new(), &reviewer("tester")).unwrap();
-    assert_eq!((summary.skipped, summary.approved), (1, 0));
-    let nobody = curate::review(&engine.kb, "a\n".as_bytes(), Vec::new(), &reviewer(" ")).unwrap_err().to_string();
-    assert!(nobody.contains("--who"), "{nobody}");
-    let summary = curate::review(&engine.kb, "s\n".as_bytes(), Vec::new(), &reviewer("tester")).unwrap();
-    assert_eq!(summary.skipped, 1);
-    assert_eq!(curate::list(&engine.kb.blocking_read(), Some(Status::Pending)).unwrap().len(), 3);
 }
 
 /// What a crash between the two writes of older builds left: a triple's decision key whose
@@ -172,24 +168,24 @@ fn repair_releases_a_decision_key_whose_proposal_is_missing() {
     let name = a2rag::kb::catalog::KbName::default();
     let owner = a2rag::access::Caller::owner();
     let response = ask(&engine, "Where was Marie Curie born?");
-    let proposals = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
+    let proposals = curate::propose_from_response(&default_kb(&engine).blocking_read(), &response).unwrap();
     let lost = proposals.iter().find(|p| p.triple.relation == "was born in").expect("proposed");
     let mut batch = KbBatch::default();
     batch.remove_raw(Keyspace::Proposals, &lost.id.to_be_bytes());
-    engine.kb.blocking_read().store().commit(batch).unwrap();
+    default_kb(&engine).blocking_read().store().commit(batch).unwrap();
 
     let integrity = runtime.block_on(engine.check(&owner, &name, false)).unwrap();
     assert_eq!(integrity.violations.len(), 1, "{:?}", integrity.violations);
     assert!(integrity.violations[0].contains("a2rag check --repair"), "says what to do: {:?}", integrity.violations);
-    assert!(curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap().is_empty());
+    assert!(curate::propose_from_response(&default_kb(&engine).blocking_read(), &response).unwrap().is_empty());
 
     let released = runtime.block_on(engine.repair(&owner, &name)).unwrap();
     assert_eq!(released, ["marie curie | was born in | warsaw"]);
     assert!(runtime.block_on(engine.check(&owner, &name, false)).unwrap().ok);
     assert!(runtime.block_on(engine.repair(&owner, &name)).unwrap().is_empty(), "nothing left to release");
-    let again = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
+    let again = curate::propose_from_response(&default_kb(&engine).blocking_read(), &response).unwrap();
     assert_eq!(relations(&again), ["was born in"]);
-    let pending = curate::list(&engine.kb.blocking_read(), Some(Status::Pending)).unwrap();
+    let pending = curate::list(&default_kb(&engine).blocking_read(), Some(Status::Pending)).unwrap();
     assert_eq!(pending.len(), proposals.len(), "the other proposals are untouched: {pending:?}");
 }
 
@@ -201,23 +197,28 @@ fn decisions_refuse_huge_corrections_and_gone_sentences_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), true);
     let response = ask(&engine, "Where was Marie Curie born?");
-    let proposals = curate::propose_from_response(&engine.kb.blocking_read(), &response).unwrap();
+    let proposals = curate::propose_from_response(&default_kb(&engine).blocking_read(), &response).unwrap();
     let (first, second) = (&proposals[0], &proposals[1]);
     let huge = RawTriple { subject: "X".repeat(501), relation: "was born in".into(), object: "Warsaw".into() };
-    let err = curate::edit(&mut engine.kb.blocking_write(), first.id, &reviewer("ann"), huge).unwrap_err().to_string();
+    let err = curate::edit(&mut default_kb(&engine).blocking_write(), first.id, &reviewer("ann"), huge)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("subject is longer than 500"), "{err}");
     // An edit to the triple proposed is an approval.
     let unchanged =
-        curate::edit(&mut engine.kb.blocking_write(), first.id, &reviewer("ann"), first.triple.clone()).unwrap();
+        curate::edit(&mut default_kb(&engine).blocking_write(), first.id, &reviewer("ann"), first.triple.clone())
+            .unwrap();
     assert!(unchanged.status == Status::Approved && unchanged.corrected.is_none(), "{unchanged:?}");
-    let audit = curate::audit_log(&engine.kb.blocking_read()).unwrap();
+    let audit = curate::audit_log(&default_kb(&engine).blocking_read()).unwrap();
     let entry = audit.iter().find(|e| e.proposal == Some(first.id)).unwrap();
     assert_eq!(entry.action, curate::Action::Approve);
-    assert!(curate::integrity_violations(&engine.kb.blocking_read()).unwrap().is_empty());
+    assert!(curate::integrity_violations(&default_kb(&engine).blocking_read()).unwrap().is_empty());
 
-    assert!(engine.kb.blocking_write().delete_document(&second.doc_id, &Author::owner()).unwrap());
-    let err = curate::approve(&mut engine.kb.blocking_write(), second.id, &reviewer("ann")).unwrap_err().to_string();
+    assert!(default_kb(&engine).blocking_write().delete_document(&second.doc_id, &Author::owner()).unwrap());
+    let err = curate::approve(&mut default_kb(&engine).blocking_write(), second.id, &reviewer("ann"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("deleted or changed since") && err.contains("only be rejected"), "{err}");
-    let rejected = curate::reject(&mut engine.kb.blocking_write(), second.id, &reviewer("ann")).unwrap();
+    let rejected = curate::reject(&mut default_kb(&engine).blocking_write(), second.id, &reviewer("ann")).unwrap();
     assert_eq!(rejected.status, Status::Rejected);
 }

@@ -72,7 +72,8 @@ fn served() -> &'static Served {
         let engine = Arc::new(a2rag::engine::Engine::open(settings, None).unwrap());
         let docs = [("curie", "Marie Curie was born in Warsaw. Marie Curie studied in Paris.")];
         {
-            let mut kb = engine.kb.blocking_write();
+            let kb = common::default_kb(&engine);
+            let mut kb = kb.blocking_write();
             let docs = docs
                 .iter()
                 .map(|(id, text)| a2rag::ingest::source::SourceDoc {

@@ -49,7 +49,7 @@ fn the_python_sdk_lists_retrieves_asks_ingests_reviews_and_survives_bad_calls() 
     let mut settings = a2rag::config::Settings::load(None).unwrap();
     settings.data_dir = dir.path().join("data");
     let engine = a2rag::engine::Engine::open(settings, None).unwrap();
-    let audit = a2rag::curate::audit_log(&engine.kb.blocking_read()).unwrap();
+    let audit = a2rag::curate::audit_log(&common::default_kb(&engine).blocking_read()).unwrap();
     let who: Vec<&str> = audit.iter().filter(|a| a.action.is_decision()).map(|a| a.who.as_str()).collect();
     assert_eq!(who, ["mcp:a2rag-test", "ann"]);
     let ingested = audit.iter().filter(|a| a.action == a2rag::curate::Action::Ingest).collect::<Vec<_>>();

@@ -86,7 +86,8 @@ async fn controller_runs_end_to_end_on_the_real_model() {
     .unwrap();
     let engine = a2rag::engine::Engine::open(settings, None).unwrap();
     {
-        let mut kb = engine.kb.write().await;
+        let kb = engine.kb(&Default::default(), a2rag::kb::catalog::Open::Existing).await.unwrap();
+        let mut kb = kb.write().await;
         let report = a2rag::ingest::ingest_paths(&mut *kb, &engine.pipeline, &[docs], &mut ()).unwrap();
         assert_eq!(report.added, 1);
     }

@@ -579,7 +579,7 @@ fn approvals_survive_sigterm_and_change_the_next_query() {
     let mut settings = a2rag::config::Settings::load(None).unwrap();
     settings.data_dir = dir.path().join("data");
     let engine = a2rag::engine::Engine::open(settings, None).unwrap();
-    let audit = a2rag::curate::audit_log(&engine.kb.blocking_read()).unwrap();
+    let audit = a2rag::curate::audit_log(&common::default_kb(&engine).blocking_read()).unwrap();
     let audit: Vec<_> = audit.into_iter().filter(|e| e.action.is_decision()).collect();
     assert_eq!(audit.len(), 2);
     assert_eq!((audit[0].who.as_str(), audit[0].action), ("ann", a2rag::curate::Action::Edit));
@@ -879,7 +879,7 @@ fn two_knowledge_bases_in_one_daemon_never_see_each_other() {
             .collect::<Vec<_>>()
     };
     assert_eq!(audit(&harbour), []);
-    let who: Vec<String> = audit(&engine.kb).into_iter().map(|(who, _)| who).collect();
+    let who: Vec<String> = audit(&common::default_kb(&engine)).into_iter().map(|(who, _)| who).collect();
     assert_eq!(who, ["hana", "dora"]);
     assert_eq!(harbour.blocking_read().stats().documents, 1);
 }

@@ -10,8 +10,6 @@
 //! decision record and the audit entry — commits in one atomic batch: after a crash it
 //! happened entirely or not at all.
 
-mod review;
-
 use crate::kb::audit::now_ms;
 use std::collections::HashSet;
 
@@ -26,7 +24,6 @@ use crate::kb::store::{KbBatch, Keyspace};
 use crate::text::{normalize_entity, sentence_spans};
 
 pub use crate::kb::audit::{Action, AuditEntry, Author};
-pub use review::{ReviewSummary, review};
 
 pub type ProposalId = u64;
 

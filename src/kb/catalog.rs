@@ -4,7 +4,8 @@
 //! keyed by its name in the same tables. Either way no request for one KB ever touches
 //! another's documents, proposals or audit log.
 //!
-//! A KB is opened on the first request that names it and stays open (followed, when other
+//! A KB is opened on the first request that names it (the default one at once, unless the
+//! catalog is opened for work on the store itself) and stays open (followed, when other
 //! daemons share its store: see [`super::follow`]). Reads of a name that does not exist are
 //! refused; writes create it.
 
@@ -19,6 +20,7 @@ use tokio::sync::RwLock;
 
 use super::Kb;
 use super::follow::{SyncReport, SyncState, follow};
+use super::reindex::{ReindexReport, reindex_at};
 use super::store::Location;
 use crate::config::{Settings, StoreBackend};
 use crate::embed::Embedder;
@@ -123,26 +125,33 @@ type Slot = Arc<tokio::sync::Mutex<Option<SharedKb>>>;
 pub struct Catalog {
     settings: Arc<Settings>,
     embedder: Arc<dyn Embedder>,
-    default: SharedKb,
     slots: Mutex<HashMap<KbName, Slot>>,
     /// The followed KBs' sync state, by name.
     syncs: Mutex<Vec<(KbName, Arc<SyncState>)>>,
 }
 
 impl Catalog {
-    /// Opens (creating if needed) the default KB of the configured store; named KBs open on
-    /// first use.
+    /// Opens (creating if needed) the default KB of the configured store, so that a daemon
+    /// refuses at its start a KB it could not serve; named KBs open on first use.
     pub fn open(settings: Arc<Settings>, embedder: Arc<dyn Embedder>) -> Result<Catalog> {
-        let location = Location::of(&settings, &KbName::default());
-        let default = Arc::new(RwLock::new(Kb::open_at(settings.clone(), embedder.clone(), &location)?));
-        let catalog =
-            Catalog { settings, embedder, default, slots: Mutex::new(HashMap::new()), syncs: Mutex::new(Vec::new()) };
-        catalog.follow(&KbName::default(), &catalog.default);
+        let catalog = Catalog::unopened(settings, embedder);
+        let name = KbName::default();
+        let location = Location::of(&catalog.settings, &name);
+        let kb = Arc::new(RwLock::new(Kb::open_at(catalog.settings.clone(), catalog.embedder.clone(), &location)?));
+        catalog.follow(&name, &kb);
+        catalog
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name, Arc::new(tokio::sync::Mutex::new(Some(kb))));
         Ok(catalog)
     }
 
-    pub fn default_kb(&self) -> &SharedKb {
-        &self.default
+    /// Opens no KB until a request names one: for the work on the store itself
+    /// ([`Catalog::reindex`], [`Catalog::migrate`]), which needs its KBs closed in this
+    /// process, and which a KB embedded by another embedder needs before it can open.
+    pub fn unopened(settings: Arc<Settings>, embedder: Arc<dyn Embedder>) -> Catalog {
+        Catalog { settings, embedder, slots: Mutex::new(HashMap::new()), syncs: Mutex::new(Vec::new()) }
     }
 
     fn follow(&self, name: &KbName, kb: &SharedKb) {
@@ -156,34 +165,81 @@ impl Catalog {
         self.syncs.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(n, s)| (n.clone(), s.report())).collect()
     }
 
+    fn slot(&self, name: &KbName) -> Slot {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).entry(name.clone()).or_default().clone()
+    }
+
     /// The KB called `name`, opened on first use. With [`Open::Existing`] a KB that does not
     /// exist is an error that lists the known names; with [`Open::OrCreate`] it is created.
     pub async fn get(&self, name: &KbName, open_as: Open) -> Result<SharedKb> {
-        if name.is_default() {
-            return Ok(self.default.clone());
-        }
-        let slot = self.slots.lock().unwrap_or_else(|e| e.into_inner()).entry(name.clone()).or_default().clone();
+        let slot = self.slot(name);
         let mut open = slot.lock().await;
         if let Some(kb) = open.as_ref() {
             return Ok(kb.clone());
         }
         let location = Location::of(&self.settings, name);
-        let probe = location.clone();
-        let exists = tokio::task::spawn_blocking(move || probe.exists())
-            .await
-            .map_err(|e| Error::Internal(format!("looking up knowledge base `{name}` failed: {e}")))??;
-        if open_as == Open::Existing && !exists {
-            let known = self.names()?.iter().map(KbName::to_string).collect();
-            return Err(Error::UnknownKb { name: name.to_string(), known });
+        if open_as == Open::Existing && !self.exists(name, &location).await? {
+            return Err(self.unknown(name)?);
         }
         let (settings, embedder) = (self.settings.clone(), self.embedder.clone());
-        let kb = tokio::task::spawn_blocking(move || Kb::open_at(settings, embedder, &location))
-            .await
-            .map_err(|e| Error::Internal(format!("opening knowledge base `{name}` failed: {e}")))??;
+        let kb = blocking(name, move || Kb::open_at(settings, embedder, &location)).await?;
         let kb = Arc::new(RwLock::new(kb));
         self.follow(name, &kb);
         *open = Some(kb.clone());
         Ok(kb)
+    }
+
+    /// Re-embeds the existing KB `name` with this catalog's embedder (see
+    /// [`super::reindex`]), which it keeps closed in this process meanwhile.
+    pub async fn reindex(&self, name: &KbName) -> Result<ReindexReport> {
+        let _closed = self.closed(name).await?;
+        let location = Location::of(&self.settings, name);
+        if !self.exists(name, &location).await? {
+            return Err(self.unknown(name)?);
+        }
+        let embedder = self.embedder.clone();
+        blocking(name, move || reindex_at(&location, embedder)).await
+    }
+
+    /// Copies every KB of this catalog's store into the store `to` configures (see
+    /// [`migrate`]), keeping them all closed in this process meanwhile.
+    pub async fn migrate(
+        &self,
+        to: Settings,
+        progress: impl FnMut(&KbName, usize) + Send + 'static,
+    ) -> Result<Vec<(KbName, usize)>> {
+        let mut closed = Vec::new();
+        for name in self.names()? {
+            closed.push(self.closed(&name).await?);
+        }
+        let from = self.settings.clone();
+        tokio::task::spawn_blocking(move || migrate(&from, &to, progress))
+            .await
+            .map_err(|e| Error::Internal(format!("migrating the store failed: {e}")))?
+    }
+
+    /// Holds KB `name` closed in this process while its store is worked on directly: sled
+    /// lets one handle at a time open a store, and an open KB's indexes would not see the
+    /// work.
+    async fn closed(&self, name: &KbName) -> Result<tokio::sync::OwnedMutexGuard<Option<SharedKb>>> {
+        let closed = self.slot(name).lock_owned().await;
+        if closed.is_some() {
+            return Err(Error::Conflict(format!(
+                "knowledge base `{name}` is open in this process: stop the daemon serving it, then run this again"
+            )));
+        }
+        Ok(closed)
+    }
+
+    async fn exists(&self, name: &KbName, location: &Location) -> Result<bool> {
+        let probe = location.clone();
+        blocking(name, move || probe.exists()).await
+    }
+
+    /// The error for a request naming a KB that does not exist.
+    fn unknown(&self, name: &KbName) -> Result<Error> {
+        let known = self.names()?.iter().map(KbName::to_string).collect();
+        Ok(Error::UnknownKb { name: name.to_string(), known })
     }
 
     /// Every KB in the store, the default first, then by name.
@@ -191,13 +247,18 @@ impl Catalog {
         names(&self.settings)
     }
 
-    /// Every KB open in this process (the default first), for flushing at shutdown.
+    /// Every KB open in this process, for flushing at shutdown.
     pub fn open_kbs(&self) -> Vec<SharedKb> {
         let slots: Vec<Slot> = self.slots.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
-        let mut kbs = vec![self.default.clone()];
-        kbs.extend(slots.iter().filter_map(|s| s.try_lock().ok().and_then(|kb| kb.as_ref().cloned())));
-        kbs
+        slots.iter().filter_map(|s| s.try_lock().ok().and_then(|kb| kb.as_ref().cloned())).collect()
     }
+}
+
+/// Runs the store work on KB `name` on a blocking thread.
+async fn blocking<T: Send + 'static>(name: &KbName, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Internal(format!("work on knowledge base `{name}` failed: {e}")))?
 }
 
 /// Every KB of the configured store, the default first, then by name. Opens none of them.
@@ -320,6 +381,7 @@ mod tests {
         assert!(Arc::ptr_eq(&created, &catalog.get(&papers, Open::Existing).await.unwrap()));
         assert!(dir.path().join("kbs/papers/db").is_dir());
         assert_eq!(catalog.names().unwrap(), vec![KbName::default(), papers]);
-        assert!(!Arc::ptr_eq(&created, catalog.default_kb()));
+        let default = catalog.get(&KbName::default(), Open::Existing).await.unwrap();
+        assert!(!Arc::ptr_eq(&created, &default));
     }
 }

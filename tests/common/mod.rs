@@ -167,6 +167,13 @@ pub fn open(settings: &Settings) -> (Kb, Pipeline) {
     (kb, pipeline)
 }
 
+/// The engine's default knowledge base, for a test that reaches into it; not from inside an
+/// async runtime.
+pub fn default_kb(engine: &a2rag::engine::Engine) -> a2rag::kb::catalog::SharedKb {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime.block_on(engine.kb(&a2rag::kb::catalog::KbName::default(), a2rag::kb::catalog::Open::Existing)).unwrap()
+}
+
 pub fn ingest(kb: &mut Kb, pipeline: &Pipeline, paths: &[PathBuf]) -> ingest::IngestReport {
     ingest::ingest_paths(kb, pipeline, paths, &mut ()).unwrap()
 }
