@@ -2,7 +2,7 @@
 
 pub fn print_response(r: &a2rag::control::QueryResponse) {
     let confidence = r.confidence.map_or_else(String::new, |c| format!("   (confidence {c:.2})"));
-    let form = if r.answer_form == Some(a2rag::control::roles::AnswerForm::Sentence) {
+    let form = if r.answer_form == Some(a2rag::control::answer::AnswerForm::Sentence) {
         " [a sentence, not a short answer]"
     } else {
         ""

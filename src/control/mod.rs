@@ -4,6 +4,7 @@
 //! state can be reached without its data. One transition function; every transition is
 //! logged with `tracing` and returned in the query trace together with the cost ledger.
 
+pub mod answer;
 pub mod answer_type;
 pub mod budget;
 pub mod checks;
@@ -25,10 +26,11 @@ use crate::llm::LanguageModel;
 use crate::llm::prompts::Prompts;
 use crate::retrieve::{PathHop, RankedChunk, Retrieval, RetrieveOptions, Retriever, Stage, Strategy};
 use crate::text;
+use answer::{AnswerForm, Check, ReaderAnswer, Verdict};
 use budget::{BudgetOverride, Exceeded, Ledger};
 use roles::{
-    AnswerForm, CallBudget, Check, EmbeddedValidator, GraphReader, LlmReader, LlmRewriter, LlmRoles,
-    LlmSufficiencyJudge, LlmValidator, Reader, ReaderAnswer, Rewriter, RoleError, TemplateRewriter, Validator, Verdict,
+    CallBudget, EmbeddedValidator, GraphReader, LlmReader, LlmRewriter, LlmRoles, LlmSufficiencyJudge, LlmValidator,
+    Reader, Rewriter, RoleError, TemplateRewriter, Validator,
 };
 
 #[derive(Debug)]

@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::model::{ChunkId, EdgeId, RawTriple};
+pub use super::store::OWNER;
 use super::store::{KbBatch, Keyspace};
 use crate::error::{Error, Result};
 
@@ -20,9 +21,6 @@ pub struct Author {
     /// The name the person or client gave (a reviewer's name): a label, not a credential.
     pub who: String,
 }
-
-/// The token name of writes made by whoever owns the data directory, without a token.
-pub const OWNER: &str = "owner";
 
 impl Author {
     /// The data directory's owner, labelled with the login name where there is one.

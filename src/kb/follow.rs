@@ -16,11 +16,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use super::Kb;
-use super::catalog::SharedKb;
 use super::model::{Chunk, ChunkId, DocKey, Document, Edge, Node, NodeId};
 use super::store::{Changed, ChangedRecords, Family};
 use super::write::Changes;
+use super::{Kb, SharedKb};
 use crate::error::{Error, Result};
 
 /// How up to date a KB's memory is with its store, as the follower last saw it; read

@@ -13,6 +13,7 @@ pub mod explore;
 pub mod follow;
 pub mod graph;
 pub mod model;
+pub mod name;
 pub mod pages;
 pub mod passage_graph;
 pub mod reindex;
@@ -32,9 +33,9 @@ use crate::embed::{EmbeddedQuery, Embedder};
 use crate::error::{Error, Result};
 use crate::rank::reciprocal_rank_fusion;
 use bm25::Bm25;
-use catalog::KbName;
 use graph::KnowledgeGraph;
 use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId, RawTriple, fact_text};
+use name::KbName;
 use pages::Pages;
 use passage_graph::PassageGraph;
 use relations::RelationLabels;
@@ -42,6 +43,9 @@ use store::{Family, Location, Store};
 use vector::VectorIndex;
 
 pub use write::{IngestOutcome, PreparedChunk, PreparedDoc, PreparedTriple};
+
+/// An open KB: queries share the read lock, writes take it exclusively.
+pub type SharedKb = Arc<tokio::sync::RwLock<Kb>>;
 
 /// The saved HNSW graphs' directory inside a sled KB's directory (see [`saved`]).
 const SAVED_INDEX_DIR: &str = "index";

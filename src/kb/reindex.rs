@@ -19,10 +19,10 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::FactKey;
-use super::catalog::KbName;
 use super::model::{
     Chunk, DocKey, Document, Edge, Node, NodeId, RawTriple, fact_text, passage_text, summary_embedded_apart,
 };
+use super::name::KbName;
 use super::store::{Family, KbBatch, Location, Store};
 use crate::config::Settings;
 use crate::embed::Embedder;

@@ -7,9 +7,9 @@
 //! measure, zone or qualify rather than name (a unit, a time zone, a nationality adjective).
 
 use super::cited::{Line, lines};
+use crate::control::answer::{AnswerForm, ReaderAnswer};
 use crate::control::answer_type::{self, AnswerType};
 use crate::control::question::{Question, same_word};
-use crate::control::roles::{AnswerForm, ReaderAnswer};
 use crate::lexicon::{self, AMOUNT_NOUNS, COPULAS, DATE_NOUNS, KIND_NOUNS, NATIONALITY_NOUNS};
 use crate::retrieve::Retrieval;
 use crate::text;

@@ -3,9 +3,10 @@
 //! them.
 
 use super::cited::{Line, lines, says};
+use crate::control::answer::{AnswerForm, ReaderAnswer};
 use crate::control::answer_type::AnswerType;
 use crate::control::question::{Question, same_word};
-use crate::control::roles::{AnswerForm, ReaderAnswer};
+use crate::lexicon;
 use crate::retrieve::Retrieval;
 use crate::text;
 
@@ -102,10 +103,26 @@ fn relation_between(q: &Question, s: &Line<'_>, anchor: &str, answer: &str) -> O
                 || !cased.get(joint.clone()).or_else(|| lower.get(joint)).is_some_and(text::joins_next_clause)
         })
         .map(|(_, w)| w)
-        .find(|w| q.relation_words.iter().any(|r| same_word(w, r)))
+        .find(|w| asked_relations(q).iter().any(|r| same_word(w, r)))
         .map(str::to_string)
         .or_else(|| lifespan(q, between, &lower[answer_at.end..]))
         .or_else(|| whole_chain(q, &lower, answer_at.start))
+}
+
+/// The relation words of the clause that asks, where commas set other clauses apart: in
+/// "Ada Lind, known for her film posters, is mother to which actress?" the answer must be
+/// linked by "mother", not by "film", which only describes Ada Lind. All the relation words
+/// when the asking clause has none or the question is one clause.
+fn asked_relations(q: &Question) -> Vec<String> {
+    let clauses: Vec<&str> = q.text.split([',', ';']).collect();
+    let asking = clauses.iter().rev().find(|c| text::words(c).any(|w| lexicon::is_wh(&w)));
+    let Some(asking) = asking.filter(|_| clauses.len() > 1) else {
+        return q.relation_words.clone();
+    };
+    let words: Vec<String> = text::words(asking).collect();
+    let asked: Vec<String> =
+        q.relation_words.iter().filter(|r| words.iter().any(|w| same_word(w, r))).cloned().collect();
+    if asked.is_empty() { q.relation_words.clone() } else { asked }
 }
 
 /// The question's birth or death word, when the answer is a date a lifespan states as that

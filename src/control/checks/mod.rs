@@ -19,8 +19,8 @@ mod cited;
 mod grounding;
 mod relevance;
 
+use super::answer::{Check, ReaderAnswer, Verdict};
 use super::question::Question;
-use super::roles::{Check, ReaderAnswer, Verdict};
 use crate::retrieve::Retrieval;
 
 pub fn run(check: Check, question: &str, answer: &ReaderAnswer, retrieval: Option<&Retrieval>) -> Verdict {
@@ -36,6 +36,6 @@ pub fn run(check: Check, question: &str, answer: &ReaderAnswer, retrieval: Optio
 
 #[cfg(test)]
 fn span(answer: &str, used: &[u32], path: Vec<crate::retrieve::PathHop>) -> ReaderAnswer {
-    use super::roles::AnswerForm;
+    use super::answer::AnswerForm;
     ReaderAnswer { answer: answer.into(), used: used.to_vec(), confidence: 0.9, form: AnswerForm::Span, path }
 }

@@ -20,8 +20,8 @@ pub(super) fn relevance(q: &Question, r: &Retrieval) -> (bool, f32, String) {
 
 #[cfg(test)]
 mod tests {
+    use crate::control::answer::Check;
     use crate::control::checks::{run, span};
-    use crate::control::roles::Check;
     use crate::retrieve::testing::retrieval;
 
     #[test]

@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 
 use super::evidence::{Sentence, coverage, profile};
+use crate::control::answer::{AnswerForm, ReaderAnswer};
 use crate::control::question::Question;
-use crate::control::roles::{AnswerForm, ReaderAnswer};
 use crate::ingest::extract::entity_mentions;
 use crate::kb::model::ChunkId;
 use crate::lexicon::{EARLIER, LATER};

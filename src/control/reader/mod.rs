@@ -23,9 +23,9 @@ use std::collections::HashMap;
 
 use self::candidate::Candidate;
 use self::evidence::{Sentence, TermWeights, sentences};
+use super::answer::{AnswerForm, ReaderAnswer};
 use super::answer_type::AnswerType;
 use super::question::Question;
-use super::roles::{AnswerForm, ReaderAnswer};
 use crate::kb::Kb;
 use crate::kb::model::ChunkId;
 use crate::retrieve::lead::MENTIONS;

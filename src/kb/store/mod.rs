@@ -26,12 +26,16 @@ use std::sync::mpsc::Receiver;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::catalog::KbName;
 use super::model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId};
+use super::name::KbName;
 use crate::config::{Settings, StoreBackend, StoreSettings};
 use crate::error::{Error, Result};
 
 pub use postgres::kb_names as postgres_kb_names;
+
+/// The token name of writes made by whoever owns the data directory, without a token: the
+/// author of a change-log entry whose batch named none.
+pub const OWNER: &str = "owner";
 
 /// Bump when the on-disk layout changes so that an older build would misread it (a newer
 /// build reads every older layout). 2: one fact vector per distinct fact, not per edge.
@@ -680,7 +684,7 @@ impl KbBatch {
         keep.sort_unstable();
         let mut writes: Vec<Option<Write>> = self.writes.into_iter().map(Some).collect();
         // A batch nobody named was written by the data directory's owner (a reindex, a repair).
-        let author = if self.author.is_empty() { crate::kb::audit::OWNER.to_string() } else { self.author };
+        let author = if self.author.is_empty() { OWNER.to_string() } else { self.author };
         Commit { ahead, writes: keep.into_iter().filter_map(|i| writes[i].take()).collect(), author }
     }
 }

@@ -29,7 +29,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::{Backend, ChangeLog, Commit, Entries, Entry, Put, Session, Space, Write};
 use crate::config::{StoreBackend, StoreSettings};
 use crate::error::{Error, Result};
-use crate::kb::catalog::KbName;
+use crate::kb::name::KbName;
 
 /// The schema, one migration per version, applied in order and never edited once released.
 const MIGRATIONS: &[&str] = &[

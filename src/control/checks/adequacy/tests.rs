@@ -1,6 +1,6 @@
 use super::*;
+use crate::control::answer::Check;
 use crate::control::checks::{run, span};
-use crate::control::roles::Check;
 use crate::retrieve::testing::retrieval;
 
 const HALDEN: (&str, &str) = (
@@ -9,7 +9,7 @@ const HALDEN: (&str, &str) = (
 );
 const Q: &str = "Who founded the company that built the Aurora Observatory?";
 
-fn adequate(question: &str, answer: &str, passages: &[(&str, &str)]) -> crate::control::roles::Verdict {
+fn adequate(question: &str, answer: &str, passages: &[(&str, &str)]) -> crate::control::answer::Verdict {
     run(Check::Adequacy, question, &span(answer, &[0], Vec::new()), Some(&retrieval(passages)))
 }
 

@@ -1,6 +1,6 @@
 use super::*;
+use crate::control::answer::Check;
 use crate::control::checks::{run, span};
-use crate::control::roles::Check;
 use crate::retrieve::PathHop;
 use crate::retrieve::testing::retrieval;
 
@@ -113,4 +113,17 @@ fn grounding_rejects_an_answer_of_the_clause_before_the_relation() {
     let r = retrieval(&[("Lund Chemicals", "Erik Sandberg and Nils Berg founded Lund Chemicals.")]);
     let who = "Who founded Lund Chemicals?";
     assert!(run(Check::Grounding, who, &span("Erik Sandberg", &[0], Vec::new()), Some(&r)).pass);
+}
+
+#[test]
+fn the_relation_must_be_the_asking_clauses_not_a_description_of_an_entity() {
+    let r = retrieval(&[
+        ("Ada Lind", "Ada Lind was a Swedish film photographer. She was the mother of actress Tove Lind."),
+        ("Mira Holt", "Mira Holt is an actress. The daughter of film critic Nils Holt, she studied in Kell."),
+    ]);
+    let q =
+        "Swedish film photographer Ada Lind, known for portraits of stars like Mira Holt, is mother to which actress?";
+    let v = run(Check::Grounding, q, &span("Nils Holt", &[1], Vec::new()), Some(&r));
+    assert!(!v.pass, "linked to Mira Holt by \"film\", a word of the description: {v:?}");
+    assert!(run(Check::Grounding, q, &span("Tove Lind", &[0], Vec::new()), Some(&r)).pass);
 }
