@@ -143,16 +143,16 @@ fn ends_with_abbreviation(sentence: &str) -> bool {
     is_initial || crate::lexicon::ABBREVIATIONS.contains(&lower.as_str())
 }
 
-/// The entity a document's title names: bracketed qualifiers dropped ("Lilu (mythology)" ->
-/// "Lilu").
+/// The entity a document's title names: bracketed qualifiers dropped ("Mira (ship)" ->
+/// "Mira").
 pub fn title_entity(title: &str) -> Option<String> {
     let cut = title.find(['(', '[']).map_or(title, |i| &title[..i]).trim();
     (!cut.is_empty()).then(|| cut.to_string())
 }
 
 /// Where `text` names `name` as a whole name: its words in order, case aside, with no
-/// capitalised word run on before or after it ("Virginia" is not named in "West Virginia",
-/// "Young, New South Wales" is named in "born in Young, New South Wales"). The byte range of
+/// capitalised word run on before or after it ("Kell" is not named in "North Kell",
+/// "Orwick, North Selby" is named in "born in Orwick, North Selby"). The byte range of
 /// the first such mention, as `text` writes it.
 pub fn find_name(text: &str, name: &str) -> Option<Range<usize>> {
     let wanted: Vec<String> = words(name).collect();
@@ -169,7 +169,7 @@ pub fn find_name(text: &str, name: &str) -> Option<Range<usize>> {
 
 /// The byte range of the `len` words of `spans` (`text`'s [`word_spans`]) from `first` on,
 /// when they stand as a whole name: no capitalised word runs on before or after them,
-/// separated by spaces alone ("West" runs on before "Virginia").
+/// separated by spaces alone ("North" runs on before "Kell").
 pub fn whole_name(text: &str, spans: &[(usize, &str)], first: usize, len: usize) -> Option<Range<usize>> {
     let runs_on = |word: &str, gap: &str| {
         gap.chars().all(char::is_whitespace)
@@ -345,15 +345,15 @@ mod tests {
 
     #[test]
     fn a_name_is_named_whole_not_inside_a_longer_one() {
-        assert!(find_name("He was born in Young, New South Wales, in 1961.", "Young, New South Wales").is_some());
-        assert!(find_name("It was shot in Leland. maximum overdrive followed.", "Maximum Overdrive").is_some());
+        assert!(find_name("He was born in Orwick, North Selby, in 1961.", "Orwick, North Selby").is_some());
+        assert!(find_name("It was shot in Kell. low tide followed.", "Low Tide").is_some());
         assert!(find_name("Kim Jong-il's wife", "Kim Jong-il").is_some());
         assert!(
-            find_name("The Virginia Company sailed.", "Virginia Company").is_some(),
+            find_name("The Kell Company sailed.", "Kell Company").is_some(),
             "a capitalised stopword opens a sentence"
         );
-        assert!(find_name("a county in West Virginia", "Virginia").is_none());
-        assert!(find_name("Virginia Beach is a city", "Virginia").is_none());
+        assert!(find_name("a county in North Kell", "Kell").is_none());
+        assert!(find_name("Kell Beach is a city", "Kell").is_none());
         assert!(find_name("Kim Jong-il's wife", "Jong").is_none());
         assert!(find_name("anything", "").is_none());
         assert!(whole_name("a b", &word_spans("a b"), 1, 0).is_none(), "no words, no name");
@@ -363,7 +363,7 @@ mod tests {
 
     #[test]
     fn title_entity_drops_qualifiers() {
-        assert_eq!(title_entity("Lilu (mythology)").as_deref(), Some("Lilu"));
+        assert_eq!(title_entity("Mira (ship)").as_deref(), Some("Mira"));
         assert_eq!(title_entity("(x)"), None);
     }
 

@@ -45,7 +45,7 @@ pub fn asked(question: &str) -> Option<Asked> {
     let is_wh = |i: usize| lower.get(i).is_some_and(|w| WH_WORDS.contains(&w.as_str()));
     let opening = if lower.first().is_some_and(|w| LEADING_PREPOSITIONS.contains(&w.as_str())) { 1 } else { 0 };
     let how_amount = |i: usize| lower[i] == "how" && lower.get(i + 1).is_some_and(|w| HOW_AMOUNT.contains(&w.as_str()));
-    // "How to Eat, released in which year": an opening "how" asks only for an amount.
+    // "How to Sail, released in which year": an opening "how" asks only for an amount.
     let at = if is_wh(opening) && (lower[opening] != "how" || how_amount(opening)) {
         Some(opening)
     } else if let Some(i) = (0..lower.len()).find(|&i| how_amount(i)) {
@@ -122,8 +122,8 @@ pub fn classify(question: &str) -> AnswerType {
         return AnswerType::Choice(options);
     }
     let asked = asked(question);
-    // The last sentence opens a yes/no question ("... has an OBE. Does Puneet Sira also have
-    // one?") unless a phrase within it asks for something ("Do Lafzon Ki Kahani ... released
+    // The last sentence opens a yes/no question ("... holds the Kell Medal. Does Tove Berg
+    // also?") unless a phrase within it asks for something ("Do Kell Tales ... released
     // in which year").
     let last_sentence = question.trim().rsplit(". ").next().unwrap_or("").to_lowercase();
     let first = last_sentence.split_whitespace().next().unwrap_or("");
@@ -167,7 +167,7 @@ pub fn looks_like_date(answer: &str) -> bool {
 
 /// Is `answer` a date and nothing else ("14 March 1879", "1920s", "early twentieth
 /// century", "twenty-first century"), rather than a name with a year in it ("2011 Korean",
-/// "1999 World Series")?
+/// "1999 Harbour Regatta")?
 pub fn only_a_date(answer: &str) -> bool {
     looks_like_date(answer)
         && answer.split_whitespace().all(|token| {
@@ -246,24 +246,21 @@ mod tests {
 
     #[test]
     fn classifies_question_kinds() {
-        assert_eq!(classify("When was the Eiffel Tower built?"), AnswerType::Date);
+        assert_eq!(classify("When was the Kell Lighthouse built?"), AnswerType::Date);
         assert_eq!(classify("How many members does the band have?"), AnswerType::Number);
         assert_eq!(classify("Who founded Microsoft?"), AnswerType::Entity);
         assert_eq!(classify("Is Paris the capital of France?"), AnswerType::YesNo);
-        assert_eq!(
-            classify("Toad Hall is a hall in a university located in what Australian city?"),
-            AnswerType::Entity
-        );
+        assert_eq!(classify("Kell Hall is a hall in a college located in what Nordic city?"), AnswerType::Entity);
         assert_eq!(classify("The publishing house was founded in 2005, and is based where?"), AnswerType::Entity);
-        assert_eq!(classify("How to Eat, released in which year, is a book by Nigella Lawson"), AnswerType::Date);
-        assert_eq!(classify("The Aarhus team was formed in what year?"), AnswerType::Date);
+        assert_eq!(classify("How to Sail, released in which year, is a book by Ada Lind"), AnswerType::Date);
+        assert_eq!(classify("The Orwick team was formed in what year?"), AnswerType::Date);
         assert_eq!(classify("A singer that has sold more than how many records worldwide?"), AnswerType::Number);
-        assert_eq!(classify("Do Lafzon Ki Kahani, a remake of Always, released in which year?"), AnswerType::Date);
+        assert_eq!(classify("Do Kell Tales, a remake of Tide, released in which year?"), AnswerType::Date);
         assert_eq!(classify("The director X has an OBE. Does the director Y also have one?"), AnswerType::YesNo);
-        assert_eq!(classify("how is the draft and Lee Roy Selmon connected?"), AnswerType::Free);
+        assert_eq!(classify("how is the harbour board and Ada Lind connected?"), AnswerType::Free);
         assert_eq!(
-            classify("Who was born first, Albert Einstein or Niels Bohr?"),
-            AnswerType::Choice(vec!["Albert Einstein".into(), "Niels Bohr".into()])
+            classify("Who was born first, Ada Lind or Nils Moe?"),
+            AnswerType::Choice(vec!["Ada Lind".into(), "Nils Moe".into()])
         );
     }
 
@@ -275,10 +272,10 @@ mod tests {
             asked("Which astronomer, who directed the Array, found a comet?"),
             noun("which", Some("astronomer"))
         );
-        assert_eq!(asked("In what Australian city is Toad Hall?"), noun("what", Some("city")));
+        assert_eq!(asked("In what Nordic city is Kell Hall?"), noun("what", Some("city")));
         assert_eq!(asked("Who was the president of the association which published the Journal?"), noun("who", None));
         assert_eq!(asked("The basis began with the signing of what treaty?"), noun("what", Some("treaty")));
-        assert_eq!(asked("Jagdish Mali is father to which Bollywood actress?"), noun("which", Some("actress")));
+        assert_eq!(asked("Ada Lind is mother to which Swedish actress?"), noun("which", Some("actress")));
         assert_eq!(asked("What kind of university did the author attend?"), noun("what", Some("university")));
         assert_eq!(
             asked("What is the name of the pop band founded by one of the stars?"),
@@ -288,16 +285,16 @@ mod tests {
         assert_eq!(asked("What kind of bird lays eggs?"), noun("what", Some("bird")));
         assert_eq!(asked("What is the name of the actress born in 1980?"), noun("what", Some("actress")));
         assert_eq!(asked("What is the form factor of the device?"), noun("what", Some("factor")));
-        assert_eq!(asked("What is the main international airport in Stockholm?"), noun("what", Some("airport")));
+        assert_eq!(asked("What is the main regional airport in Kell?"), noun("what", Some("airport")));
         assert_eq!(asked("The German musician whose godfather is whom?"), noun("whom", None));
-        assert_eq!(asked("The river which the Tekeze River turns into flows where?"), noun("where", None));
+        assert_eq!(asked("The river which the Kell River turns into flows where?"), noun("where", None));
         assert_eq!(asked("Are X and Y both directors?"), None);
     }
 
     #[test]
     fn fits_checks_shape() {
         assert!(fits(&AnswerType::Date, "14 March 1879"));
-        assert!(!fits(&AnswerType::Date, "Albert Einstein"));
+        assert!(!fits(&AnswerType::Date, "Ada Lind"));
         assert!(fits(&AnswerType::Number, "three"));
         assert!(fits(&AnswerType::Number, "Five thousand") && fits(&AnswerType::Number, "US$5 million"));
         assert!(!fits(&AnswerType::Number, "Missouri Route 7"), "a name with a number in it is no amount");
@@ -318,7 +315,7 @@ mod tests {
         ] {
             assert!(only_a_date(date), "{date}");
         }
-        for name in ["2011 Korean", "1999 World Series", "Albert Einstein", "North 1990"] {
+        for name in ["2011 Nordic", "1999 Harbour Regatta", "Ada Lind", "North 1990"] {
             assert!(!only_a_date(name), "{name}");
         }
         assert!(is_ordinal("21st") && is_ordinal("twentieth") && !is_ordinal("21") && !is_ordinal("north"));

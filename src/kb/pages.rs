@@ -1,5 +1,5 @@
 //! The corpus's pages by the name of their topic: where a hyperlink would point. A passage is
-//! about the entity its document's title names ("Lilu" for "Lilu (mythology)"), and a text
+//! about the entity its document's title names ("Mira" for "Mira (ship)"), and a text
 //! that names that entity as a whole name links to it, the way an encyclopaedia's anchor text
 //! links to a page. Read off titles and text rather than the extraction, so the links hold
 //! whatever the extractor missed or a curator forgot.
@@ -55,7 +55,7 @@ impl Pages {
     }
 
     /// The key of the topic a title names: its entity's lower-case words joined by spaces
-    /// ("lilu" for "Lilu (mythology)"). None for a title of stopwords alone ("It", "She"):
+    /// ("mira" for "Mira (ship)"). None for a title of stopwords alone ("It", "She"):
     /// every text names those.
     pub fn topic_key(title: &str) -> Option<String> {
         let words: Vec<String> = text::words(&text::title_entity(title)?).collect();
@@ -101,30 +101,26 @@ mod tests {
     #[test]
     fn a_text_names_the_pages_whose_topic_it_names_as_a_whole_name() {
         let pages = Pages::from_titles([
-            ("Virginia", &[1][..]),
-            ("West Virginia", &[2]),
-            ("Lilu (mythology)", &[3, 6]),
+            ("Kell", &[1][..]),
+            ("North Kell", &[2]),
+            ("Mira (ship)", &[3, 6]),
             ("Time", &[4]),
-            ("Young, New South Wales", &[5]),
+            ("Orwick, North Selby", &[5]),
             ("It", &[7]),
         ]);
-        let text = "Lilu, a demon of West Virginia, was born in Young, New South Wales. In time, Time named it.";
+        let text = "Mira, a ship of North Kell, was built in Orwick, North Selby. In time, Time named it.";
         let named = pages.named_in(text);
         let mut chunks: Vec<ChunkId> = named.keys().copied().collect();
         chunks.sort_unstable();
-        assert_eq!(
-            chunks,
-            vec![2, 3, 4, 5, 6],
-            "\"Virginia\" runs on from \"West\"; \"It\" titles no topic: {named:?}"
-        );
+        assert_eq!(chunks, vec![2, 3, 4, 5, 6], "\"Kell\" runs on from \"North\"; \"It\" titles no topic: {named:?}");
         let written = |r: &Range<usize>| &text[r.clone()];
-        assert_eq!(written(&named[&5].first), "Young, New South Wales");
+        assert_eq!(written(&named[&5].first), "Orwick, North Selby");
         assert_eq!(named[&3], named[&6], "two passages of one page");
         let time = &named[&4];
         assert_eq!((written(&time.first), time.capitalised.as_ref().map(written)), ("time", Some("Time")));
         assert!(pages.named_in("in time").get(&4).is_some_and(|a| a.capitalised.is_none()));
         assert!(pages.named_in("").is_empty());
-        assert_eq!(Pages::topic_key("Lilu (mythology)").as_deref(), Some("lilu"));
+        assert_eq!(Pages::topic_key("Mira (ship)").as_deref(), Some("lilu"));
         assert_eq!(Pages::topic_key("It"), None);
     }
 }

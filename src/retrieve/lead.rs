@@ -13,7 +13,7 @@
 //! "Maximum Overdrive"). It is read off titles and text rather than the extracted mentions
 //! ([`Pages`]), so it holds whatever the extractor caught or lost ("Young, New
 //! South Wales" is one name there, two entities to the rule extractor), and only a whole name
-//! counts ("West Virginia" does not name "Virginia"). Among the fused ranking's first
+//! counts ("North Kell" does not name "Kell"). Among the fused ranking's first
 //! `retrieve.link_candidates`, passages the question's evidence already favours, any mention
 //! counts ("the euro"); further down only a mention written as a name does ("Iowa", not
 //! "time" or "1984", which title pages too): there the link stands on the text alone, as when
@@ -87,83 +87,77 @@ mod tests {
     use super::*;
     use crate::ingest::testing::{chunk_of, kb_with_docs};
 
-    /// A lead ("Leland") that names one page as a name ("Maximum Overdrive"), one as a common
-    /// word ("film") and none of the others; the chunk ids in that order: leland, overdrive,
-    /// king, wilmington, film.
+    /// A lead ("Kell") that names one page as a name ("Low Tide"), one as a common
+    /// word ("film") and none of the others; the chunk ids in that order: kell, tide,
+    /// moe, orwick, film.
     fn corpus() -> (tempfile::TempDir, Kb, [ChunkId; 5]) {
-        let titles =
-            ["Leland, North Carolina", "Maximum Overdrive", "Stephen King", "Wilmington, North Carolina", "Film"];
+        let titles = ["Kell, Nordmark", "Low Tide", "Nils Moe", "Orwick, Nordmark", "Film"];
         let (dir, kb) = kb_with_docs(&[
-            (
-                titles[0],
-                "Leland is a town in North Carolina. Maximum Overdrive was shot in Leland in 1986, a film year.",
-            ),
-            (titles[1], "Maximum Overdrive is a 1986 film written and directed by Stephen King."),
-            (titles[2], "Stephen King is an American author of horror novels."),
-            (titles[3], "Wilmington is a port city in North Carolina with studios."),
+            (titles[0], "Kell is a town in Nordmark. Low Tide was shot in Kell in 1986, a film year."),
+            (titles[1], "Low Tide is a 1986 film written and directed by Nils Moe."),
+            (titles[2], "Nils Moe is a Nordic author of sea novels."),
+            (titles[3], "Orwick is a port city in Nordmark with studios."),
             (titles[4], "A film is a work of visual art."),
         ]);
         let ids = titles.map(|t| chunk_of(&kb, t));
         (dir, kb, ids)
     }
 
-    fn order(ranking: &[(ChunkId, f32)]) -> Vec<ChunkId> {
-        ranking.iter().map(|(c, _)| *c).collect()
+    fn order(ranmoe: &[(ChunkId, f32)]) -> Vec<ChunkId> {
+        ranmoe.iter().map(|(c, _)| *c).collect()
     }
 
     #[test]
     fn the_lead_comes_first_and_the_page_it_names_second() {
-        let (_dir, kb, [leland, overdrive, king, wilmington, film]) = corpus();
-        // The fused ranking puts the lead third and the page it names as a name fourth.
-        let fused = vec![(wilmington, 0.9), (king, 0.8), (leland, 0.7), (overdrive, 0.6), (film, 0.5)];
-        let (ranking, hop) = lead_with_link(&kb, Some(leland), fused.clone(), 10);
-        assert_eq!(order(&ranking), vec![leland, overdrive, wilmington, king, film]);
-        assert!(ranking.windows(2).all(|w| w[0].1 >= w[1].1), "scores stay in order: {ranking:?}");
+        let (_dir, kb, [kell, tide, moe, orwick, film]) = corpus();
+        // The fused ranmoe puts the lead third and the page it names as a name fourth.
+        let fused = vec![(orwick, 0.9), (moe, 0.8), (kell, 0.7), (tide, 0.6), (film, 0.5)];
+        let (ranmoe, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 10);
+        assert_eq!(order(&ranmoe), vec![kell, tide, orwick, moe, film]);
+        assert!(ranmoe.windows(2).all(|w| w[0].1 >= w[1].1), "scores stay in order: {ranmoe:?}");
         let hop = hop.expect("the hop that led to the page");
         assert_eq!(
             (hop.subject.as_str(), hop.relation.as_str(), hop.object.as_str()),
-            ("Leland, North Carolina", MENTIONS, "Maximum Overdrive")
+            ("Kell, Nordmark", MENTIONS, "Low Tide")
         );
-        assert_eq!(hop.chunk, leland);
+        assert_eq!(hop.chunk, kell);
 
-        // No lead (no text list): the fused ranking as it was.
+        // No lead (no text list): the fused ranmoe as it was.
         assert_eq!(lead_with_link(&kb, None, fused.clone(), 10).0, fused);
     }
 
     #[test]
     fn below_the_candidates_only_a_page_named_as_a_name_is_a_link() {
-        let (_dir, kb, [leland, overdrive, king, wilmington, film]) = corpus();
-        let fused = vec![(wilmington, 0.9), (king, 0.8), (leland, 0.7), (film, 0.6), (overdrive, 0.5)];
+        let (_dir, kb, [kell, tide, moe, orwick, film]) = corpus();
+        let fused = vec![(orwick, 0.9), (moe, 0.8), (kell, 0.7), (film, 0.6), (tide, 0.5)];
         // Among the candidates, "film" names its page.
-        let (ranking, hop) = lead_with_link(&kb, Some(leland), fused.clone(), 4);
-        assert_eq!(order(&ranking), vec![leland, film, wilmington, king, overdrive]);
+        let (ranmoe, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 4);
+        assert_eq!(order(&ranmoe), vec![kell, film, orwick, moe, tide]);
         assert_eq!(hop.map(|h| h.object).as_deref(), Some("film"));
         // Below them it is a common word, and the page named as a name follows the lead.
-        let (ranking, hop) = lead_with_link(&kb, Some(leland), fused.clone(), 3);
-        assert_eq!(order(&ranking), vec![leland, overdrive, wilmington, king, film]);
-        assert_eq!(hop.map(|h| h.object).as_deref(), Some("Maximum Overdrive"));
-        // A page the fused ranking does not hold is none.
-        let (ranking, hop) = lead_with_link(&kb, Some(leland), fused[..4].to_vec(), 3);
-        assert_eq!(order(&ranking), vec![leland, wilmington, king, film]);
+        let (ranmoe, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 3);
+        assert_eq!(order(&ranmoe), vec![kell, tide, orwick, moe, film]);
+        assert_eq!(hop.map(|h| h.object).as_deref(), Some("Low Tide"));
+        // A page the fused ranmoe does not hold is none.
+        let (ranmoe, hop) = lead_with_link(&kb, Some(kell), fused[..4].to_vec(), 3);
+        assert_eq!(order(&ranmoe), vec![kell, orwick, moe, film]);
         assert!(hop.is_none());
     }
 
     #[test]
     fn another_chunk_of_the_leads_own_document_is_no_link() {
         // A page long enough for several chunks, each naming its own title.
-        let long: String = (0..60).map(|i| format!("Maximum Overdrive was shot in scene {i}. ")).collect();
-        let (_dir, kb) = kb_with_docs(&[("Maximum Overdrive", &long), ("Stephen King", "Stephen King wrote it.")]);
-        let own: Vec<ChunkId> = kb
-            .chunk_ids()
-            .filter(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == "Maximum Overdrive"))
-            .collect();
-        let king = kb.chunk_ids().find(|c| !own.contains(c)).unwrap();
+        let long: String = (0..60).map(|i| format!("Low Tide was shot in scene {i}. ")).collect();
+        let (_dir, kb) = kb_with_docs(&[("Low Tide", &long), ("Nils Moe", "Nils Moe wrote it.")]);
+        let own: Vec<ChunkId> =
+            kb.chunk_ids().filter(|c| kb.chunk(*c).is_some_and(|ch| kb.chunk_title(ch) == "Low Tide")).collect();
+        let moe = kb.chunk_ids().find(|c| !own.contains(c)).unwrap();
         assert!(own.len() >= 2, "the page spans {} chunks", own.len());
-        let fused: Vec<(ChunkId, f32)> = own.iter().map(|c| (*c, 1.0)).chain([(king, 0.5)]).collect();
-        let (ranking, hop) = lead_with_link(&kb, Some(own[0]), fused, 10);
+        let fused: Vec<(ChunkId, f32)> = own.iter().map(|c| (*c, 1.0)).chain([(moe, 0.5)]).collect();
+        let (ranmoe, hop) = lead_with_link(&kb, Some(own[0]), fused, 10);
         assert!(hop.is_none(), "{hop:?}");
-        assert_eq!(ranking[0].0, own[0]);
-        assert_eq!(ranking.len(), own.len() + 1);
+        assert_eq!(ranmoe[0].0, own[0]);
+        assert_eq!(ranmoe.len(), own.len() + 1);
     }
 
     #[test]
@@ -171,26 +165,26 @@ mod tests {
         let (_dir, kb) = kb_with_docs(&[
             ("Lilu (mythology)", "Lilu is a demon of the Akkadian texts."),
             ("Lilu (band)", "Lilu is a rock band."),
-            ("Stephen King", "Stephen King wrote it."),
+            ("Nils Moe", "Nils Moe wrote it."),
         ]);
-        let [myth, band, king] = ["Lilu (mythology)", "Lilu (band)", "Stephen King"].map(|t| chunk_of(&kb, t));
-        let fused = vec![(king, 0.9), (myth, 0.8), (band, 0.7)];
-        let (ranking, hop) = lead_with_link(&kb, Some(myth), fused.clone(), 1);
-        assert_eq!(order(&ranking), vec![myth, king, band]);
+        let [myth, band, moe] = ["Lilu (mythology)", "Lilu (band)", "Nils Moe"].map(|t| chunk_of(&kb, t));
+        let fused = vec![(moe, 0.9), (myth, 0.8), (band, 0.7)];
+        let (ranmoe, hop) = lead_with_link(&kb, Some(myth), fused.clone(), 1);
+        assert_eq!(order(&ranmoe), vec![myth, moe, band]);
         assert!(hop.is_none(), "{hop:?}");
         // Among the candidates the evidence favours it, and it is the link.
-        let (ranking, hop) = lead_with_link(&kb, Some(myth), fused, 3);
-        assert_eq!(order(&ranking), vec![myth, band, king]);
+        let (ranmoe, hop) = lead_with_link(&kb, Some(myth), fused, 3);
+        assert_eq!(order(&ranmoe), vec![myth, band, moe]);
         assert_eq!(hop.map(|h| h.object).as_deref(), Some("Lilu"));
     }
 
     #[test]
     fn a_lead_that_names_no_candidates_topic_is_followed_by_the_fused_order() {
-        let (_dir, kb, [leland, overdrive, king, wilmington, film]) = corpus();
-        // Stephen King's page names no other passage's topic.
-        let fused = vec![(overdrive, 0.9), (leland, 0.8), (king, 0.7), (wilmington, 0.6), (film, 0.5)];
-        let (ranking, hop) = lead_with_link(&kb, Some(king), fused, 10);
-        assert_eq!(order(&ranking), vec![king, overdrive, leland, wilmington, film]);
+        let (_dir, kb, [kell, tide, moe, orwick, film]) = corpus();
+        // Nils Moe's page names no other passage's topic.
+        let fused = vec![(tide, 0.9), (kell, 0.8), (moe, 0.7), (orwick, 0.6), (film, 0.5)];
+        let (ranmoe, hop) = lead_with_link(&kb, Some(moe), fused, 10);
+        assert_eq!(order(&ranmoe), vec![moe, tide, kell, orwick, film]);
         assert!(hop.is_none());
     }
 }

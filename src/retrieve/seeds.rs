@@ -19,7 +19,7 @@ use crate::text::{self, normalize_entity};
 
 /// Query n-grams up to this many words with a word written as a name in them are looked up
 /// as exact aliases, which catches names the entity extractor splits or runs on ("the band
-/// Hello Love's performer" aligns "Hello Love").
+/// Low Tide's singer" aligns "Low Tide").
 const MAX_NGRAM: usize = 4;
 const MAX_RELATION_SEEDS: usize = 32;
 

@@ -83,6 +83,7 @@ pub(super) fn grounding(q: &Question, answer: &ReaderAnswer, r: &Retrieval) -> (
 fn relation_between(q: &Question, s: &Line<'_>, anchor: &str, answer: &str) -> Option<String> {
     let lower = s.text.to_lowercase();
     let answer_at = text::find_words(&lower, &answer.to_lowercase())?;
+    let relations = relations_for(q, q.entities.iter().any(|e| e == anchor).then_some(anchor));
     let range = match text::find_words(&lower, &anchor.to_lowercase()) {
         Some(anchor_at) if anchor_at.start < answer_at.start => anchor_at.end..answer_at.start,
         Some(anchor_at) => answer_at.end..anchor_at.start,
@@ -103,26 +104,29 @@ fn relation_between(q: &Question, s: &Line<'_>, anchor: &str, answer: &str) -> O
                 || !cased.get(joint.clone()).or_else(|| lower.get(joint)).is_some_and(text::joins_next_clause)
         })
         .map(|(_, w)| w)
-        .find(|w| asked_relations(q).iter().any(|r| same_word(w, r)))
+        .find(|w| relations.iter().any(|r| same_word(w, r)))
         .map(str::to_string)
         .or_else(|| lifespan(q, between, &lower[answer_at.end..]))
         .or_else(|| whole_chain(q, &lower, answer_at.start))
 }
 
-/// The relation words of the clause that asks, where commas set other clauses apart: in
-/// "Ada Lind, known for her film posters, is mother to which actress?" the answer must be
-/// linked by "mother", not by "film", which only describes Ada Lind. All the relation words
-/// when the asking clause has none or the question is one clause.
-fn asked_relations(q: &Question) -> Vec<String> {
+/// The relation words that may link `anchor` to the answer: those of the clause that asks
+/// and those of the anchor's own clause, where commas set clauses apart. In "Ada Lind, known
+/// for her film posters of stars like Mira Holt, is mother to which actress?" the answer
+/// must be linked by "mother" (the asking clause) or, to Mira Holt, by the words of the clause
+/// naming her, not by "film", which only describes Ada Lind. All the relation words for a
+/// question of one clause, or where those clauses have none.
+fn relations_for(q: &Question, anchor: Option<&str>) -> Vec<String> {
     let clauses: Vec<&str> = q.text.split([',', ';']).collect();
     let asking = clauses.iter().rev().find(|c| text::words(c).any(|w| lexicon::is_wh(&w)));
     let Some(asking) = asking.filter(|_| clauses.len() > 1) else {
         return q.relation_words.clone();
     };
-    let words: Vec<String> = text::words(asking).collect();
-    let asked: Vec<String> =
+    let own = anchor.and_then(|a| clauses.iter().find(|c| text::names(c, a)));
+    let words: Vec<String> = text::words(asking).chain(own.into_iter().flat_map(|c| text::words(c))).collect();
+    let allowed: Vec<String> =
         q.relation_words.iter().filter(|r| words.iter().any(|w| same_word(w, r))).cloned().collect();
-    if asked.is_empty() { q.relation_words.clone() } else { asked }
+    if allowed.is_empty() { q.relation_words.clone() } else { allowed }
 }
 
 /// The question's birth or death word, when the answer is a date a lifespan states as that

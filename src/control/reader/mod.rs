@@ -26,6 +26,7 @@ use self::evidence::{Sentence, TermWeights, sentences};
 use super::answer::{AnswerForm, ReaderAnswer};
 use super::answer_type::AnswerType;
 use super::question::Question;
+use crate::ingest::extract::entity_mentions;
 use crate::kb::Kb;
 use crate::kb::model::ChunkId;
 use crate::retrieve::lead::MENTIONS;
@@ -102,7 +103,35 @@ fn span_answer(kb: &Kb, question: &Question, retrieval: &Retrieval, sentences: &
     let mass: f32 = scored.iter().take(CONTENDERS).map(|(s, _)| ((s - top) / TEMPERATURE).exp()).sum();
     let confidence = ((WINNER_FLOOR + (1.0 - WINNER_FLOOR) * top) / mass).clamp(0.0, 1.0);
     let (used, path) = cite(question, sentences, best);
-    ReaderAnswer { answer: best.surface.clone(), used, confidence, form: AnswerForm::Span, path }
+    let answer = fullest_name(question, &best.surface, sentences).unwrap_or_else(|| best.surface.clone());
+    ReaderAnswer { answer, used, confidence, form: AnswerForm::Span, path }
+}
+
+/// The fuller name the evidence writes for a one-word answer: "Selby" is "Ivar Selby" where a
+/// passage names him so and no other name of two or three capitalised words ends in
+/// "Selby". A candidate read where the evidence used the surname alone is the person the
+/// full name names; with two such names the word alone is all the reader knows.
+fn fullest_name(question: &Question, surface: &str, sentences: &[Sentence<'_>]) -> Option<String> {
+    if surface.split_whitespace().count() != 1 || !surface.starts_with(char::is_uppercase) {
+        return None;
+    }
+    let mut fuller: Vec<String> = sentences
+        .iter()
+        .flat_map(|s| entity_mentions(s.text))
+        .filter(|m| {
+            let words: Vec<&str> = m.split_whitespace().collect();
+            (2..=3).contains(&words.len())
+                && words.last() == Some(&surface)
+                && words.iter().all(|w| w.starts_with(char::is_uppercase) && !text::is_stopword(&w.to_lowercase()))
+        })
+        .filter(|m| !question.names(m))
+        .collect();
+    fuller.sort();
+    fuller.dedup();
+    match fuller.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
 }
 
 /// Candidates by score, best first: type fit times the mix of path alignment and sentence

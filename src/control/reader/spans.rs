@@ -147,10 +147,10 @@ fn amounts_and_dates(sentence: &str) -> Vec<String> {
         } else if answer_type::is_count(&w) {
             out.push(w);
             i += 1;
-        } else if (is_num(&w) || lexicon::contains(NUMBER_WORDS, &w)) && next(1).to_lowercase() == "times" {
-            out.push(format!("{w} {}", next(1)));
-            i += 2;
-        } else if is_num(&w) && lexicon::contains(SCALES, &next(1)) {
+        } else if ((is_num(&w) || lexicon::contains(NUMBER_WORDS, &w)) && next(1).to_lowercase() == "times")
+            || (is_num(&w) && lexicon::contains(SCALES, &next(1)))
+        {
+            // "three times", "150 million"
             out.push(format!("{w} {}", next(1)));
             i += 2;
         } else if is_num(&w) {

@@ -67,3 +67,18 @@ fn a_question_entity_is_never_the_answer() {
     assert_eq!(answer.answer, "Ada Lind");
     assert!(answer.used.contains(&0), "it cites the sentence it read");
 }
+
+#[test]
+fn a_surname_answer_is_given_the_full_name_the_evidence_writes() {
+    let passages = [
+        ("Orwick Lighthouse", "Ivar Selby kept the Orwick Lighthouse. Selby lit its lamp first in 1901."),
+        ("Kell Pier", "The pier at Kell was built in 1899."),
+    ];
+    let r = retrieval(&passages);
+    let q = Question::parse("Which keeper lit the lamp of the Orwick Lighthouse first?", None);
+    let sentences = evidence::sentences(&q, &r);
+    assert_eq!(fullest_name(&q, "Selby", &sentences).as_deref(), Some("Ivar Selby"));
+    assert_eq!(fullest_name(&q, "Kell", &sentences), None, "no fuller name");
+    let two = retrieval(&[("Selby family", "Ivar Selby and Tove Selby kept the light. Selby lit it.")]);
+    assert_eq!(fullest_name(&q, "Selby", &evidence::sentences(&q, &two)), None, "two people");
+}

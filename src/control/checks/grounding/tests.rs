@@ -126,4 +126,8 @@ fn the_relation_must_be_the_asking_clauses_not_a_description_of_an_entity() {
     let v = run(Check::Grounding, q, &span("Nils Holt", &[1], Vec::new()), Some(&r));
     assert!(!v.pass, "linked to Mira Holt by \"film\", a word of the description: {v:?}");
     assert!(run(Check::Grounding, q, &span("Tove Lind", &[0], Vec::new()), Some(&r)).pass);
+    // A clause that describes the question's subject links it by its own words.
+    let book = retrieval(&[("How to Sail", "How to Sail is a 1998 book by the sailor Ada Lind.")]);
+    let when = "How to Sail, released in which year, is a book of sea lore by the sailor Ada Lind";
+    assert!(run(Check::Grounding, when, &span("1998", &[0], Vec::new()), Some(&book)).pass);
 }
