@@ -88,9 +88,8 @@ pub fn kbs(door: &Door) -> Result<ExitCode> {
     if !default.exists()? {
         anyhow::bail!("no knowledge base in {default}: run `a2rag ingest` first");
     }
-    // Lists names only: opening the engine would load the default KB, and the embedding
-    // model, for nothing.
-    for name in a2rag::kb::catalog::names(&door.settings)? {
+    // Names only: an engine that opens no KB lists them without loading any.
+    for name in door.open_without_kbs()?.kbs(&door.owner)? {
         say!("{name}");
     }
     Ok(ExitCode::SUCCESS)

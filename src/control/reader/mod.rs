@@ -29,6 +29,7 @@ use super::question::Question;
 use crate::ingest::extract::entity_mentions;
 use crate::kb::Kb;
 use crate::kb::model::ChunkId;
+use crate::lexicon::{self, NAME_SUFFIXES};
 use crate::retrieve::lead::MENTIONS;
 use crate::retrieve::{PathHop, Retrieval};
 use crate::text;
@@ -108,30 +109,58 @@ fn span_answer(kb: &Kb, question: &Question, retrieval: &Retrieval, sentences: &
 }
 
 /// The fuller name the evidence writes for a one-word answer: "Selby" is "Ivar Selby" where a
-/// passage names him so and no other name of two or three capitalised words ends in
-/// "Selby". A candidate read where the evidence used the surname alone is the person the
-/// full name names; with two such names the word alone is all the reader knows.
+/// passage names him so (or is titled so), and "Ivar K. Selby Jr." where one also writes
+/// that, the shorter names being the longest with words left out. A candidate read where the
+/// evidence used the surname alone is the person the full name names; with two people of
+/// that name the word alone is all the reader knows.
 fn fullest_name(question: &Question, surface: &str, sentences: &[Sentence<'_>]) -> Option<String> {
     if surface.split_whitespace().count() != 1 || !surface.starts_with(char::is_uppercase) {
         return None;
     }
+    let ends_in_surface = |name: &String| {
+        let mut words: Vec<&str> = name.split_whitespace().map(|w| w.trim_end_matches([',', '.'])).collect();
+        while words.len() > 1 && words.last().is_some_and(|w| lexicon::contains(NAME_SUFFIXES, w)) {
+            words.pop();
+        }
+        (2..=4).contains(&words.len()) && words.last() == Some(&surface)
+    };
     let mut fuller: Vec<String> = sentences
         .iter()
-        .flat_map(|s| entity_mentions(s.text))
-        .filter(|m| {
-            let words: Vec<&str> = m.split_whitespace().collect();
-            (2..=3).contains(&words.len())
-                && words.last() == Some(&surface)
-                && words.iter().all(|w| w.starts_with(char::is_uppercase) && !text::is_stopword(&w.to_lowercase()))
-        })
-        .filter(|m| !question.names(m))
+        .flat_map(|s| written_names(s.text, surface).into_iter().chain(text::title_entity(s.title)))
+        .filter(|name| ends_in_surface(name) && !question.names(name))
         .collect();
-    fuller.sort();
+    fuller.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
     fuller.dedup();
-    match fuller.as_slice() {
-        [one] => Some(one.clone()),
-        _ => None,
+    let longest = fuller.first()?;
+    fuller.iter().all(|other| other == longest || text::is_about(other, longest)).then(|| longest.clone())
+}
+
+/// The names `text` writes around each mention of the word `surface`: the capitalised words
+/// and initials right before it ("Ivar K. Selby"), and a suffix right after it ("Selby
+/// Jr."), stopping at punctuation, a function word or an honorific ("Mr. Selby" is no name).
+fn written_names(text: &str, surface: &str) -> Vec<String> {
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    let bare = |t: &str| t.trim_matches(|c: char| !c.is_alphanumeric()).to_string();
+    let initial = |t: &str| t.len() == 2 && t.starts_with(char::is_uppercase) && t.ends_with('.');
+    let joins = |t: &str| {
+        t.starts_with(char::is_uppercase)
+            && !text::is_stopword(&bare(t).to_lowercase())
+            && !lexicon::contains(lexicon::ABBREVIATIONS, t)
+            && (initial(t) || t.chars().last().is_some_and(char::is_alphanumeric))
+    };
+    let mut names = Vec::new();
+    for (i, token) in tokens.iter().enumerate().filter(|(_, t)| bare(t) == surface) {
+        let mut start = i;
+        while start > 0 && joins(tokens[start - 1]) {
+            start -= 1;
+        }
+        let suffix = !token.ends_with([',', ';', ':', '.'])
+            && tokens.get(i + 1).is_some_and(|next| lexicon::contains(NAME_SUFFIXES, &bare(next)));
+        let end = if suffix { i + 2 } else { i + 1 };
+        let name = tokens[start..end].join(" ");
+        names.push(name.trim_end_matches([',', ';', ':']).to_string());
     }
+    names
 }
 
 /// Candidates by score, best first: type fit times the mix of path alignment and sentence

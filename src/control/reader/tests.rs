@@ -78,6 +78,9 @@ fn a_surname_answer_is_given_the_full_name_the_evidence_writes() {
     let q = Question::parse("Which keeper lit the lamp of the Orwick Lighthouse first?", None);
     let sentences = evidence::sentences(&q, &r);
     assert_eq!(fullest_name(&q, "Selby", &sentences).as_deref(), Some("Ivar Selby"));
+    let titled = retrieval(&[("Ivar Selby", "Ivar K. Selby Jr., known as Selby, kept the light. Selby lit it.")]);
+    let full = fullest_name(&q, "Selby", &evidence::sentences(&q, &titled));
+    assert_eq!(full.as_deref(), Some("Ivar K. Selby Jr."), "the title is the full name shortened");
     assert_eq!(fullest_name(&q, "Kell", &sentences), None, "no fuller name");
     let two = retrieval(&[("Selby family", "Ivar Selby and Tove Selby kept the light. Selby lit it.")]);
     assert_eq!(fullest_name(&q, "Selby", &evidence::sentences(&q, &two)), None, "two people");
