@@ -66,6 +66,11 @@ pub(super) fn adequacy(q: &Question, answer: &ReaderAnswer, r: &Retrieval) -> (b
     if let Some(why) = asked.as_deref().and_then(|noun| wrong_measure(noun, a)) {
         return fail(why);
     }
+    if q.kind == AnswerType::Number
+        && let Some(name) = named_by_number(a, &lines)
+    {
+        return fail(format!("`{a}` is the number in the name `{name}`, not an amount"));
+    }
     if q.kind == AnswerType::Entity {
         let why = asked
             .as_deref()
@@ -189,6 +194,31 @@ fn qualifies(answer: &str, lines: &[Line<'_>]) -> bool {
         })
         .collect();
     !uses.is_empty() && uses.iter().all(|modifier| *modifier)
+}
+
+/// The name a number answer is part of wherever the evidence writes it: right after a
+/// capitalised word that does not open the sentence and is no month ("PostgreSQL 16", "Route
+/// 66", "Apollo 11"), which is a version, a road or a mission, not a count.
+fn named_by_number(answer: &str, lines: &[Line<'_>]) -> Option<String> {
+    let mut names = Vec::new();
+    for l in lines {
+        let spans = text::word_spans(l.text);
+        for i in (0..spans.len()).filter(|&i| spans[i].1 == answer) {
+            let before = i.checked_sub(1).map(|b| spans[b]);
+            match before {
+                Some((at, word))
+                    if at > 0
+                        && word.starts_with(char::is_uppercase)
+                        && !lexicon::is_month(word)
+                        && l.text[at + word.len()..spans[i].0].chars().all(char::is_whitespace) =>
+                {
+                    names.push(format!("{word} {answer}"))
+                }
+                _ => return None,
+            }
+        }
+    }
+    names.into_iter().next()
 }
 
 /// Does the evidence call `answer` a `noun`: a name headed by it ("Beacon Cache"), the noun

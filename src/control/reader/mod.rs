@@ -26,7 +26,6 @@ use self::evidence::{Sentence, TermWeights, sentences};
 use super::answer::{AnswerForm, ReaderAnswer};
 use super::answer_type::AnswerType;
 use super::question::Question;
-use crate::ingest::extract::entity_mentions;
 use crate::kb::Kb;
 use crate::kb::model::ChunkId;
 use crate::lexicon::{self, NAME_SUFFIXES};

@@ -1,5 +1,6 @@
 use super::*;
 use crate::control::answer::Check;
+use crate::control::checks::cited::lines;
 use crate::control::checks::{run, span};
 use crate::retrieve::testing::retrieval;
 
@@ -85,4 +86,21 @@ fn a_unit_a_time_zone_or_an_adjective_is_no_place_or_thing() {
     let v = adequate("The painter Ada Lind is known for depictions of what?", "Australian", &painter);
     assert!(!v.pass && v.reason.contains("adjective"), "{v:?}");
     assert!(adequate("What nationality is the painter Ada Lind?", "Australian", &painter).pass);
+}
+
+#[test]
+fn the_number_in_a_name_is_no_amount() {
+    let db = [
+        ("Orion cluster", "It runs PostgreSQL 16 on three machines: one primary and two replicas."),
+        ("Ledger", "Ledger runs as six replicas. In 2019 it moved; 16 engineers keep it."),
+    ];
+    let q = "How many replicas of the billing service run?";
+    let v = run(Check::Adequacy, q, &span("16", &[0], Vec::new()), Some(&retrieval(&db[..1])));
+    assert!(!v.pass && v.reason.contains("PostgreSQL 16"), "{v:?}");
+    assert!(adequate(q, "six", &db).pass);
+    let counted = [("Ledger", "Ledger has 16 engineers. Its version is Ledger 16.")];
+    assert!(adequate(q, "16", &counted).pass, "written as a count once: an amount");
+    let dated = retrieval(&[("Kell", "On May 16 the ships left. The old Route 66 ends here.")]);
+    assert_eq!(named_by_number("16", &lines(&dated)), None, "a day of a month");
+    assert_eq!(named_by_number("66", &lines(&dated)).as_deref(), Some("Route 66"));
 }
