@@ -184,6 +184,10 @@ pub const SCALES: &[&str] = &["hundred", "thousand", "million", "billion", "tril
 /// Words in a passage that show it is about a person.
 pub const PERSON_WORDS: &[&str] = &["he", "she", "his", "her", "born"];
 
+/// Of [`PERSON_WORDS`], those no passage about a thing says: a one-word title is a person's
+/// only when its passage says one.
+pub const BIRTH_WORDS: &[&str] = &["born"];
+
 /// Personal pronouns that stand for a passage's subject.
 pub const PRONOUNS: &[&str] = &["he", "she", "it", "they", "his", "her", "its", "their"];
 
@@ -201,6 +205,12 @@ pub const EARLIER: &[&str] = &["first", "earlier", "earliest", "older", "oldest"
 
 /// Words of a comparison that ask for the later of two.
 pub const LATER: &[&str] = &["last", "later", "latest", "younger", "youngest", "recent", "newer", "newest"];
+
+/// Articles, which no answer or name comparison counts.
+pub const ARTICLES: &[&str] = &["a", "an", "the"];
+
+/// Words that open a relative clause describing the noun before them ("the city where ...").
+pub const RELATIVES: &[&str] = &["that", "which", "who", "whom", "whose", "where", "when"];
 
 /// The copulas that call a name by a noun ("X is a port").
 pub const COPULAS: &[&str] = &["is", "was", "are", "were"];

@@ -336,7 +336,7 @@ pub fn normalize_entity(mention: &str) -> String {
 pub fn normalize_answer(answer: &str) -> String {
     let lower = answer.to_lowercase();
     let no_punct: String = lower.chars().map(|c| if c.is_ascii_punctuation() { ' ' } else { c }).collect();
-    no_punct.split_whitespace().filter(|w| !matches!(*w, "a" | "an" | "the")).collect::<Vec<_>>().join(" ")
+    no_punct.split_whitespace().filter(|w| !crate::lexicon::ARTICLES.contains(w)).collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@ use serde::Serialize;
 
 use crate::ingest::extract::entity_mentions;
 use crate::lexicon::{
-    self, AMOUNT_NOUNS, ASKING_BEFORE_WHICH, COUNT_WORDS, DATE_JOINERS, DATE_NOUNS, HOW_AMOUNT, IRREGULAR_PARTICIPLES,
-    KIND_NOUNS, LEADING_PREPOSITIONS, NUMBER_WORDS, ORDINALS, PERIOD_QUALIFIERS, PERIODS, WH_WORDS, YES_NO_OPENERS,
+    self, AMOUNT_NOUNS, ARTICLES, ASKING_BEFORE_WHICH, COPULAS, COUNT_WORDS, DATE_JOINERS, DATE_NOUNS, HOW_AMOUNT,
+    IRREGULAR_PARTICIPLES, KIND_NOUNS, LEADING_PREPOSITIONS, NUMBER_WORDS, ORDINALS, PERIOD_QUALIFIERS, PERIODS,
+    WH_WORDS, YES_NO_OPENERS,
 };
 use crate::text;
 
@@ -74,9 +75,9 @@ pub fn asked(question: &str) -> Option<Asked> {
 /// band), "what is the X of" read as X; none for "what is" alone.
 fn type_noun(words: &[&str], lower: &[String], at: usize) -> Option<String> {
     let mut i = at + 1;
-    if matches!(lower.get(i).map(String::as_str), Some("is" | "was" | "are" | "were")) {
+    if lower.get(i).is_some_and(|w| COPULAS.contains(&w.as_str())) {
         // "What is the usual average snowfall in ...": the last word before a stopword.
-        if !matches!(lower.get(i + 1).map(String::as_str), Some("the" | "a" | "an")) {
+        if !lower.get(i + 1).is_some_and(|w| ARTICLES.contains(&w.as_str())) {
             return None;
         }
         let start = i + 2;
@@ -96,7 +97,7 @@ fn type_noun(words: &[&str], lower: &[String], at: usize) -> Option<String> {
     }
     if KIND_NOUNS.contains(&lower.get(i)?.as_str()) && lower.get(i + 1).is_some_and(|w| w == "of") {
         i += 2;
-        if matches!(lower.get(i).map(String::as_str), Some("the" | "a" | "an")) {
+        if lower.get(i).is_some_and(|w| ARTICLES.contains(&w.as_str())) {
             i += 1;
         }
         // "the name of the pop band founded by ...": a two-word compound's head is its second

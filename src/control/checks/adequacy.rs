@@ -10,7 +10,7 @@ use super::cited::{Line, lines};
 use crate::control::answer::{AnswerForm, ReaderAnswer};
 use crate::control::answer_type::{self, AnswerType};
 use crate::control::question::{Question, same_word};
-use crate::lexicon::{self, AMOUNT_NOUNS, COPULAS, DATE_NOUNS, KIND_NOUNS, NATIONALITY_NOUNS};
+use crate::lexicon::{self, AMOUNT_NOUNS, ARTICLES, COPULAS, DATE_NOUNS, KIND_NOUNS, NATIONALITY_NOUNS, RELATIVES};
 use crate::retrieve::Retrieval;
 use crate::text;
 
@@ -20,8 +20,6 @@ const MAX_SPAN_WORDS: usize = 10;
 const UNTYPED_ADEQUACY: f32 = 0.7;
 /// Words after "X is" or "X," within which a noun still calls X ("Beacon, an in-memory cache").
 const CALLING_WINDOW: usize = 5;
-/// Words that open a relative clause describing the noun before them.
-const RELATIVES: &[&str] = &["that", "which", "who", "whom", "whose", "where", "when"];
 
 pub(super) fn adequacy(q: &Question, answer: &ReaderAnswer, r: &Retrieval) -> (bool, f32, String) {
     let a = answer.answer.trim();
@@ -67,6 +65,7 @@ pub(super) fn adequacy(q: &Question, answer: &ReaderAnswer, r: &Retrieval) -> (b
         return fail(why);
     }
     if q.kind == AnswerType::Number
+        && a.starts_with(|c: char| c.is_ascii_digit())
         && let Some(name) = named_by_number(a, &lines)
     {
         return fail(format!("`{a}` is the number in the name `{name}`, not an amount"));
@@ -196,7 +195,7 @@ fn qualifies(answer: &str, lines: &[Line<'_>]) -> bool {
     !uses.is_empty() && uses.iter().all(|modifier| *modifier)
 }
 
-/// The name a number answer is part of wherever the evidence writes it: right after a
+/// The name a number in digits is part of wherever the evidence writes it: right after a
 /// capitalised word that does not open the sentence and is no month ("PostgreSQL 16", "Route
 /// 66", "Apollo 11"), which is a version, a road or a mission, not a count.
 fn named_by_number(answer: &str, lines: &[Line<'_>]) -> Option<String> {
@@ -243,12 +242,8 @@ fn calls(lines: &[Line<'_>], answer: &str, noun: &str) -> bool {
         let Some(at) = text::find_words(&sentence, &lower) else {
             return false;
         };
-        let before: Vec<&str> = spans
-            .iter()
-            .filter(|(b, _)| *b < at.start)
-            .map(|(_, w)| *w)
-            .filter(|w| !matches!(*w, "the" | "a" | "an"))
-            .collect();
+        let before: Vec<&str> =
+            spans.iter().filter(|(b, _)| *b < at.start).map(|(_, w)| *w).filter(|w| !ARTICLES.contains(w)).collect();
         let after: Vec<&str> = spans.iter().filter(|(b, _)| *b >= at.end).map(|(_, w)| *w).collect();
         let rest = sentence[at.end..].trim_start();
         let opens = rest.starts_with(',') || after.first().is_some_and(|w| COPULAS.contains(w));

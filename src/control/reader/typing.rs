@@ -8,7 +8,7 @@ use super::candidate::Candidate;
 use super::evidence::Sentence;
 use crate::control::answer_type::{self, AnswerType};
 use crate::control::question::{Question, same_word};
-use crate::lexicon::{COPULAS, PERSON_WORDS, PLACE_PREPOSITIONS};
+use crate::lexicon::{BIRTH_WORDS, COPULAS, PERSON_WORDS, PLACE_PREPOSITIONS};
 use crate::text;
 
 /// Words after "X is" within which the type noun calls X by it ("is a Swedish-born sculptor").
@@ -43,7 +43,7 @@ pub(super) fn people(sentences: &[Sentence<'_>]) -> HashSet<String> {
         .iter()
         .filter_map(|s| {
             let title = text::normalize_answer(s.title);
-            let words: &[&str] = if title.contains(' ') { PERSON_WORDS } else { &["born"] };
+            let words: &[&str] = if title.contains(' ') { PERSON_WORDS } else { BIRTH_WORDS };
             text::words(s.text).any(|w| words.contains(&w.as_str())).then_some(title)
         })
         .collect()

@@ -98,6 +98,8 @@ fn the_number_in_a_name_is_no_amount() {
     let v = run(Check::Adequacy, q, &span("16", &[0], Vec::new()), Some(&retrieval(&db[..1])));
     assert!(!v.pass && v.reason.contains("PostgreSQL 16"), "{v:?}");
     assert!(adequate(q, "six", &db).pass);
+    let held = [("Ada Lind", "She was elected Mayor twice.")];
+    assert!(adequate("How many times was Ada Lind elected?", "twice", &held).pass, "a count in words");
     let counted = [("Ledger", "Ledger has 16 engineers. Its version is Ledger 16.")];
     assert!(adequate(q, "16", &counted).pass, "written as a count once: an amount");
     let dated = retrieval(&[("Kell", "On May 16 the ships left. The old Route 66 ends here.")]);
