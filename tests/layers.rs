@@ -1,6 +1,7 @@
 //! Strict layering: every `crate::` path in `src/` names a module on a lower layer than the
 //! module it is written in, with the layers read from ARCHITECTURE.md, so the document stays
-//! the truth about the code and a back edge fails here.
+//! the truth about the code and a back edge fails here; and inside a module no two files
+//! reach each other, directly or around a cycle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
