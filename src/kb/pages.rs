@@ -120,7 +120,7 @@ mod tests {
         assert_eq!((written(&time.first), time.capitalised.as_ref().map(written)), ("time", Some("Time")));
         assert!(pages.named_in("in time").get(&4).is_some_and(|a| a.capitalised.is_none()));
         assert!(pages.named_in("").is_empty());
-        assert_eq!(Pages::topic_key("Mira (ship)").as_deref(), Some("lilu"));
+        assert_eq!(Pages::topic_key("Mira (ship)").as_deref(), Some("mira"));
         assert_eq!(Pages::topic_key("It"), None);
     }
 }

@@ -7,10 +7,10 @@
 //! hops and what blurs the first.
 //!
 //! The next hop is about an entity the first names: the best-ranked passage whose topic (the
-//! entity its title names, "Lilu" for "Lilu (mythology)") the lead passage's text names
+//! entity its title names, "Mira" for "Mira (ship)") the lead passage's text names
 //! follows it. That is a hyperlink of an encyclopaedia, the anchor text naming the page, and
-//! the bridge of a two-hop question ("the film shot in Leland in 1986" leads to the page of
-//! "Maximum Overdrive"). It is read off titles and text rather than the extracted mentions
+//! the bridge of a two-hop question ("the film shot in Kell in 1986" leads to the page of
+//! "Low Tide"). It is read off titles and text rather than the extracted mentions
 //! ([`Pages`]), so it holds whatever the extractor caught or lost ("Young, New
 //! South Wales" is one name there, two entities to the rule extractor), and only a whole name
 //! counts ("North Kell" does not name "Kell"). Among the fused ranking's first
@@ -58,7 +58,7 @@ pub fn lead_with_link(
                 return Some((*chunk, lead_chunk.text[anchor.first.clone()].to_string()));
             }
             // Below the candidates the name is all the evidence, and a page of the lead's own
-            // topic (another "Lilu", a second paragraph of the same article) is named by
+            // topic (another "Mira", a second paragraph of the same article) is named by
             // every passage about it.
             let written = anchor.capitalised.clone()?;
             (Pages::topic_key(kb.chunk_title(candidate)) != own_topic)
@@ -103,18 +103,18 @@ mod tests {
         (dir, kb, ids)
     }
 
-    fn order(ranmoe: &[(ChunkId, f32)]) -> Vec<ChunkId> {
-        ranmoe.iter().map(|(c, _)| *c).collect()
+    fn order(ranking: &[(ChunkId, f32)]) -> Vec<ChunkId> {
+        ranking.iter().map(|(c, _)| *c).collect()
     }
 
     #[test]
     fn the_lead_comes_first_and_the_page_it_names_second() {
         let (_dir, kb, [kell, tide, moe, orwick, film]) = corpus();
-        // The fused ranmoe puts the lead third and the page it names as a name fourth.
+        // The fused ranking puts the lead third and the page it names as a name fourth.
         let fused = vec![(orwick, 0.9), (moe, 0.8), (kell, 0.7), (tide, 0.6), (film, 0.5)];
-        let (ranmoe, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 10);
-        assert_eq!(order(&ranmoe), vec![kell, tide, orwick, moe, film]);
-        assert!(ranmoe.windows(2).all(|w| w[0].1 >= w[1].1), "scores stay in order: {ranmoe:?}");
+        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 10);
+        assert_eq!(order(&ranking), vec![kell, tide, orwick, moe, film]);
+        assert!(ranking.windows(2).all(|w| w[0].1 >= w[1].1), "scores stay in order: {ranking:?}");
         let hop = hop.expect("the hop that led to the page");
         assert_eq!(
             (hop.subject.as_str(), hop.relation.as_str(), hop.object.as_str()),
@@ -122,7 +122,7 @@ mod tests {
         );
         assert_eq!(hop.chunk, kell);
 
-        // No lead (no text list): the fused ranmoe as it was.
+        // No lead (no text list): the fused ranking as it was.
         assert_eq!(lead_with_link(&kb, None, fused.clone(), 10).0, fused);
     }
 
@@ -131,16 +131,16 @@ mod tests {
         let (_dir, kb, [kell, tide, moe, orwick, film]) = corpus();
         let fused = vec![(orwick, 0.9), (moe, 0.8), (kell, 0.7), (film, 0.6), (tide, 0.5)];
         // Among the candidates, "film" names its page.
-        let (ranmoe, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 4);
-        assert_eq!(order(&ranmoe), vec![kell, film, orwick, moe, tide]);
+        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 4);
+        assert_eq!(order(&ranking), vec![kell, film, orwick, moe, tide]);
         assert_eq!(hop.map(|h| h.object).as_deref(), Some("film"));
         // Below them it is a common word, and the page named as a name follows the lead.
-        let (ranmoe, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 3);
-        assert_eq!(order(&ranmoe), vec![kell, tide, orwick, moe, film]);
+        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 3);
+        assert_eq!(order(&ranking), vec![kell, tide, orwick, moe, film]);
         assert_eq!(hop.map(|h| h.object).as_deref(), Some("Low Tide"));
-        // A page the fused ranmoe does not hold is none.
-        let (ranmoe, hop) = lead_with_link(&kb, Some(kell), fused[..4].to_vec(), 3);
-        assert_eq!(order(&ranmoe), vec![kell, orwick, moe, film]);
+        // A page the fused ranking does not hold is none.
+        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused[..4].to_vec(), 3);
+        assert_eq!(order(&ranking), vec![kell, orwick, moe, film]);
         assert!(hop.is_none());
     }
 
@@ -154,28 +154,28 @@ mod tests {
         let moe = kb.chunk_ids().find(|c| !own.contains(c)).unwrap();
         assert!(own.len() >= 2, "the page spans {} chunks", own.len());
         let fused: Vec<(ChunkId, f32)> = own.iter().map(|c| (*c, 1.0)).chain([(moe, 0.5)]).collect();
-        let (ranmoe, hop) = lead_with_link(&kb, Some(own[0]), fused, 10);
+        let (ranking, hop) = lead_with_link(&kb, Some(own[0]), fused, 10);
         assert!(hop.is_none(), "{hop:?}");
-        assert_eq!(ranmoe[0].0, own[0]);
-        assert_eq!(ranmoe.len(), own.len() + 1);
+        assert_eq!(ranking[0].0, own[0]);
+        assert_eq!(ranking.len(), own.len() + 1);
     }
 
     #[test]
     fn below_the_candidates_a_page_of_the_leads_own_topic_is_no_link() {
         let (_dir, kb) = kb_with_docs(&[
-            ("Lilu (mythology)", "Lilu is a demon of the Akkadian texts."),
-            ("Lilu (band)", "Lilu is a rock band."),
+            ("Mira (ship)", "Mira is a ferry of the Kell line."),
+            ("Mira (band)", "Mira is a rock band."),
             ("Nils Moe", "Nils Moe wrote it."),
         ]);
-        let [myth, band, moe] = ["Lilu (mythology)", "Lilu (band)", "Nils Moe"].map(|t| chunk_of(&kb, t));
+        let [myth, band, moe] = ["Mira (ship)", "Mira (band)", "Nils Moe"].map(|t| chunk_of(&kb, t));
         let fused = vec![(moe, 0.9), (myth, 0.8), (band, 0.7)];
-        let (ranmoe, hop) = lead_with_link(&kb, Some(myth), fused.clone(), 1);
-        assert_eq!(order(&ranmoe), vec![myth, moe, band]);
+        let (ranking, hop) = lead_with_link(&kb, Some(myth), fused.clone(), 1);
+        assert_eq!(order(&ranking), vec![myth, moe, band]);
         assert!(hop.is_none(), "{hop:?}");
         // Among the candidates the evidence favours it, and it is the link.
-        let (ranmoe, hop) = lead_with_link(&kb, Some(myth), fused, 3);
-        assert_eq!(order(&ranmoe), vec![myth, band, moe]);
-        assert_eq!(hop.map(|h| h.object).as_deref(), Some("Lilu"));
+        let (ranking, hop) = lead_with_link(&kb, Some(myth), fused, 3);
+        assert_eq!(order(&ranking), vec![myth, band, moe]);
+        assert_eq!(hop.map(|h| h.object).as_deref(), Some("Mira"));
     }
 
     #[test]
@@ -183,8 +183,8 @@ mod tests {
         let (_dir, kb, [kell, tide, moe, orwick, film]) = corpus();
         // Nils Moe's page names no other passage's topic.
         let fused = vec![(tide, 0.9), (kell, 0.8), (moe, 0.7), (orwick, 0.6), (film, 0.5)];
-        let (ranmoe, hop) = lead_with_link(&kb, Some(moe), fused, 10);
-        assert_eq!(order(&ranmoe), vec![moe, tide, kell, orwick, film]);
+        let (ranking, hop) = lead_with_link(&kb, Some(moe), fused, 10);
+        assert_eq!(order(&ranking), vec![moe, tide, kell, orwick, film]);
         assert!(hop.is_none());
     }
 }
