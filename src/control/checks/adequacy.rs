@@ -94,7 +94,7 @@ pub(super) fn adequacy(q: &Question, answer: &ReaderAnswer, r: &Retrieval) -> (b
 
 /// The noun the question asks for, read here rather than taken from the parse: the first
 /// content word after the question's "what" (or a "which" that opens it or follows a
-/// preposition or comma), whatever function words stand between ("what was the population
+/// preposition or a copula), whatever function words stand between ("what was the population
 /// of", "what is the name of the river"). None for "who", "when", "where" and "how".
 fn asked_noun(question: &str) -> Option<String> {
     let words: Vec<String> = text::words(question).collect();
