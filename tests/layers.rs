@@ -53,39 +53,11 @@ fn files(src: &Path) -> Vec<(String, PathBuf)> {
 /// The top-level modules `source` names through `crate::` (`use crate::kb::Kb`,
 /// `crate::text::normalize(..)`, `use crate::{config, error}`), comments left out.
 fn crate_paths(source: &str) -> BTreeSet<String> {
-    let code: String = source.lines().map(|line| line.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
-    let ident = |s: &str| s.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
-    let mut out = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::") {
-        let before = code[..at].chars().next_back();
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
-            continue;
-        }
-        let rest = &code[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let mut depth = 0usize;
-            let mut item = String::new();
-            for c in group.chars() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        out.insert(ident(&item));
-                        item.clear();
-                        continue;
-                    }
-                    _ => {}
-                }
-                item.push(c);
-            }
-            out.insert(ident(&item));
-        } else {
-            out.insert(ident(rest));
-        }
-    }
-    out.retain(|name| !name.is_empty() && name != "self");
-    out
+    paths_after(source, "crate::")
+        .into_iter()
+        .filter_map(|path| path.into_iter().next())
+        .filter(|name| !name.is_empty() && name != "self")
+        .collect()
 }
 
 #[test]
