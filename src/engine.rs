@@ -166,9 +166,9 @@ impl InlineDoc {
         let title = self.title.or_else(|| self.id.clone()).unwrap_or_default();
         let id = match self.id.or_else(|| (!title.is_empty()).then(|| title.clone())) {
             Some(id) => id,
-            None => format!("{source}-{}", &ingest::content_hash(&title, &self.text)[..16]),
+            None => format!("{source}-{}", &ingest::content_hash(&title, &self.text, &[])[..16]),
         };
-        Ok(SourceDoc { id, title, text: self.text, source: source.into() })
+        Ok(SourceDoc { id, title, text: self.text, source: source.into(), links: Vec::new() })
     }
 }
 

@@ -81,6 +81,7 @@ fn served() -> &'static Served {
                     title: id.to_string(),
                     text: text.to_string(),
                     source: "fuzz".into(),
+                    links: Vec::new(),
                 })
                 .collect();
             a2rag::ingest::ingest_docs(&mut *kb, &engine.pipeline, docs, &mut (), &mut Default::default()).unwrap();

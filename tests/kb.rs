@@ -319,6 +319,7 @@ fn synthetic(id: &str, bytes: usize, seed: u64) -> a2rag::ingest::source::Source
         title: format!("Synthetic {id}"),
         text: a2rag::bench::synthetic_document(bytes, seed),
         source: "test".into(),
+        links: Vec::new(),
     }
 }
 
@@ -345,6 +346,7 @@ fn a_repeated_fact_is_indexed_once_until_its_last_edge_goes_on(store: &TestStore
         title: format!("Note {id}"),
         text: format!("Alpha Corp was founded by Jane Doe. {extra}"),
         source: "test".into(),
+        links: Vec::new(),
     };
     ingest_doc(&mut kb, &pipeline, doc("a", "Jane Doe lives in Paris."));
     let one = kb.stats();
@@ -401,6 +403,7 @@ fn a_fact_moves_to_a_lower_edge_id_from_another_daemons_block() {
         title: format!("Note {id}"),
         text: text.into(),
         source: "test".into(),
+        links: Vec::new(),
     };
     // A takes the first block of ids, B the next; A's later edges sort before B's.
     ingest_doc(&mut a, &pipeline, doc("warm-up", "Ravi Rao lives in Lyon."));
@@ -594,6 +597,7 @@ fn a_document_stored_under_a_typed_path_takes_the_file_s_id_in_place_on(store: &
         title: "oslo".into(),
         text: text.into(),
         source: typed.display().to_string(),
+        links: Vec::new(),
     };
     let mut report = a2rag::ingest::IngestReport::default();
     a2rag::ingest::ingest_docs(&mut kb, &pipeline, vec![earlier], &mut (), &mut report).unwrap();
@@ -672,6 +676,7 @@ fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(store: &Te
         title: "Late Harbour".into(),
         text: "Late Harbour is a port in Province 2. It was built by Mayor Ann Smith in 1901.".into(),
         source: "test".into(),
+        links: Vec::new(),
     };
     let prepared = pipeline.prepare(doc).unwrap();
     kb.commit_document(prepared, &Author::owner()).unwrap();

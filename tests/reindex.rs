@@ -82,6 +82,7 @@ fn ingest(settings: &Settings, embedder: Arc<dyn Embedder>) {
             title: title.to_string(),
             text: text.to_string(),
             source: format!("{id}.txt"),
+            links: Vec::new(),
         };
         kb.commit_document(pipeline.prepare(doc).unwrap(), &Author::owner()).unwrap();
     }

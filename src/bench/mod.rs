@@ -313,6 +313,7 @@ pub fn large_doc(settings: Settings, megabytes: &[usize], scratch: &Path) -> Res
             title: format!("Synthetic {mb} MB"),
             text,
             source: "bench".into(),
+            links: Vec::new(),
         };
         let t = Instant::now();
         let cpu = process_cpu_seconds();

@@ -161,7 +161,7 @@ impl Encyclopedia {
                 c = noun(3),
             ),
         };
-        SourceDoc { id: title.clone(), title, text, source: "synthetic".into() }
+        SourceDoc { id: title.clone(), title, text, source: "synthetic".into(), links: Vec::new() }
     }
 
     /// `count` two-hop questions, each over an organisation page and its founder's page:

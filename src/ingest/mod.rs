@@ -22,7 +22,7 @@ use crate::embed::Embedder;
 use crate::error::{Error, Result};
 use crate::kb::PreparedChunk;
 use crate::kb::audit::Author;
-use crate::kb::model::{EdgeOrigin, fact_text, passage_text, relation_label, summary_embedded_apart};
+use crate::kb::model::{EdgeOrigin, Link, fact_text, passage_text, relation_label, summary_embedded_apart};
 use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
 use crate::net::Remote;
 use extract::{Extractor, RuleExtractor};
@@ -100,7 +100,7 @@ impl Pipeline {
     /// Everything but the vectors: chunks, extraction, triples, summary, and the list of
     /// short texts the commit will need vectors for.
     pub fn draft(&self, doc: SourceDoc) -> Result<Draft> {
-        let content_hash = content_hash(&doc.title, &doc.text);
+        let content_hash = content_hash(&doc.title, &doc.text, &doc.links);
         let spans = chunk::chunk_spans(&doc.text, self.chunk_tokens, self.chunk_overlap);
         // Each chunk carries the headings it starts under. (Cutting chunks at headings as
         // well was measured and not kept: section-sized chunks lifted R@2 on the handbook
@@ -126,6 +126,7 @@ impl Pipeline {
                 span: (span.start, span.end),
                 text,
                 section: sections.get(ordinal).cloned().unwrap_or_default(),
+                links: links_within(&doc.links, span),
                 vector: Vec::new(),
                 entities: extraction.entities,
             });
@@ -285,12 +286,28 @@ fn chunk_mentioning(chunks: &[PreparedChunk], subject: &str, object: &str) -> us
     find(subject).or_else(|| find(object)).unwrap_or(0)
 }
 
-pub fn content_hash(title: &str, text: &str) -> String {
+/// The hash that tells a document unchanged: of its title and text, and of where its links
+/// point, if it has any (a link retargeted is a change).
+pub fn content_hash(title: &str, text: &str, links: &[Link]) -> String {
     let mut h = Sha256::new();
     h.update(title.as_bytes());
     h.update([0u8]);
     h.update(text.as_bytes());
+    for link in links {
+        h.update([0u8]);
+        h.update(link.target.as_bytes());
+    }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The links whose anchor lies within `span` of the document text, anchors made relative
+/// to the chunk's start.
+fn links_within(links: &[Link], span: &std::ops::Range<usize>) -> Vec<Link> {
+    links
+        .iter()
+        .filter(|l| span.start <= l.anchor.0 && l.anchor.1 <= span.end)
+        .map(|l| Link { anchor: (l.anchor.0 - span.start, l.anchor.1 - span.start), target: l.target.clone() })
+        .collect()
 }
 
 /// What an ingest run did. `failed` problems make the CLI exit non-zero.
@@ -468,8 +485,9 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
     let work: Vec<SourceDoc> = kb.write(|kb| {
         docs.into_iter()
             .filter(|doc| {
-                let unchanged =
-                    kb.doc_by_id(&doc.id).is_some_and(|d| d.content_hash == content_hash(&doc.title, &doc.text));
+                let unchanged = kb
+                    .doc_by_id(&doc.id)
+                    .is_some_and(|d| d.content_hash == content_hash(&doc.title, &doc.text, &doc.links));
                 if unchanged {
                     report.record(IngestOutcome::Unchanged);
                     progress.advance(&doc.id);
@@ -638,9 +656,28 @@ pub(crate) mod testing {
                 title: title.to_string(),
                 text: text.to_string(),
                 source: "test".into(),
+                links: Vec::new(),
             })
             .collect();
         ingest_docs(&mut kb, &pipeline, docs, &mut (), &mut IngestReport::default()).expect("ingest");
+        (dir, kb)
+    }
+
+    /// A fresh KB holding the files `files` (name, content) written into a temporary folder
+    /// and ingested from it, as a user's folder would be.
+    pub fn kb_with_files(files: &[(&str, &str)]) -> (tempfile::TempDir, Kb) {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut settings = Settings::defaults();
+        settings.data_dir = dir.path().join("kb");
+        let folder = dir.path().join("docs");
+        std::fs::create_dir_all(&folder).expect("folder");
+        for (name, content) in files {
+            std::fs::write(folder.join(name), content).expect("write a file");
+        }
+        let embedder = Arc::new(HashEmbedder::new(settings.embed.dim));
+        let mut kb = Kb::open(Arc::new(settings.clone()), embedder.clone()).expect("open the KB");
+        let pipeline = Pipeline::from_settings(&settings, embedder, None, &Remote::new()).expect("pipeline");
+        super::ingest_paths(&mut kb, &pipeline, &[folder], &mut ()).expect("ingest");
         (dir, kb)
     }
 
@@ -666,6 +703,7 @@ mod tests {
                 1900 + i
             ),
             source: "test".into(),
+            links: Vec::new(),
         }
     }
 
@@ -726,6 +764,7 @@ mod tests {
             span: (0, 0),
             text: String::new(),
             section: String::new(),
+            links: Vec::new(),
             vector: Vec::new(),
             entities: entities.iter().map(|e| e.to_string()).collect(),
         };

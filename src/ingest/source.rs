@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::format::{self, Format};
 use crate::error::Error;
+use crate::kb::model::Link;
 
 /// A document as read, before chunking.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,6 +18,9 @@ pub struct SourceDoc {
     pub title: String,
     pub text: String,
     pub source: String,
+    /// Its hyperlinks, anchors as byte ranges of `text`; a link between files points to the
+    /// target's path (see [`resolve_links`]).
+    pub links: Vec<Link>,
 }
 
 /// Something wrong with the input that did not stop the rest of the ingest.
@@ -278,7 +282,40 @@ pub fn read_file(path: &Path, max_file_bytes: u64) -> ReadOutcome {
 fn push_extracted(path: &Path, source: &str, extracted: format::Extracted, out: &mut ReadOutcome) {
     out.problems
         .extend(extracted.gaps.into_iter().map(|detail| SourceProblem::Gap { path: path.to_path_buf(), detail }));
-    out.docs.push(plain_doc(&extracted.text, source, extracted.title));
+    let mut doc = plain_doc(&extracted.text, source, extracted.title);
+    doc.links = resolve_links(Path::new(source), extracted.links);
+    out.docs.push(doc);
+}
+
+/// The links of the file at `path` that point to another file, each target resolved against
+/// the file's folder to that file's path, which names its document ([`document_path`]).
+/// Links with a scheme (the web, mail) and links within the page name no document here and
+/// are dropped; `#section` and `?query` parts are no part of the file.
+fn resolve_links(path: &Path, links: Vec<Link>) -> Vec<Link> {
+    let Some(folder) = path.parent() else {
+        return Vec::new();
+    };
+    links
+        .into_iter()
+        .filter_map(|link| {
+            let target = link.target.split(['#', '?']).next().unwrap_or_default().replace("%20", " ");
+            let scheme = target.split_once(':').is_some_and(|(s, _)| !s.is_empty() && !s.contains('/'));
+            if target.is_empty() || scheme {
+                return None;
+            }
+            let mut resolved = PathBuf::new();
+            for part in folder.join(&target).components() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        resolved.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => resolved.push(other),
+                }
+            }
+            (resolved != path).then(|| Link { anchor: link.anchor, target: document_path(&resolved) })
+        })
+        .collect()
 }
 
 /// Drops documents without text, saying so.
@@ -328,6 +365,7 @@ fn plain_doc(content: &str, source: &str, title: Option<String>) -> SourceDoc {
         title: title.unwrap_or(stem),
         text: content.to_string(),
         source: source.to_string(),
+        links: Vec::new(),
     }
 }
 
@@ -374,7 +412,7 @@ fn read_records(
                         SourceProblem::RepeatedId { path: path.to_path_buf(), line, id: id.clone(), first_line };
                     out.problems.push(repeat);
                 }
-                out.docs.push(SourceDoc { id, title, text: rec.text, source: source.to_string() });
+                out.docs.push(SourceDoc { id, title, text: rec.text, source: source.to_string(), links: Vec::new() });
             }
             Err(e) => out.problems.push(SourceProblem::Error(Error::Parse {
                 path: path.to_path_buf(),
@@ -413,6 +451,7 @@ fn read_json(path: &Path, content: &str, source: &str, out: &mut ReadOutcome) {
                         title,
                         text: join_sentences(&sentences),
                         source: source.to_string(),
+                        links: Vec::new(),
                     });
                 }
             }
@@ -580,6 +619,26 @@ mod tests {
         let sents = write(dir.path(), "s.json", br#"{"X":["First one."," Second one."]}"#);
         let out = read_file(&sents, MAX);
         assert_eq!(out.docs[0].text, "First one. Second one.");
+    }
+
+    /// Issue 34: a link between files names the target's document; the web, mail and the
+    /// page itself name none.
+    #[test]
+    fn links_between_files_point_to_the_target_documents_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("teams")).unwrap();
+        std::fs::write(dir.path().join("teams/harbour.md"), "# Harbour\n\nRuns the port.\n").unwrap();
+        let page = dir.path().join("services/lantern.md");
+        std::fs::create_dir_all(page.parent().unwrap()).unwrap();
+        let text = "# Lantern\n\nOwned by [Harbour](../teams/harbour.md#people); see [the web](https://x.org), \
+                    [mail](mailto:a@x.org), [this page](#top) and [itself](lantern.md).\n";
+        std::fs::write(&page, text).unwrap();
+        let doc = read_file(&page, 1 << 20).docs.pop().unwrap();
+        let harbour = document_path(&dir.path().join("teams/harbour.md"));
+        assert_eq!(doc.links.len(), 1, "{:?}", doc.links);
+        assert_eq!(doc.links[0].target, harbour);
+        assert_eq!(&doc.text[doc.links[0].anchor.0..doc.links[0].anchor.1], "Harbour");
+        assert!(doc.text.contains("Owned by Harbour; see the web, mail, this page and itself."));
     }
 
     #[test]

@@ -78,10 +78,15 @@ impl Bm25 {
         }
     }
 
+    /// How many indexed chunks contain `term` (already lowercased).
+    pub fn frequency(&self, term: &str) -> usize {
+        self.postings.get(term).map_or(0, HashMap::len)
+    }
+
     /// Inverse document frequency of `term` (already lowercased), as the ranking weighs it:
     /// high for a term few chunks contain, highest for one none does.
     pub fn idf(&self, term: &str) -> f32 {
-        self.idf_of(self.postings.get(term).map_or(0, HashMap::len))
+        self.idf_of(self.frequency(term))
     }
 
     /// Inverse document frequency of a term `df` chunks contain.

@@ -35,6 +35,18 @@ pub struct Chunk {
     /// text under no heading, and in chunks stored before sections were read.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub section: String,
+    /// The hyperlinks in the chunk, anchors as byte ranges of `text`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<Link>,
+}
+
+/// A hyperlink as a document writes it: the anchor text's byte range (in the text that holds
+/// it) and what it points to. A link between files of a folder points to the target's path
+/// (absolute, as documents read from files are named), so it names that document's id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Link {
+    pub anchor: (usize, usize),
+    pub target: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

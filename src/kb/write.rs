@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use super::align::{Mention, same_entity};
 use super::audit::{Action, AuditEntry, Author};
 use super::model::{
-    Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Node, NodeId, RawTriple, fact_text, relation_label,
+    Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Link, Node, NodeId, RawTriple, fact_text, relation_label,
 };
 use super::store::{self, Family, KbBatch};
 use super::{FactKey, Kb};
@@ -41,6 +41,8 @@ pub struct PreparedChunk {
     pub text: String,
     /// The headings it sits under (see [`Chunk::section`]).
     pub section: String,
+    /// Its hyperlinks (see [`Chunk::links`]).
+    pub links: Vec<Link>,
     pub vector: Vec<f32>,
     pub entities: Vec<String>,
 }
@@ -374,6 +376,7 @@ impl Kb {
                 span: prepared.span,
                 text: prepared.text.clone(),
                 section: prepared.section.clone(),
+                links: prepared.links.clone(),
             };
             staging.batch.put_chunk(&chunk);
             staging.batch.put_vector(Family::ChunkVec, chunk.id as u64, &prepared.vector);

@@ -18,11 +18,15 @@
 //! counts ("the euro"); further down only a mention written as a name does ("Iowa", not
 //! "time" or "1984", which title pages too): there the link stands on the text alone, as when
 //! the extraction lost the entity joining the two passages, and the walk with it. The rest
-//! keeps the fused order.
+//! keeps the fused order. A hyperlink in the lead passage to another document of the KB (a
+//! Markdown or HTML link between files of a folder) is that pointer written down: the linked
+//! document's best-ranked passage qualifies at any rank, ahead of a name the text only writes.
+
+use std::collections::HashMap;
 
 use super::PathHop;
 use crate::kb::Kb;
-use crate::kb::model::ChunkId;
+use crate::kb::model::{Chunk, ChunkId, DocKey};
 use crate::kb::pages::Pages;
 use crate::text;
 
@@ -47,13 +51,18 @@ pub fn lead_with_link(
     let top = fused.first().map_or(0.0, |(_, s)| *s);
     let named = kb.pages().named_in(&lead_chunk.text);
     let own_topic = Pages::topic_key(kb.chunk_title(lead_chunk));
-    let link = if named.is_empty() {
+    let hyperlinked = hyperlinked_docs(kb, lead_chunk);
+    let link = if named.is_empty() && hyperlinked.is_empty() {
         None
     } else {
         fused.iter().enumerate().find_map(|(rank, (chunk, _))| {
-            let anchor = named.get(chunk)?;
-            // Another chunk of the lead's own document names its title too, but is no hop.
             let candidate = kb.chunk(*chunk).filter(|c| c.doc != lead_chunk.doc)?;
+            // A hyperlink is the author's own pointer: it counts at any rank.
+            if let Some(anchor) = hyperlinked.get(&candidate.doc) {
+                return Some((*chunk, anchor.clone()));
+            }
+            // Another chunk of the lead's own document names its title too, but is no hop.
+            let anchor = named.get(chunk)?;
             if rank < candidates {
                 return Some((*chunk, lead_chunk.text[anchor.first.clone()].to_string()));
             }
@@ -82,6 +91,18 @@ pub fn lead_with_link(
     (ranking, hop)
 }
 
+/// The documents `chunk` links to, other than its own, each with the anchor text of its
+/// first link there.
+fn hyperlinked_docs(kb: &Kb, chunk: &Chunk) -> HashMap<DocKey, String> {
+    let mut docs = HashMap::new();
+    for link in &chunk.links {
+        let Some(target) = kb.doc_by_id(&link.target).filter(|d| d.key != chunk.doc) else { continue };
+        let anchor = chunk.text.get(link.anchor.0..link.anchor.1).unwrap_or(target.title.as_str());
+        docs.entry(target.key).or_insert_with(|| anchor.to_string());
+    }
+    docs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +122,42 @@ mod tests {
         ]);
         let ids = titles.map(|t| chunk_of(&kb, t));
         (dir, kb, ids)
+    }
+
+    /// Issue 34: a hyperlink between files of a folder leads to the linked file's passage,
+    /// wherever the fusion ranks it and whether or not the anchor names its title.
+    #[test]
+    fn a_hyperlink_in_the_lead_passage_leads_to_the_linked_document() {
+        let (_dir, kb) = crate::ingest::testing::kb_with_files(&[
+            (
+                "gatekeeper.md",
+                "# Gatekeeper\n\nGatekeeper signs users in. Sessions live in [the shared cache](./beacon.md#setup).\n",
+            ),
+            ("beacon.md", "# Beacon\n\nBeacon is a cache that runs in Orwick.\n"),
+            ("shipyard.md", "# Shipyard\n\nShipyard deploys services and keeps the shared cache settings.\n"),
+        ]);
+        let [gatekeeper, beacon, shipyard] = ["Gatekeeper", "Beacon", "Shipyard"].map(|t| chunk_of(&kb, t));
+        let lead = kb.chunk(gatekeeper).unwrap();
+        assert_eq!(lead.links.len(), 1, "the link is kept: {:?}", lead.links);
+        assert_eq!(&lead.text[lead.links[0].anchor.0..lead.links[0].anchor.1], "the shared cache");
+        assert!(!lead.text.contains("beacon.md"), "no link markup in the text: {}", lead.text);
+
+        let fused = vec![(shipyard, 0.9), (gatekeeper, 0.8), (beacon, 0.1)];
+        let (ranking, hop) = lead_with_link(&kb, Some(gatekeeper), fused.clone(), 1);
+        assert_eq!(order(&ranking), vec![gatekeeper, beacon, shipyard]);
+        assert_eq!(hop.map(|h| h.object).as_deref(), Some("the shared cache"));
+
+        // Without the link, nothing in the text names Beacon: the fused order stands.
+        let (_dir, unlinked) = crate::ingest::testing::kb_with_docs(&[
+            ("Gatekeeper", "Gatekeeper signs users in. Sessions live in the shared cache."),
+            ("Beacon", "Beacon is a cache that runs in Orwick."),
+            ("Shipyard", "Shipyard deploys services and keeps the shared cache settings."),
+        ]);
+        let [gatekeeper, beacon, shipyard] = ["Gatekeeper", "Beacon", "Shipyard"].map(|t| chunk_of(&unlinked, t));
+        let fused = vec![(shipyard, 0.9), (gatekeeper, 0.8), (beacon, 0.1)];
+        let (ranking, hop) = lead_with_link(&unlinked, Some(gatekeeper), fused, 1);
+        assert_eq!(order(&ranking), vec![gatekeeper, shipyard, beacon]);
+        assert!(hop.is_none());
     }
 
     fn order(ranking: &[(ChunkId, f32)]) -> Vec<ChunkId> {

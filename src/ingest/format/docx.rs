@@ -43,7 +43,7 @@ pub fn extract(bytes: &[u8], path: &Path) -> Result<Extracted, Error> {
         docx_rust::core::Core::CoreNoNamespace(c) => c.title.as_deref().map(str::to_string),
     });
     let title = core_title.map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).or(first_heading);
-    Ok(Extracted { title, text: tidy(lines), gaps: Vec::new() })
+    Ok(Extracted { title, text: tidy(lines), links: Vec::new(), gaps: Vec::new() })
 }
 
 /// The paragraph's text, as a heading line where its style is a heading's.

@@ -1,10 +1,11 @@
 //! HTML: the main text, headings as `#` lines, the title from the first `<h1>` (else
 //! `<title>`). Scripts, styles, navigation and page furniture are left out; a link keeps its
-//! anchor text in place, which is where the lead step finds the names of other pages.
+//! anchor text in place, which is where the lead step finds the names of other pages, and
+//! its target, which is what it follows (see `markdown::unlink`).
 
 use scraper::{ElementRef, Html, Node, Selector};
 
-use super::{Extracted, heading, tidy};
+use super::{Extracted, heading, markdown, tidy};
 
 /// Elements whose content is not the document's text.
 const LEFT_OUT: &[&str] =
@@ -42,7 +43,8 @@ pub fn extract(content: &str) -> Extracted {
     let mut lines = vec![String::new()];
     walk(document.root_element(), &mut lines);
     let title = first_text(&document, "h1").or_else(|| first_text(&document, "title"));
-    Extracted { title, text: tidy(lines), gaps: Vec::new() }
+    let (text, links) = markdown::unlink(&tidy(lines));
+    Extracted { title, text, links, gaps: Vec::new() }
 }
 
 fn first_text(document: &Html, tag: &str) -> Option<String> {
@@ -57,11 +59,7 @@ fn words(element: &ElementRef<'_>) -> String {
 fn walk(element: ElementRef<'_>, lines: &mut Vec<String>) {
     for child in element.children() {
         match child.value() {
-            Node::Text(text) => {
-                if let Some(line) = lines.last_mut() {
-                    line.push_str(text);
-                }
-            }
+            Node::Text(text) => push(lines, text),
             Node::Element(e) => {
                 let Some(child) = ElementRef::wrap(child) else { continue };
                 let name = e.name();
@@ -75,14 +73,26 @@ fn walk(element: ElementRef<'_>, lines: &mut Vec<String>) {
                     lines.push(String::new());
                     walk(child, lines);
                     lines.push(String::new());
+                } else if let Some(href) = e.attr("href").filter(|_| name == "a") {
+                    // A link is kept as one, in the Markdown shape every reader gives, for
+                    // `markdown::unlink` to read: its anchor in the text, its target aside.
+                    push(lines, "[");
+                    walk(child, lines);
+                    push(lines, &format!("]({})", href.split_whitespace().collect::<Vec<_>>().join("%20")));
                 } else {
-                    // Inline (a link, emphasis): its words run on in the line, as a browser
+                    // Inline (emphasis, a span): its words run on in the line, as a browser
                     // shows them ("H<sub>2</sub>O" is one word).
                     walk(child, lines);
                 }
             }
             _ => {}
         }
+    }
+}
+
+fn push(lines: &mut [String], text: &str) {
+    if let Some(line) = lines.last_mut() {
+        line.push_str(text);
     }
 }
 
@@ -111,6 +121,10 @@ mod tests {
             "# Lantern service\n\nLantern sends Relay events to two queues.\n\n## Ownership\n\n\
              Owned by the Harbour team.\n\nOn call weekly."
         );
+        // The link is kept as one: its anchor in the text, its target aside.
+        let anchors: Vec<(&str, &str)> =
+            got.links.iter().map(|l| (&got.text[l.anchor.0..l.anchor.1], l.target.as_str())).collect();
+        assert_eq!(anchors, [("Relay", "/relay.html")]);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Headings out of Markdown-shaped text (what every format reader produces): the title (the
 //! first heading of either style) and each chunk's section path, with markup stripped.
 
+use crate::kb::model::Link;
+
 /// One heading: where its line starts, its level (setext `===` is 1, `---` 2) and its text.
 #[derive(Debug, Clone, PartialEq)]
 struct Heading {
@@ -138,6 +140,41 @@ pub fn plain(heading: &str) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// `text` with each inline link `[anchor](target)` written as its anchor alone, and the
+/// links, anchors as byte ranges of the text returned. Images and reference links stay as
+/// written; a link's title (`[a](b "title")`) and angle brackets are no part of its target.
+pub fn unlink(text: &str) -> (String, Vec<Link>) {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut links = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let image = i > 0 && chars[i - 1] == '!';
+        let inline = (chars[i] == '[' && !image)
+            .then(|| link_end(&chars, i))
+            .flatten()
+            .filter(|(close, after)| chars.get(close + 1) == Some(&'(') && *after > close + 2);
+        match inline {
+            Some((close, after)) => {
+                let anchor: String = chars[i + 1..close].iter().collect();
+                let target: String = chars[close + 2..after - 1].iter().collect();
+                let target = target.split_whitespace().next().unwrap_or("").trim_matches(['<', '>']);
+                let start = out.len();
+                out.push_str(&anchor);
+                if !target.is_empty() && !anchor.trim().is_empty() {
+                    links.push(Link { anchor: (start, out.len()), target: target.to_string() });
+                }
+                i = after;
+            }
+            None => {
+                out.push(chars[i]);
+                i += 1;
+            }
+        }
+    }
+    (out, links)
+}
+
 /// For `[text](target)` or `[text][ref]` starting at `open`: where the text ends and where
 /// the whole link does.
 fn link_end(chars: &[char], open: usize) -> Option<(usize, usize)> {
@@ -169,6 +206,17 @@ fn link_end(chars: &[char], open: usize) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_become_their_anchor_and_are_kept_aside() {
+        let (text, links) =
+            unlink("See [the cache](beacon.md \"Beacon\") and ![badge](b.svg), [ref][1], [web](<https://x.org/a b>).");
+        assert_eq!(text, "See the cache and ![badge](b.svg), [ref][1], web.");
+        let anchors: Vec<(&str, &str)> =
+            links.iter().map(|l| (&text[l.anchor.0..l.anchor.1], l.target.as_str())).collect();
+        assert_eq!(anchors, [("the cache", "beacon.md"), ("web", "https://x.org/a")]);
+        assert_eq!(unlink("no links, [brackets] and (parens)").0, "no links, [brackets] and (parens)");
+    }
 
     #[test]
     fn the_first_heading_of_either_style_titles_the_text() {

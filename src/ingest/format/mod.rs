@@ -11,6 +11,7 @@ mod pdf;
 use std::path::Path;
 
 use crate::error::Error;
+use crate::kb::model::Link;
 
 /// The formats read as one document each (JSON and JSONL corpora are read by `source`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +60,9 @@ pub struct Extracted {
     /// From the file itself (first heading, metadata); `None` leaves the file's name.
     pub title: Option<String>,
     pub text: String,
+    /// Its hyperlinks (Markdown and HTML), anchors as byte ranges of `text`, targets as
+    /// written.
+    pub links: Vec<Link>,
     /// Parts that could not be read although the rest could ("page 3 has no text layer"),
     /// reported as warnings with the file's path.
     pub gaps: Vec<String>,
@@ -68,8 +72,11 @@ pub struct Extracted {
 pub fn extract_text(format: Format, content: &str) -> Extracted {
     match format {
         Format::Html => html::extract(content),
-        Format::Markdown => Extracted { title: markdown::title(content), text: content.to_string(), gaps: Vec::new() },
-        _ => Extracted { title: None, text: content.to_string(), gaps: Vec::new() },
+        Format::Markdown => {
+            let (text, links) = markdown::unlink(content);
+            Extracted { title: markdown::title(content), text, links, gaps: Vec::new() }
+        }
+        _ => Extracted { title: None, text: content.to_string(), links: Vec::new(), gaps: Vec::new() },
     }
 }
 

@@ -31,7 +31,7 @@ pub fn extract(bytes: &[u8], path: &Path) -> Result<Extracted, Error> {
         )));
     }
     let title = metadata_title(bytes).or_else(|| text.lines().next().map(|l| l.trim().to_string()));
-    Ok(Extracted { title, text, gaps })
+    Ok(Extracted { title, text, links: Vec::new(), gaps })
 }
 
 /// The `Title` of the document information dictionary, where there is one.
