@@ -24,6 +24,7 @@ use crate::kb::model::NodeId;
 use crate::kb::{Kb, SearchMode};
 use crate::net::Remote;
 use crate::rank::reciprocal_rank_fusion;
+use crate::retrieve::lead;
 use crate::retrieve::{RankedChunk, Retrieval, RetrieveOptions, Retriever, Stage, Strategy};
 use dataset::{Dataset, EvalQuestion};
 pub use metrics::{exact_match, f1, recall_at};
@@ -100,8 +101,22 @@ pub struct Report {
     pub sweep: Vec<escalation::SweepRow>,
     /// a2rag under each policy asked for, and always escalating to the global stage.
     pub policies: Vec<escalation::PolicyRow>,
+    /// How often the lead's page step put a document at a2rag's rank 2 whose title other
+    /// documents share ("README"), and how often that document was gold.
+    pub repeated_title_second: RepeatedTitleSecond,
     /// How LLM calls and tokens are counted in this run.
     pub cost_note: String,
+}
+
+/// a2rag's rank 2 on documents whose title is not theirs alone, where the lead's page step
+/// put it there: where titles repeat, that step must stay out of the way unless such a
+/// document is gold.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct RepeatedTitleSecond {
+    /// Documents whose title another document has too.
+    pub documents: usize,
+    pub questions: usize,
+    pub gold: usize,
 }
 
 /// F1 at which an answer counts as right for accepted precision.
@@ -187,6 +202,12 @@ fn best_f1(q: &EvalQuestion, answer: &str) -> f64 {
 }
 
 /// Document ids of ranked chunks, first occurrence order.
+/// The titles more than one document of `kb` has.
+fn repeated_titles(kb: &Kb) -> HashSet<String> {
+    let mut seen = HashSet::new();
+    kb.docs().filter(|d| !seen.insert(d.title.as_str())).map(|d| d.title.clone()).collect()
+}
+
 pub fn ranked_docs(chunks: &[RankedChunk]) -> Vec<String> {
     let mut seen = HashSet::new();
     chunks.iter().filter(|c| seen.insert(c.doc_id.clone())).map(|c| c.doc_id.clone()).collect()
@@ -301,6 +322,11 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
 
     // a2rag: the full controller loop.
     let mut a2rag = Tally::default();
+    let repeated_titles = repeated_titles(&kb);
+    let mut repeated_title_second = RepeatedTitleSecond {
+        documents: kb.docs().filter(|d| repeated_titles.contains(&d.title)).count(),
+        ..RepeatedTitleSecond::default()
+    };
     let mut records = Vec::with_capacity(questions.len());
     for q in &questions {
         let request = QueryRequest { question: q.question.clone(), policy: None, budget: None };
@@ -311,6 +337,16 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         let retrieve_ms =
             response.ledger.entries.iter().find(|e| e.step == "retrieve").map_or(0.0, |e| e.micros as f64 / 1000.0);
         a2rag.add_retrieval(q, &docs, retrieve_ms);
+        let lead = response.evidence.first().map(|c| c.chunk);
+        let led_to_second = response
+            .paths
+            .iter()
+            .any(|p| matches!(p.as_slice(), [hop] if hop.relation == lead::MENTIONS && Some(hop.chunk) == lead));
+        let repeated = |id: &&String| kb.doc_by_id(id).is_some_and(|d| repeated_titles.contains(&d.title));
+        if let Some(second) = docs.get(1).filter(repeated).filter(|_| led_to_second) {
+            repeated_title_second.questions += 1;
+            repeated_title_second.gold += usize::from(q.gold.contains(second));
+        }
         a2rag.add_answer(q, response.answer.as_deref(), &response.ledger);
         records.push(QuestionRecord {
             id: q.id.clone(),
@@ -403,6 +439,7 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
         node_deletion,
         sweep,
         policies,
+        repeated_title_second,
         cost_note: "Embedded roles. The reader is metered as one LLM call with the answer prompt's estimated tokens; \
                     embedded validators and the template rewriter make no call. The reader-only and iterative baselines meter their reader the same way. \
                     Coverage is the share of questions answered; accepted precision the share of answered questions with F1 >= 0.5 \

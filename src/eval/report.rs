@@ -92,6 +92,14 @@ pub fn markdown(r: &Report) -> String {
         let parts: Vec<String> = a.stages.iter().map(|(k, v)| format!("{k} {:.0}%", v * 100.0)).collect();
         let _ = writeln!(out, "\nLast retrieval stage of a2rag (share of questions): {}", parts.join(", "));
     }
+    let repeated = r.repeated_title_second;
+    if repeated.documents > 0 {
+        let _ = writeln!(
+            out,
+            "\n{} documents share their title with another. The lead's page step put one of them at rank 2 on {} of {} questions; it was gold on {} of those.",
+            repeated.documents, repeated.questions, r.questions, repeated.gold
+        );
+    }
     let find = |name: &str| r.systems.iter().find(|s| s.system == name);
     if let (Some(a), Some(b)) = (find("a2rag"), find("reader-only"))
         && let (Some(pa), Some(pb), Some(ca), Some(cb)) =

@@ -31,8 +31,9 @@ pub struct Chunk {
     /// Byte span of this chunk in the document text.
     pub span: (usize, usize),
     pub text: String,
-    /// The headings the chunk sits under below the title ("Ownership › On call"); empty for
-    /// text under no heading, and in chunks stored before sections were read.
+    /// The headings the chunk sits under below the title, outermost first, joined by
+    /// [`SECTION_SEPARATOR`] ("Ownership › On call"); empty for text under no heading, and in
+    /// chunks stored before sections were read.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub section: String,
     /// The hyperlinks in the chunk, anchors as byte ranges of `text`.
@@ -96,10 +97,17 @@ pub fn fact_text(triple: &RawTriple) -> String {
     format!("{} {} {}", triple.subject.trim(), relation_label(&triple.relation), triple.object.trim())
 }
 
+/// What joins the headings of a section path ([`Chunk::section`]).
+pub const SECTION_SEPARATOR: &str = " › ";
+
 /// The text a chunk is embedded and BM25-indexed as: its document's title, then the chunk, so
 /// that a passage that never repeats its subject's name still matches it.
 pub fn passage_text(title: &str, section: &str, chunk: &str) -> String {
-    if section.is_empty() { format!("{title}\n{chunk}") } else { format!("{title} › {section}\n{chunk}") }
+    if section.is_empty() {
+        format!("{title}\n{chunk}")
+    } else {
+        format!("{title}{SECTION_SEPARATOR}{section}\n{chunk}")
+    }
 }
 
 /// Whether a document of `chunks` chunks has a summary vector of its own. One that fits in

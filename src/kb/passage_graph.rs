@@ -14,14 +14,24 @@
 //!   key (see [`super::align::blocking_keys`]), so the set is exact and deterministic rather
 //!   than the output of an approximate neighbour search.
 //!
-//! Rows: entity nodes first in node-id order, then passages in chunk-id order; the snapshot
-//! is a pure function of the KB's contents.
+//! - a document's outline: a document of more than one passage gets a row, and so does each
+//!   section of it (its heading path); a passage links to its innermost section (to its
+//!   document under no heading), a section to its parent section or document. A walk that
+//!   reaches one passage of a long document reaches the passages beside it under the same
+//!   heading first, then the rest of the document: the structure is part of the graph
+//!   whatever the extractor found. A one-passage document is its passage and adds no row;
+//! - a hyperlink links the passage holding it to the document it points to (that
+//!   document's row, or its one passage).
+//!
+//! Rows: entity nodes first in node-id order, then passages in chunk-id order, then the
+//! outline's rows (documents in key order, each followed by its sections in the order they
+//! open); the snapshot is a pure function of the KB's contents.
 
 use std::collections::{BTreeSet, HashMap};
 
 use super::Kb;
 use super::graph::Csr;
-use super::model::{ChunkId, NodeId};
+use super::model::{Chunk, ChunkId, DocKey, NodeId, SECTION_SEPARATOR};
 use crate::text;
 
 /// Blocks with more nodes than this share only a common word prefix ("john", "univ"); their
@@ -37,6 +47,8 @@ pub struct PassageGraph {
     node_rows: HashMap<NodeId, u32>,
     chunk_rows: HashMap<ChunkId, u32>,
     pub synonym_edges: usize,
+    /// Rows of the documents' outline, after the passages (see the module's header).
+    pub outline_rows: usize,
     /// Share of the passages in the largest connected component: how much of the corpus
     /// one walk can reach.
     pub largest_component_share: f32,
@@ -75,21 +87,24 @@ impl PassageGraph {
                 Some((node, *id))
             })
             .collect();
-        PassageGraph::assemble(nodes, chunks, &triples, &mentions, &topics, &synonym_pairs(kb, synonym_threshold))
+        let links = Links {
+            triples: &triples,
+            mentions: &mentions,
+            topics: &topics,
+            synonyms: &synonym_pairs(kb, synonym_threshold),
+        };
+        PassageGraph::assemble(nodes, chunks, links, &Outline::of(kb))
     }
 
-    /// The graph of these entities and passages: `triples` link two entities, `mentions`
-    /// an entity and a passage (weight 1, or [`mention_weights`]'s for a passage's topic among
-    /// `topics`), `synonyms` two entities (weight = cosine). Links naming an unknown entity or
-    /// passage are left out.
+    /// The graph of these entities and passages, and the `outline`'s rows after them (see
+    /// [`Links`] and [`Outline`]). Links naming an unknown entity or passage are left out.
     pub fn assemble(
         mut nodes: Vec<NodeId>,
         mut chunks: Vec<ChunkId>,
-        triples: &[(NodeId, NodeId)],
-        mentions: &[(NodeId, ChunkId)],
-        topics: &[(NodeId, ChunkId)],
-        synonyms: &[(NodeId, NodeId, f32)],
+        links: Links<'_>,
+        outline: &Outline,
     ) -> PassageGraph {
+        let Links { triples, mentions, topics, synonyms } = links;
         nodes.sort_unstable();
         chunks.sort_unstable();
         let node_rows: HashMap<NodeId, u32> = nodes.iter().enumerate().map(|(i, n)| (*n, i as u32)).collect();
@@ -107,9 +122,108 @@ impl PassageGraph {
         let before = edges.len();
         edges.extend(synonyms.iter().filter_map(|(a, b, cos)| entity_pair(a, b).map(|(a, b)| (a, b, *cos))));
         let synonym_edges = edges.len() - before;
-        let csr = Csr::from_weighted_edges(nodes.len() + chunks.len(), &edges);
-        let largest_component_share = largest_component_share(&csr, nodes.len());
-        PassageGraph { csr, nodes, chunks, node_rows, chunk_rows, synonym_edges, largest_component_share }
+        let first_outline_row = (nodes.len() + chunks.len()) as u32;
+        let row = |end: &OutlineEnd| match end {
+            OutlineEnd::Passage(chunk) => chunk_rows.get(chunk).copied(),
+            OutlineEnd::Row(i) => Some(first_outline_row + i),
+        };
+        edges.extend(outline.links.iter().filter_map(|(a, b)| Some((row(a)?, row(b)?, 1.0))));
+        let csr = Csr::from_weighted_edges(first_outline_row as usize + outline.rows, &edges);
+        let largest_component_share = largest_component_share(&csr, nodes.len(), chunks.len());
+        let outline_rows = outline.rows;
+        PassageGraph { csr, nodes, chunks, node_rows, chunk_rows, synonym_edges, outline_rows, largest_component_share }
+    }
+}
+
+/// The links between entities and passages: `triples` link two entities, `mentions` an
+/// entity and a passage (weight 1, or [`mention_weights`]'s for a passage's topic among
+/// `topics`), `synonyms` two entities (weight = cosine).
+#[derive(Clone, Copy, Default)]
+pub struct Links<'a> {
+    pub triples: &'a [(NodeId, NodeId)],
+    pub mentions: &'a [(NodeId, ChunkId)],
+    pub topics: &'a [(NodeId, ChunkId)],
+    pub synonyms: &'a [(NodeId, NodeId, f32)],
+}
+
+/// One end of an outline link: a passage, or the outline's `i`-th row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutlineEnd {
+    Passage(ChunkId),
+    Row(u32),
+}
+
+/// The rows and links a KB's documents add to the graph (see the module's header).
+#[derive(Debug, Default, PartialEq)]
+pub struct Outline {
+    pub rows: usize,
+    pub links: Vec<(OutlineEnd, OutlineEnd)>,
+}
+
+impl Outline {
+    pub fn of(kb: &Kb) -> Outline {
+        let mut keys: Vec<DocKey> = kb.docs.keys().copied().collect();
+        keys.sort_unstable();
+        let mut outline = Outline::default();
+        let mut ends: HashMap<DocKey, OutlineEnd> = HashMap::new();
+        for key in &keys {
+            let doc = &kb.docs[key];
+            let chunks: Vec<&Chunk> = doc.chunks.iter().filter_map(|c| kb.chunks.get(c)).collect();
+            match chunks.as_slice() {
+                [] => {}
+                [one] => {
+                    ends.insert(*key, OutlineEnd::Passage(one.id));
+                }
+                many => {
+                    let end = outline.document(many.iter().map(|c| (c.id, c.section.as_str())));
+                    ends.insert(*key, end);
+                }
+            }
+        }
+        let mut chunk_ids: Vec<ChunkId> = kb.chunks.keys().copied().collect();
+        chunk_ids.sort_unstable();
+        for chunk in chunk_ids.iter().filter_map(|c| kb.chunks.get(c)) {
+            for link in &chunk.links {
+                let target = kb.doc_by_id(&link.target).filter(|d| d.key != chunk.doc).and_then(|d| ends.get(&d.key));
+                if let Some(target) = target {
+                    outline.links.push((OutlineEnd::Passage(chunk.id), *target));
+                }
+            }
+        }
+        outline
+    }
+
+    /// Adds the rows of one document of several passages, given as (passage, section path)
+    /// in order, and returns the document's row.
+    pub fn document<'s>(&mut self, passages: impl IntoIterator<Item = (ChunkId, &'s str)>) -> OutlineEnd {
+        let document = self.row();
+        let mut sections: HashMap<&str, OutlineEnd> = HashMap::new();
+        for (chunk, path) in passages {
+            let mut parent = document;
+            if !path.is_empty() {
+                // Each leading part of the path is a section of its own: "A › B" sits in "A".
+                let cuts = path.match_indices(SECTION_SEPARATOR).map(|(at, _)| at).chain([path.len()]);
+                for cut in cuts {
+                    let section = &path[..cut];
+                    parent = match sections.get(section) {
+                        Some(row) => *row,
+                        None => {
+                            let row = self.row();
+                            self.links.push((row, parent));
+                            sections.insert(section, row);
+                            row
+                        }
+                    };
+                }
+            }
+            self.links.push((OutlineEnd::Passage(chunk), parent));
+        }
+        document
+    }
+
+    fn row(&mut self) -> OutlineEnd {
+        self.rows += 1;
+        OutlineEnd::Row(self.rows as u32 - 1)
     }
 }
 
@@ -163,12 +277,14 @@ pub fn synonym_pairs(kb: &Kb, threshold: f32) -> Vec<(NodeId, NodeId, f32)> {
     synonyms
 }
 
-/// Share of the rows from `first_passage` on that lie in the component holding most of them.
-fn largest_component_share(csr: &Csr, first_passage: usize) -> f32 {
+/// Share of the `passages` rows from `first_passage` on that lie in the component holding
+/// most of them.
+fn largest_component_share(csr: &Csr, first_passage: usize, passages: usize) -> f32 {
     let n = csr.len();
-    if n <= first_passage {
+    if passages == 0 {
         return 0.0;
     }
+    let is_passage = |row: usize| (first_passage..first_passage + passages).contains(&row);
     let mut component = vec![u32::MAX; n];
     let mut passages_in: Vec<usize> = Vec::new();
     for start in 0..n {
@@ -180,7 +296,7 @@ fn largest_component_share(csr: &Csr, first_passage: usize) -> f32 {
         let mut stack = vec![start];
         component[start] = id;
         while let Some(row) = stack.pop() {
-            passages_in[id as usize] += usize::from(row >= first_passage);
+            passages_in[id as usize] += usize::from(is_passage(row));
             for &next in csr.neighbours(row) {
                 if component[next as usize] == u32::MAX {
                     component[next as usize] = id;
@@ -189,12 +305,39 @@ fn largest_component_share(csr: &Csr, first_passage: usize) -> f32 {
             }
         }
     }
-    passages_in.iter().copied().max().unwrap_or(0) as f32 / (n - first_passage) as f32
+    passages_in.iter().copied().max().unwrap_or(0) as f32 / passages as f32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 34: a long document's passages are linked through its sections and its
+    /// document row, each section under its parent.
+    #[test]
+    fn a_long_documents_outline_links_its_passages_through_sections() {
+        use OutlineEnd::{Passage, Row};
+        let mut outline = Outline::default();
+        let doc = outline.document([(10, ""), (11, "Ownership"), (12, "Ownership › On call"), (13, "Deployment")]);
+        assert_eq!((doc, outline.rows), (Row(0), 4), "the document, Ownership, On call, Deployment");
+        assert_eq!(
+            outline.links,
+            [
+                (Passage(10), Row(0)),
+                (Row(1), Row(0)),
+                (Passage(11), Row(1)),
+                (Row(2), Row(1)),
+                (Passage(12), Row(2)),
+                (Row(3), Row(0)),
+                (Passage(13), Row(3)),
+            ]
+        );
+        let graph = PassageGraph::assemble(vec![1], vec![10, 11, 12, 13], Links::default(), &outline);
+        assert_eq!((graph.csr.len(), graph.outline_rows), (9, 4));
+        assert_eq!(graph.chunk_at(5), None, "outline rows are no passages");
+        assert_eq!(graph.largest_component_share, 1.0, "the outline joins the passages");
+        assert_eq!(graph.csr.neighbours(graph.chunk_row(12).unwrap()), [7], "On call's row");
+    }
 
     #[test]
     fn a_passages_topic_weighs_as_much_as_its_other_mentions() {
@@ -204,7 +347,8 @@ mod tests {
         let topics = [(1, 10), (4, 12), (5, 13)];
         assert_eq!(mention_weights(&mentions, &topics), vec![2.0, 1.0, 1.0, 1.0, 1.0]);
         assert_eq!(mention_weights(&mentions, &[]), vec![1.0; 5]);
-        let graph = PassageGraph::assemble(vec![1, 2, 3, 4, 5], vec![10, 11, 12, 13], &[], &mentions, &topics, &[]);
+        let links = Links { mentions: &mentions, topics: &topics, ..Links::default() };
+        let graph = PassageGraph::assemble(vec![1, 2, 3, 4, 5], vec![10, 11, 12, 13], links, &Outline::default());
         let row = graph.node_row(5).unwrap();
         assert!(graph.csr.neighbours(row).is_empty(), "a title adds no link the passage lacks");
     }

@@ -124,11 +124,43 @@ fn passages_by_mass(graph: &PassageGraph, scores: &[(usize, f64)]) -> Vec<(Chunk
 mod tests {
     use super::*;
     use crate::config::Settings;
+    use crate::kb::passage_graph::{Links, Outline};
 
     fn fact(edge: u64, subject: NodeId, object: NodeId, score: f32) -> FactSeed {
         FactSeed { edge, subject, object, fact: String::new(), score }
     }
 
+    /// Issue 34: in a folder of ordinary documents the walk from a name in one section of a
+    /// long document reaches the passages beside it, and follows a hyperlink to another
+    /// file, though no entity joins them.
+    #[test]
+    fn the_walk_follows_a_documents_sections_and_its_hyperlinks() {
+        let filler = |topic: &str| format!("{topic} is described here in plain words. ").repeat(30);
+        let handbook = format!(
+            "# Harbour handbook\n\n## Gatekeeper\n\nAda Lind runs Gatekeeper. {}\n\n{}\n\n\
+             ## Releases\n\n{}\n\nReleases go out on Tuesdays, see [the pipeline](shipyard.md).\n",
+            filler("sign-in"),
+            filler("session handling"),
+            filler("release timing")
+        );
+        let (_dir, kb) = crate::ingest::testing::kb_with_files(&[
+            ("handbook.md", handbook.as_str()),
+            ("shipyard.md", "# Shipyard\n\nShipyard builds every service.\n"),
+            ("weather.md", "# Weather\n\nRain falls in Orwick most days.\n"),
+        ]);
+        let graph = kb.passage_graph();
+        assert!(graph.outline_rows >= 3, "the handbook, its two sections: {}", graph.outline_rows);
+        let title = |c: ChunkId| kb.chunk(c).map(|c| kb.chunk_title(c).to_string()).unwrap();
+        let section = |c: ChunkId| kb.chunk(c).unwrap().section.clone();
+        let seed = kb.node_by_alias("Ada Lind").expect("an entity");
+        let ranked = rank_on(&graph, &Settings::defaults().retrieve, &[(seed, 1.0)], &[]);
+        let order: Vec<(String, String)> = ranked.iter().map(|(c, _)| (title(*c), section(*c))).collect();
+        let at = |t: &str, s: &str| order.iter().position(|(x, y)| x == t && y.starts_with(s));
+        let (beside, releases, linked) =
+            (at("Harbour handbook", "Gatekeeper"), at("Harbour handbook", "Releases"), at("Shipyard", ""));
+        assert!(beside.is_some() && releases.is_some() && linked.is_some(), "{order:?}");
+        assert!(at("Weather", "").is_none(), "nothing leads to an unrelated file: {order:?}");
+    }
     #[test]
     fn phrase_seeds_are_weighted_by_specificity() {
         // Node 1 is in 10 passages, node 2 in 2, node 3 in 1; node 4 was forgotten.
@@ -181,14 +213,13 @@ mod tests {
     fn passage_ppr_matches_the_exact_solution() {
         // Entities 1..=4, passages 10..=13. Triples 1-2, 2-3; synonym 3~4 (0.9); passage 10
         // mentions 1, 11 mentions 2 and 3, 12 mentions 4, 13 mentions nothing.
-        let graph = PassageGraph::assemble(
-            vec![4, 2, 3, 1],
-            vec![13, 11, 10, 12],
-            &[(1, 2), (2, 3)],
-            &[(1, 10), (2, 11), (3, 11), (4, 12)],
-            &[],
-            &[(3, 4, 0.9)],
-        );
+        let links = Links {
+            triples: &[(1, 2), (2, 3)],
+            mentions: &[(1, 10), (2, 11), (3, 11), (4, 12)],
+            topics: &[],
+            synonyms: &[(3, 4, 0.9)],
+        };
+        let graph = PassageGraph::assemble(vec![4, 2, 3, 1], vec![13, 11, 10, 12], links, &Outline::default());
         assert_eq!(
             (graph.nodes.clone(), graph.chunks.clone(), graph.synonym_edges),
             (vec![1, 2, 3, 4], vec![10, 11, 12, 13], 1)
@@ -243,7 +274,8 @@ mod tests {
         // are mirror images; with them, the walk at 2 takes the edge to 2's own page.
         let mentions = [(1, 10), (2, 10), (2, 11), (3, 11), (4, 11), (2, 12), (5, 12), (6, 12)];
         let graph = |topics: &[(NodeId, ChunkId)]| {
-            PassageGraph::assemble(vec![1, 2, 3, 4, 5, 6], vec![10, 11, 12], &[], &mentions, topics, &[])
+            let links = Links { mentions: &mentions, topics, ..Links::default() };
+            PassageGraph::assemble(vec![1, 2, 3, 4, 5, 6], vec![10, 11, 12], links, &Outline::default())
         };
         let settings = Settings::defaults().retrieve;
         let score = |ranked: &[(ChunkId, f32)], c: ChunkId| ranked.iter().find(|(x, _)| *x == c).unwrap().1;

@@ -1,7 +1,7 @@
 //! Headings out of Markdown-shaped text (what every format reader produces): the title (the
 //! first heading of either style) and each chunk's section path, with markup stripped.
 
-use crate::kb::model::Link;
+use crate::kb::model::{Link, SECTION_SEPARATOR};
 
 /// One heading: where its line starts, its level (setext `===` is 1, `---` 2) and its text.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,9 +57,6 @@ fn headings(content: &str) -> Vec<Heading> {
 pub fn title(content: &str) -> Option<String> {
     headings(content).into_iter().next().map(|h| h.text)
 }
-
-/// Separates the headings of a section path.
-pub const SECTION_SEPARATOR: &str = " › ";
 
 /// For each chunk start (byte offsets, ascending), the headings it sits under, outermost
 /// first, joined by [`SECTION_SEPARATOR`] ("Ownership › On call"). The document's own title
