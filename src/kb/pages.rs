@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use super::Kb;
 use super::model::ChunkId;
-use crate::text;
+use crate::{lexicon, text};
 
 pub struct Pages {
     /// Passages about each topic, by [`Pages::topic_key`].
@@ -34,18 +34,33 @@ pub struct Anchor {
 impl Pages {
     /// The snapshot of `kb`'s current documents.
     pub fn build(kb: &Kb) -> Pages {
-        Pages::from_titles(kb.docs.values().map(|doc| (doc.title.as_str(), doc.chunks.as_slice())))
+        Pages::from_titles(kb.docs.values().map(|doc| {
+            let opening = doc.chunks.first().and_then(|c| kb.chunks.get(c)).map(|c| c.text.as_str());
+            (doc.title.as_str(), opening, doc.chunks.as_slice())
+        }))
     }
 
-    /// The pages of documents with these titles and chunks.
-    pub fn from_titles<'t>(docs: impl IntoIterator<Item = (&'t str, &'t [ChunkId])>) -> Pages {
+    /// The pages of documents with these titles, opening texts and chunks. A page is found
+    /// by its title's topic and by the shorter name its text opens with, when the title
+    /// starts with that name: "Ledger is the billing service ..." under "Ledger service",
+    /// where a heading adds what kind of thing its subject is and other texts name it alone.
+    pub fn from_titles<'t>(docs: impl IntoIterator<Item = (&'t str, Option<&'t str>, &'t [ChunkId])>) -> Pages {
         let mut by_topic: HashMap<String, Vec<ChunkId>> = HashMap::new();
-        for (title, chunks) in docs {
-            if let Some(key) = Pages::topic_key(title) {
-                by_topic.entry(key).or_default().extend_from_slice(chunks);
+        for (title, opening, chunks) in docs {
+            let Some(key) = Pages::topic_key(title) else { continue };
+            let short = opening.and_then(|text| opening_name(text)).filter(|name| {
+                key.strip_prefix(name.as_str()).is_some_and(|rest| rest.starts_with(' '))
+                    && !text::words(name).all(|w| text::is_stopword(&w))
+            });
+            by_topic.entry(key).or_default().extend_from_slice(chunks);
+            if let Some(short) = short {
+                by_topic.entry(short).or_default().extend_from_slice(chunks);
             }
         }
-        by_topic.values_mut().for_each(|chunks| chunks.sort_unstable());
+        by_topic.values_mut().for_each(|chunks| {
+            chunks.sort_unstable();
+            chunks.dedup();
+        });
         let mut prefixes = HashSet::new();
         for key in by_topic.keys() {
             prefixes.extend(key.match_indices(' ').map(|(at, _)| key[..at].to_string()));
@@ -94,6 +109,24 @@ impl Pages {
     }
 }
 
+/// The name a text's first sentence defines, as a topic key: the capitalised words it opens
+/// with (after any heading lines and an article) when a copula follows them ("The Relay
+/// Bus is ..." -> "relay bus"). A run cut short by a lower-case word ("Bank" of "Bank of
+/// Kell Tower is ...") is no name of the page.
+fn opening_name(text: &str) -> Option<String> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#'))?;
+    let spans = text::word_spans(line);
+    let skip = usize::from(spans.first().is_some_and(|(_, w)| lexicon::contains(lexicon::ARTICLES, &w.to_lowercase())));
+    let name: Vec<String> = spans[skip..]
+        .iter()
+        .take_while(|(_, w)| w.starts_with(char::is_uppercase))
+        .map(|(_, w)| w.to_lowercase())
+        .collect();
+    let next = spans.get(skip + name.len()).map(|(_, w)| w.to_lowercase());
+    let defined = next.is_some_and(|w| lexicon::contains(lexicon::COPULAS, &w));
+    (!name.is_empty() && defined).then(|| name.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,12 +134,12 @@ mod tests {
     #[test]
     fn a_text_names_the_pages_whose_topic_it_names_as_a_whole_name() {
         let pages = Pages::from_titles([
-            ("Kell", &[1][..]),
-            ("North Kell", &[2]),
-            ("Mira (ship)", &[3, 6]),
-            ("Time", &[4]),
-            ("Orwick, North Selby", &[5]),
-            ("It", &[7]),
+            ("Kell", None, &[1][..]),
+            ("North Kell", None, &[2]),
+            ("Mira (ship)", None, &[3, 6]),
+            ("Time", None, &[4]),
+            ("Orwick, North Selby", None, &[5]),
+            ("It", None, &[7]),
         ]);
         let text = "Mira, a ship of North Kell, was built in Orwick, North Selby. In time, Time named it.";
         let named = pages.named_in(text);
@@ -122,5 +155,30 @@ mod tests {
         assert!(pages.named_in("").is_empty());
         assert_eq!(Pages::topic_key("Mira (ship)").as_deref(), Some("mira"));
         assert_eq!(Pages::topic_key("It"), None);
+    }
+
+    /// Issue 34: a page titled with its subject's kind ("Ledger service") is found by the
+    /// name its text opens with, and only by a name the title starts with.
+    #[test]
+    fn a_page_is_named_by_the_name_its_text_opens_with() {
+        let pages = Pages::from_titles([
+            ("Ledger service", Some("# Ledger service\n\n## Overview\nLedger is the billing service."), &[1][..]),
+            ("Relay event bus", Some("The Relay event bus carries events."), &[2]),
+            ("Bank of Kell Tower", Some("Bank of Kell Tower is a building."), &[5]),
+            ("Harbour team", Some("Ada Lind leads it."), &[3]),
+            ("The Orwick", Some("The Orwick flows north."), &[4]),
+        ]);
+        let named = |text: &str| {
+            let mut chunks: Vec<ChunkId> = pages.named_in(text).into_keys().collect();
+            chunks.sort_unstable();
+            chunks
+        };
+        assert_eq!(named("Invoices come from Ledger."), [1]);
+        assert_eq!(named("Relay keeps events for Ledger service."), [1], "no sentence defines \"Relay\"");
+        assert!(named("a Bank").is_empty(), "a name cut short by a lower-case word");
+        assert!(named("Orwick").is_empty(), "an article is no name: the whole title is its topic");
+        assert_eq!(named("Ada Lind and the Harbour team."), [3]);
+        assert!(named("Ada Lind").is_empty(), "a name the title does not start with names no page");
+        assert_eq!(super::opening_name("## Overview\nThe Relay Event Bus is fast."), Some("relay event bus".into()));
     }
 }
