@@ -48,7 +48,7 @@ impl Pages {
         let mut by_topic: HashMap<String, Vec<ChunkId>> = HashMap::new();
         for (title, opening, chunks) in docs {
             let Some(key) = Pages::topic_key(title) else { continue };
-            let short = opening.and_then(|text| opening_name(text)).filter(|name| {
+            let short = opening.and_then(opening_name).filter(|name| {
                 key.strip_prefix(name.as_str()).is_some_and(|rest| rest.starts_with(' '))
                     && !text::words(name).all(|w| text::is_stopword(&w))
             });

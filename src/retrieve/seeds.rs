@@ -22,6 +22,10 @@ use crate::text::{self, normalize_entity};
 /// Low Tide's singer" aligns "Low Tide").
 const MAX_NGRAM: usize = 4;
 const MAX_RELATION_SEEDS: usize = 32;
+/// Names sharing an unknown word's blocking key beyond which none is compared with it: a
+/// prefix that common ("john") says nothing of which name was meant, and comparing them all
+/// would cost a large KB's query milliseconds.
+const MAX_SPELLING_CANDIDATES: usize = 256;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct EntitySeed {
@@ -192,7 +196,11 @@ fn name_spelled_alike(kb: &Kb, word: &str) -> Option<String> {
         return None;
     }
     let key = normalize_entity(word);
-    kb.alias_candidates(&blocking_keys(word))
+    let candidates = kb.alias_candidates(&blocking_keys(word));
+    if candidates.len() > MAX_SPELLING_CANDIDATES {
+        return None;
+    }
+    candidates
         .into_iter()
         .filter_map(|id| kb.node(id))
         .flat_map(|node| node.aliases.iter())
