@@ -319,4 +319,8 @@ pub struct EvalArgs {
     /// each with its recall and cost, next to always escalating to the global stage.
     #[arg(long, value_delimiter = ',')]
     pub policies: Vec<String>,
+    /// Ask every question in lower case, as many users type: what seeding from names
+    /// loses when nothing is capitalised.
+    #[arg(long)]
+    pub lower_case: bool,
 }

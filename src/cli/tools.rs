@@ -52,6 +52,7 @@ pub fn eval(door: &Door, args: EvalArgs) -> Result<ExitCode> {
         iterative_steps: args.iterative_steps,
         reuse_kb: args.reuse_kb,
         policies: args.policies,
+        lower_case: args.lower_case,
     };
     let report = a2rag::eval::run(door.settings.clone(), &options, &mut ProgressBar::default())?;
     say!("{}", a2rag::eval::report_markdown(&report));

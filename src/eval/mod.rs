@@ -43,6 +43,8 @@ pub struct EvalOptions {
     pub reuse_kb: bool,
     /// Named policies to run a2rag under, one row each with its cost.
     pub policies: Vec<String>,
+    /// Ask every question in lower case.
+    pub lower_case: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -270,6 +272,9 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     let mut questions = dataset.questions.clone();
     if let Some(limit) = options.limit {
         questions.truncate(limit);
+    }
+    if options.lower_case {
+        questions.iter_mut().for_each(|q| q.question = q.question.to_lowercase());
     }
     if questions.is_empty() {
         return Err(Error::Invalid("the dataset has no questions".into()));
