@@ -9,8 +9,9 @@ use crate::error::Error;
 
 pub fn extract(bytes: &[u8], path: &Path) -> Result<Extracted, Error> {
     // The PDF parser panics on some malformed files rather than returning an error; a bad
-    // file must cost that file, not the ingest.
-    let pages = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem_by_pages(bytes))
+    // file must cost that file, not the ingest. The file is parsed once, for its pages and
+    // its title.
+    let (pages, title) = std::panic::catch_unwind(|| read(bytes))
         .map_err(|_| unreadable(path, "PDF", "the parser gave up on its structure"))?
         .map_err(|e| unreadable(path, "PDF", e))?;
     let mut gaps = Vec::new();
@@ -30,13 +31,28 @@ pub fn extract(bytes: &[u8], path: &Path) -> Result<Extracted, Error> {
             pages.len()
         )));
     }
-    let title = metadata_title(bytes).or_else(|| text.lines().next().map(|l| l.trim().to_string()));
+    let title = title.or_else(|| text.lines().next().map(|l| l.trim().to_string()));
     Ok(Extracted { title, text, links: Vec::new(), gaps })
 }
 
+/// Each page's text, in page order, and the metadata title, from one parse of the file. An
+/// encrypted file opens only without a password, as a viewer would open it.
+fn read(bytes: &[u8]) -> Result<(Vec<String>, Option<String>), pdf_extract::OutputError> {
+    let mut doc = pdf_extract::Document::load_mem(bytes)?;
+    if doc.is_encrypted() {
+        doc.decrypt("")?;
+    }
+    let mut pages = Vec::new();
+    for page in doc.get_pages().into_keys() {
+        let mut text = String::new();
+        pdf_extract::output_doc_page(&doc, &mut pdf_extract::PlainTextOutput::new(&mut text), page)?;
+        pages.push(text);
+    }
+    Ok((pages, metadata_title(&doc)))
+}
+
 /// The `Title` of the document information dictionary, where there is one.
-fn metadata_title(bytes: &[u8]) -> Option<String> {
-    let doc = std::panic::catch_unwind(|| pdf_extract::Document::load_mem(bytes)).ok()?.ok()?;
+fn metadata_title(doc: &pdf_extract::Document) -> Option<String> {
     let info = doc.trailer.get(b"Info").ok()?.as_reference().ok()?;
     let title = doc.get_dictionary(info).ok()?.get(b"Title").ok()?.as_str().ok()?;
     let title = decode_pdf_string(title);
