@@ -109,10 +109,12 @@ fn query_parts(kb: &Kb, query: &str) -> QueryParts {
 /// `query` with each lower-case run of words that the corpus writes as a name written as the
 /// corpus writes it ("who owns gatekeeper?" -> "who owns Gatekeeper?"), so that a question
 /// typed in lower case seeds, and is read, as it would be typed with capitals. A run is such
-/// a name when it is an alias written with a capital and at least half the passages holding
-/// its rarest word mention its entity: a common word the corpus also has as an entity
-/// ("River", "Overview" at the head of a section) is written in lower case far more often
-/// than it is mentioned, and stays as typed. Longest runs first; a word joins one run.
+/// a name when it is an alias written with a capital, at least half the passages holding its
+/// rarest word mention its entity, and none of those passages writes it in lower case: a
+/// common word the corpus also has as an entity ("River", "Response" at the head of a
+/// section) fails one test or the other and stays as typed. A word no passage holds may be
+/// a name spelled without its accents ([`name_spelled_alike`]). Longest runs first; a word
+/// joins one run.
 fn written_as_the_corpus_writes(kb: &Kb, query: &str) -> String {
     let spans = text::word_spans(query);
     let mut runs: Vec<(std::ops::Range<usize>, String)> = Vec::new();
