@@ -306,3 +306,50 @@ fn bench_ppr_refuses_graphs_too_small_to_compare() {
     let ran = stdout(&a2rag(dir.path(), &["bench", "ppr", "--nodes", "50", "--edges", "200", "--queries", "3"]));
     assert!(ran.contains("ppr: 50 nodes, 200 edges, 3 queries"), "{ran}");
 }
+
+/// Issue 33: `bench scale --dev` puts the real corpora of a datasets directory inside the
+/// synthetic one and asks their MuSiQue-shaped questions: the row counts every passage, and
+/// its recall is that of those questions.
+#[test]
+fn bench_scale_measures_real_questions_inside_the_synthetic_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("datasets");
+    let set = |name: &str, paragraphs: &[(&str, &str)], question: &str, gold: &[&str]| {
+        let folder = data.join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        let corpus: Vec<_> = paragraphs.iter().map(|(t, x)| serde_json::json!({"title": t, "text": x})).collect();
+        std::fs::write(folder.join("corpus.json"), serde_json::to_string(&corpus).unwrap()).unwrap();
+        let paragraphs: Vec<_> = paragraphs
+            .iter()
+            .map(|(t, x)| serde_json::json!({"title": t, "paragraph_text": x, "is_supporting": gold.contains(t)}))
+            .collect();
+        let record = serde_json::json!({"id": "q1", "question": question, "answer": "Tarn", "answer_aliases": [], "paragraphs": paragraphs});
+        std::fs::write(folder.join("questions.json"), serde_json::to_string(&[record]).unwrap()).unwrap();
+    };
+    let orwick = ("Orwick", "Orwick is a port in Kell. Ada Lind was born in Orwick.");
+    set(
+        "musique",
+        &[orwick, ("Kell", "Kell is a country whose capital is Tarn.")],
+        "What is the capital of the country where Ada Lind was born?",
+        &["Orwick", "Kell"],
+    );
+    let triples =
+        serde_json::json!([{"title": orwick.0, "text": orwick.1, "triples": [["Orwick", "is a port in", "Kell"]]}]);
+    std::fs::write(data.join("musique/openie_triples.json"), triples.to_string()).unwrap();
+    set("hotpotqa", &[("Nils Moe", "Nils Moe is a Nordic author.")], "Who is Nils Moe?", &["Nils Moe"]);
+    std::fs::create_dir_all(data.join("distractors")).unwrap();
+    let distractors = serde_json::json!([{"title": "Rain", "text": "Rain falls in Orwick most days."}]);
+    std::fs::write(data.join("distractors/paragraphs.json"), distractors.to_string()).unwrap();
+
+    let dev = data.to_str().unwrap();
+    let table = stdout(&a2rag(dir.path(), &["bench", "scale", "--sizes", "40", "--questions", "5", "--dev", dev]));
+    assert!(table.contains("the first 5 MuSiQue dev questions"), "{table}");
+    let row =
+        table.lines().find(|l| l.starts_with("| 44 |")).unwrap_or_else(|| panic!("40 synthetic + 4 real: {table}"));
+    let recall = row.rsplit('|').nth(1).unwrap().split('/').next().unwrap().trim();
+    assert_eq!(recall, "1.000", "both gold paragraphs among a2rag's first five: {row}");
+
+    let missing = a2rag(dir.path(), &["bench", "scale", "--sizes", "40", "--dev", "/no/such/datasets"]);
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success() && err.contains("/no/such/datasets"), "{err}");
+}

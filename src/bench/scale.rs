@@ -212,6 +212,45 @@ pub struct ScaleOptions {
     /// The `--config` file the child processes are given (environment overrides are
     /// inherited).
     pub config: Option<PathBuf>,
+    /// A datasets directory (`musique/`, `hotpotqa/`, `distractors/`) whose real corpora go
+    /// into every size's KB beside the synthetic pages, and whose MuSiQue questions are the
+    /// ones asked: recall at scale on questions with real answers, not only cost.
+    pub dev: Option<PathBuf>,
+}
+
+/// The real corpora `--dev` puts inside the synthetic one, and the questions asked there.
+struct DevCorpora {
+    /// MuSiQue (with its OpenIE triples) and HotpotQA, as `a2rag eval` reads them.
+    datasets: Vec<crate::eval::dataset::Dataset>,
+    triples: PathBuf,
+    /// Real Wikipedia paragraphs with no questions.
+    distractors: Vec<PathBuf>,
+}
+
+impl DevCorpora {
+    fn load(dir: &Path) -> Result<DevCorpora> {
+        let datasets = ["musique", "hotpotqa"]
+            .iter()
+            .map(|name| crate::eval::dataset::Dataset::load(&dir.join(name)))
+            .collect::<Result<Vec<_>>>()?;
+        let folder = dir.join("distractors");
+        let mut distractors: Vec<PathBuf> = std::fs::read_dir(&folder)
+            .map_err(|e| Error::io(&folder, e))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        distractors.sort();
+        Ok(DevCorpora { datasets, triples: dir.join("musique/openie_triples.json"), distractors })
+    }
+
+    /// The MuSiQue dev questions, as synthetic ones are asked.
+    fn questions(&self) -> Vec<SyntheticQuestion> {
+        self.datasets[0]
+            .questions
+            .iter()
+            .map(|q| SyntheticQuestion { question: q.question.clone(), gold: q.gold.clone() })
+            .collect()
+    }
 }
 
 /// What the ingest step reports.
@@ -259,6 +298,9 @@ pub fn run(options: &ScaleOptions) -> Result<String> {
     if options.sizes.is_empty() || options.questions == 0 {
         return Err(Error::Invalid("bench scale needs at least one size and one question".into()));
     }
+    if let Some(dev) = &options.dev {
+        DevCorpora::load(dev)?;
+    }
     for &size in &options.sizes {
         Encyclopedia::new(size)?;
     }
@@ -283,7 +325,7 @@ pub fn run(options: &ScaleOptions) -> Result<String> {
         }
         rows.push(Row { size, ingest, disk, serve });
     }
-    Ok(table(&rows, options.questions))
+    Ok(table(&rows, options.questions, options.dev.is_some()))
 }
 
 /// Runs one step in a child process of this binary and reads its one-line JSON report.
@@ -308,6 +350,9 @@ fn child<T: serde::de::DeserializeOwned>(
         .arg("--dir")
         .arg(dir)
         .stderr(std::process::Stdio::inherit());
+    if let Some(dev) = &options.dev {
+        command.arg("--dev").arg(dev);
+    }
     let output = command.output().map_err(|e| Error::io("the a2rag executable", e))?;
     if !output.status.success() {
         return Err(Error::Internal(format!("the {step_name} step at {size} passages failed ({})", output.status)));
@@ -320,10 +365,23 @@ fn child<T: serde::de::DeserializeOwned>(
 
 /// The ingest step: generates the corpus of `size` pages and ingests it into a fresh KB in
 /// `dir`; one JSON line on stdout.
-pub fn ingest_step(settings: Settings, size: usize, dir: &Path) -> Result<String> {
+pub fn ingest_step(settings: Settings, size: usize, dir: &Path, dev: Option<&Path>) -> Result<String> {
     let corpus = Encyclopedia::new(size)?;
-    let (mut kb, pipeline) = scratch_kb(settings, dir, &Remote::new())?;
+    let (mut kb, mut pipeline) = scratch_kb(settings, dir, &Remote::new())?;
     let (started, cpu) = (Instant::now(), super::process_cpu_seconds());
+    let mut real = 0;
+    if let Some(dev) = dev.map(DevCorpora::load).transpose()? {
+        pipeline.triples = Some(crate::ingest::triples::TripleImport::load(&dev.triples)?);
+        for dataset in &dev.datasets {
+            crate::eval::ingest_corpus(&mut kb, &pipeline, dataset, &mut ())?;
+        }
+        let report = ingest::ingest_paths(&mut kb, &pipeline, &dev.distractors, &mut ())?;
+        if let Some(e) = report.errors.first() {
+            return Err(Error::Internal(format!("a distractor failed to ingest: {e}")));
+        }
+        pipeline.triples = None;
+        real = kb.stats().documents;
+    }
     let mut report = ingest::IngestReport::default();
     let mut next = 0;
     while next < size {
@@ -337,7 +395,7 @@ pub fn ingest_step(settings: Settings, size: usize, dir: &Path) -> Result<String
     }
     kb.flush()?;
     let figures = IngestFigures {
-        passages: size,
+        passages: size + real,
         seconds: started.elapsed().as_secs_f64(),
         cpu_seconds: super::process_cpu_seconds().zip(cpu).map_or(0.0, |(after, before)| after - before),
         peak_rss_bytes: peak_rss_bytes(),
@@ -347,9 +405,11 @@ pub fn ingest_step(settings: Settings, size: usize, dir: &Path) -> Result<String
 
 /// The serve step: opens the KB in `dir` as a restarted daemon would, then times the
 /// questions with a2rag and with hybrid text retrieval; one JSON line on stdout.
-pub fn serve_step(settings: Settings, size: usize, questions: usize, dir: &Path) -> Result<String> {
-    let corpus = Encyclopedia::new(size)?;
-    let questions = corpus.questions(questions);
+pub fn serve_step(settings: Settings, size: usize, questions: usize, dir: &Path, dev: Option<&Path>) -> Result<String> {
+    let questions = match dev {
+        Some(dev) => DevCorpora::load(dev)?.questions().into_iter().take(questions).collect(),
+        None => Encyclopedia::new(size)?.questions(questions),
+    };
     let started = Instant::now();
     let mut settings = settings;
     settings.data_dir = dir.to_path_buf();
@@ -392,15 +452,25 @@ pub fn serve_step(settings: Settings, size: usize, questions: usize, dir: &Path)
     serde_json::to_string(&figures).map_err(|e| Error::Internal(e.to_string()))
 }
 
-fn table(rows: &[Row], questions: usize) -> String {
+fn table(rows: &[Row], questions: usize, dev: bool) -> String {
     let gb = |b: u64| b as f64 / 1e9;
+    let what = if dev {
+        format!(
+            "MuSiQue, HotpotQA and the distractor paragraphs inside a synthetic encyclopaedia of the size given, \
+             the first {questions} MuSiQue dev questions"
+        )
+    } else {
+        format!(
+            "synthetic encyclopaedia (~70-word titled pages naming each other), {questions} two-hop questions per size"
+        )
+    };
     let mut out = format!(
-        "scale: synthetic encyclopaedia (~70-word titled pages naming each other), {questions} two-hop questions per size; \
-         each step in its own process\n\
+        "scale: {what}; each step in its own process\n\
          | passages | ingest passages/s | ingest CPU s | open s | first query ms | peak RSS serving GB | disk GB | a2rag p50 / p95 ms | hybrid p50 / p95 ms | a2rag/hybrid p50 | R@5 a2rag / hybrid |\n\
          |---|---|---|---|---|---|---|---|---|---|---|\n"
     );
-    for Row { size, ingest, disk, serve } in rows {
+    for Row { ingest, disk, serve, .. } in rows {
+        let size = ingest.passages;
         out.push_str(&format!(
             "| {size} | {:.0} | {:.1} | {:.2} | {:.1} | {:.2} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1}x | {:.3} / {:.3} |\n",
             ingest.passages as f64 / ingest.seconds.max(1e-9),

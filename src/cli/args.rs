@@ -250,6 +250,11 @@ pub enum BenchCommand {
         /// directory) instead of removing it.
         #[arg(long)]
         keep: bool,
+        /// Recall at scale: put the real corpora of this datasets directory (`musique/` with
+        /// its OpenIE triples, `hotpotqa/`, `distractors/`) inside each size's synthetic
+        /// corpus and ask MuSiQue's dev questions, e.g. `--dev ../shared/datasets`.
+        #[arg(long)]
+        dev: Option<PathBuf>,
     },
     /// One step of `bench scale`, run in a child process.
     #[command(hide = true)]
@@ -262,6 +267,8 @@ pub enum BenchCommand {
         questions: usize,
         #[arg(long)]
         dir: PathBuf,
+        #[arg(long)]
+        dev: Option<PathBuf>,
     },
     /// Retrieval latency (all stages, no LLM) over a dataset's questions.
     Retrieve {

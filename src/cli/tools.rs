@@ -71,7 +71,7 @@ pub fn bench(door: &Door, bench: BenchCommand) -> Result<ExitCode> {
             a2rag::bench::retrieve(settings, &dataset, triples.as_deref(), &scratch)?
         }
         BenchCommand::LargeDoc { megabytes } => a2rag::bench::large_doc(settings, &megabytes, &scratch)?,
-        BenchCommand::Scale { sizes, questions, keep } => {
+        BenchCommand::Scale { sizes, questions, keep, dev } => {
             let options = ScaleOptions {
                 sizes,
                 questions,
@@ -79,14 +79,15 @@ pub fn bench(door: &Door, bench: BenchCommand) -> Result<ExitCode> {
                 scratch: std::env::temp_dir().join("a2rag-bench-scale"),
                 keep,
                 config: door.config().map(Into::into),
+                dev,
             };
             a2rag::bench::scale::run(&options)?
         }
-        BenchCommand::ScaleStep { step, size, questions, dir } => {
+        BenchCommand::ScaleStep { step, size, questions, dir, dev } => {
             // A child of `bench scale`: its one JSON line is its report.
             let line = match step {
-                ScaleStep::Ingest => a2rag::bench::scale::ingest_step(settings, size, &dir)?,
-                ScaleStep::Serve => a2rag::bench::scale::serve_step(settings, size, questions, &dir)?,
+                ScaleStep::Ingest => a2rag::bench::scale::ingest_step(settings, size, &dir, dev.as_deref())?,
+                ScaleStep::Serve => a2rag::bench::scale::serve_step(settings, size, questions, &dir, dev.as_deref())?,
             };
             say!("{line}");
             return Ok(ExitCode::SUCCESS);

@@ -245,7 +245,9 @@ fn open_kb(mut settings: Settings, dir: &Path, remote: &Remote) -> Result<(Kb, P
 }
 
 /// Ingests the dataset's corpus into `kb`; the seconds it took.
-fn ingest_corpus(
+/// Ingests `dataset`'s corpus into `kb`; any document that fails fails the whole run (it would
+/// change what is measured). Returns the seconds it took.
+pub fn ingest_corpus(
     kb: &mut Kb,
     pipeline: &Pipeline,
     dataset: &Dataset,
