@@ -20,7 +20,8 @@
 //! the extraction lost the entity joining the two passages, and the walk with it. The rest
 //! keeps the fused order. A hyperlink in the lead passage to another document of the KB (a
 //! Markdown or HTML link between files of a folder) is that pointer written down: the linked
-//! document's best-ranked passage qualifies at any rank, ahead of a name the text only writes.
+//! document's best-ranked passage qualifies at any rank of the fusion, where a name the text
+//! only writes needs the first `link_candidates` or a capital.
 
 use std::collections::HashMap;
 
