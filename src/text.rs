@@ -10,6 +10,12 @@ pub fn is_stopword(word: &str) -> bool {
     STOPWORD_SET.contains(word)
 }
 
+/// `word` with its first letter upper-case ("orwick" -> "Orwick").
+pub fn capitalise(word: &str) -> String {
+    let mut chars = word.chars();
+    chars.next().map_or_else(String::new, |first| first.to_uppercase().chain(chars).collect())
+}
+
 /// Lowercased alphanumeric terms. Apostrophes split ("Smith's" -> "smith", "s").
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(|w| w.to_lowercase())

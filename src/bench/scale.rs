@@ -198,8 +198,7 @@ pub fn syllables(mut n: u64) -> String {
             break;
         }
     }
-    let mut chars = name.chars();
-    chars.next().map(|c| c.to_ascii_uppercase().to_string() + chars.as_str()).unwrap_or_default()
+    crate::text::capitalise(&name)
 }
 
 /// What `bench scale` was asked for.

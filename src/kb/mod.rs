@@ -34,7 +34,7 @@ use crate::error::{Error, Result};
 use crate::rank::reciprocal_rank_fusion;
 use bm25::Bm25;
 use graph::KnowledgeGraph;
-use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId, RawTriple, fact_text};
+use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Link, Node, NodeId, RawTriple, fact_text};
 use name::KbName;
 use pages::Pages;
 use passage_graph::PassageGraph;
@@ -577,6 +577,14 @@ impl Kb {
     }
     pub fn doc_by_id(&self, id: &str) -> Option<&Document> {
         self.doc_ids.get(id).and_then(|k| self.docs.get(k))
+    }
+    /// The links of `chunk` that point to another document of the KB, each with that
+    /// document (a link to the chunk's own document, or to none here, is left out).
+    pub fn linked_docs<'a>(&'a self, chunk: &'a Chunk) -> impl Iterator<Item = (&'a Link, &'a Document)> + 'a {
+        chunk
+            .links
+            .iter()
+            .filter_map(move |link| self.doc_by_id(&link.target).filter(|d| d.key != chunk.doc).map(|d| (link, d)))
     }
     pub fn docs(&self) -> impl Iterator<Item = &Document> {
         self.docs.values()

@@ -47,8 +47,6 @@ pub struct PassageGraph {
     node_rows: HashMap<NodeId, u32>,
     chunk_rows: HashMap<ChunkId, u32>,
     pub synonym_edges: usize,
-    /// Rows of the documents' outline, after the passages (see the module's header).
-    pub outline_rows: usize,
     /// Share of the passages in the largest connected component: how much of the corpus
     /// one walk can reach.
     pub largest_component_share: f32,
@@ -61,6 +59,11 @@ impl PassageGraph {
 
     pub fn chunk_row(&self, chunk: ChunkId) -> Option<usize> {
         self.chunk_rows.get(&chunk).map(|r| *r as usize)
+    }
+
+    /// Rows of the documents' outline, after the passages (see the module's header).
+    pub fn outline_rows(&self) -> usize {
+        self.csr.len() - self.nodes.len() - self.chunks.len()
     }
 
     /// The passage at `row`, if it is a passage row.
@@ -130,8 +133,7 @@ impl PassageGraph {
         edges.extend(outline.links.iter().filter_map(|(a, b)| Some((row(a)?, row(b)?, 1.0))));
         let csr = Csr::from_weighted_edges(first_outline_row as usize + outline.rows, &edges);
         let largest_component_share = largest_component_share(&csr, nodes.len(), chunks.len());
-        let outline_rows = outline.rows;
-        PassageGraph { csr, nodes, chunks, node_rows, chunk_rows, synonym_edges, outline_rows, largest_component_share }
+        PassageGraph { csr, nodes, chunks, node_rows, chunk_rows, synonym_edges, largest_component_share }
     }
 }
 
@@ -166,9 +168,11 @@ impl Outline {
         keys.sort_unstable();
         let mut outline = Outline::default();
         let mut ends: HashMap<DocKey, OutlineEnd> = HashMap::new();
+        let mut linking: Vec<&Chunk> = Vec::new();
         for key in &keys {
             let doc = &kb.docs[key];
             let chunks: Vec<&Chunk> = doc.chunks.iter().filter_map(|c| kb.chunks.get(c)).collect();
+            linking.extend(chunks.iter().filter(|c| !c.links.is_empty()));
             match chunks.as_slice() {
                 [] => {}
                 [one] => {
@@ -180,13 +184,10 @@ impl Outline {
                 }
             }
         }
-        let mut chunk_ids: Vec<ChunkId> = kb.chunks.keys().copied().collect();
-        chunk_ids.sort_unstable();
-        for chunk in chunk_ids.iter().filter_map(|c| kb.chunks.get(c)) {
-            for link in &chunk.links {
-                let target = kb.doc_by_id(&link.target).filter(|d| d.key != chunk.doc).and_then(|d| ends.get(&d.key));
-                if let Some(target) = target {
-                    outline.links.push((OutlineEnd::Passage(chunk.id), *target));
+        for chunk in linking {
+            for (_, target) in kb.linked_docs(chunk) {
+                if let Some(end) = ends.get(&target.key) {
+                    outline.links.push((OutlineEnd::Passage(chunk.id), *end));
                 }
             }
         }
@@ -333,7 +334,7 @@ mod tests {
             ]
         );
         let graph = PassageGraph::assemble(vec![1], vec![10, 11, 12, 13], Links::default(), &outline);
-        assert_eq!((graph.csr.len(), graph.outline_rows), (9, 4));
+        assert_eq!((graph.csr.len(), graph.outline_rows()), (9, 4));
         assert_eq!(graph.chunk_at(5), None, "outline rows are no passages");
         assert_eq!(graph.largest_component_share, 1.0, "the outline joins the passages");
         assert_eq!(graph.csr.neighbours(graph.chunk_row(12).unwrap()), [7], "On call's row");

@@ -149,7 +149,7 @@ mod tests {
             ("weather.md", "# Weather\n\nRain falls in Orwick most days.\n"),
         ]);
         let graph = kb.passage_graph();
-        assert!(graph.outline_rows >= 3, "the handbook, its two sections: {}", graph.outline_rows);
+        assert!(graph.outline_rows() >= 3, "the handbook, its two sections: {}", graph.outline_rows());
         let title = |c: ChunkId| kb.chunk(c).map(|c| kb.chunk_title(c).to_string()).unwrap();
         let section = |c: ChunkId| kb.chunk(c).unwrap().section.clone();
         let seed = kb.node_by_alias("Ada Lind").expect("an entity");

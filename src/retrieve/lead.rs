@@ -96,8 +96,7 @@ pub fn lead_with_link(
 /// first link there.
 fn hyperlinked_docs(kb: &Kb, chunk: &Chunk) -> HashMap<DocKey, String> {
     let mut docs = HashMap::new();
-    for link in &chunk.links {
-        let Some(target) = kb.doc_by_id(&link.target).filter(|d| d.key != chunk.doc) else { continue };
+    for (link, target) in kb.linked_docs(chunk) {
         let anchor = chunk.text.get(link.anchor.0..link.anchor.1).unwrap_or(target.title.as_str());
         docs.entry(target.key).or_insert_with(|| anchor.to_string());
     }

@@ -119,15 +119,16 @@ fn written_as_the_corpus_writes(kb: &Kb, query: &str) -> String {
     let spans = text::word_spans(query);
     let mut runs: Vec<(std::ops::Range<usize>, String)> = Vec::new();
     let mut taken = vec![false; spans.len()];
+    // A run neither opens nor ends on a function or question word.
+    let edge_word = |w: &str| {
+        let w = w.to_lowercase();
+        text::is_stopword(&w) || WH_WORDS.contains(&w.as_str())
+    };
     for n in (1..=MAX_NGRAM).rev() {
         for start in 0..spans.len().saturating_sub(n - 1) {
             let span = start..start + n;
             let window = &spans[span.clone()];
             let lower = window.iter().all(|(_, w)| !w.chars().any(char::is_uppercase));
-            let edge_word = |w: &str| {
-                let w = w.to_lowercase();
-                text::is_stopword(&w) || WH_WORDS.contains(&w.as_str())
-            };
             if !lower || taken[span.clone()].iter().any(|t| *t) || edge_word(window[0].1) || edge_word(window[n - 1].1)
             {
                 continue;
@@ -169,7 +170,7 @@ fn name_the_corpus_writes(kb: &Kb, phrase: &str) -> Option<String> {
         Some(alias) => alias.to_string(),
         None => text::word_spans(phrase)
             .iter()
-            .map(|(_, w)| if text::is_stopword(w) { w.to_string() } else { capitalise(w) })
+            .map(|(_, w)| if text::is_stopword(w) { w.to_string() } else { text::capitalise(w) })
             .collect::<Vec<_>>()
             .join(" "),
     })
@@ -211,11 +212,6 @@ fn name_spelled_alike(kb: &Kb, word: &str) -> Option<String> {
         .filter(|(similarity, _)| *similarity >= SPELLED_ALIKE)
         .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(a.1)))
         .map(|(_, alias)| alias.clone())
-}
-
-fn capitalise(word: &str) -> String {
-    let mut chars = word.chars();
-    chars.next().map_or_else(String::new, |first| first.to_uppercase().chain(chars).collect())
 }
 
 /// Is the query's `index`-th word written as (part of) a name: a digit in it, or a capital
