@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use a2rag::ingest::triples::TripleImport;
+use a2rag::kb::VectorsAtOpen;
 use a2rag::kb::catalog::KbName;
 use a2rag::kb::store::{Family, Location, Store};
 use common::*;
@@ -157,24 +158,12 @@ fn killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run_on(
     let dir = tempfile::tempdir().unwrap();
     let corpus = write_corpus(dir.path(), 1500);
     let crashed = dir.path().join("crashed");
-    let mut child = Command::new(bin())
-        .envs(store.env())
-        .args(["--data-dir"])
-        .arg(&crashed)
-        .arg("ingest")
-        .arg(&corpus)
-        .spawn()
-        .unwrap();
+    let mut child = spawn_ingest(store, &crashed, &corpus);
     // Kill it once some documents have been committed.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let crashed_settings = store.settings(&crashed);
     let committed_enough = || match store {
-        TestStore::Sled => {
-            let size: u64 = std::fs::read_dir(crashed.join("db"))
-                .map(|d| d.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
-                .unwrap_or(0);
-            size > 200_000
-        }
+        TestStore::Sled => sled_bytes(&crashed) > 200_000,
         // PostgreSQL can be read while the ingest writes.
         TestStore::Postgres(_) | TestStore::PostgresTls { .. } => {
             let location = Location::of(&crashed_settings, &KbName::default());
@@ -208,6 +197,77 @@ fn killed_ingest_leaves_a_consistent_kb_and_finishing_it_matches_a_clean_run_on(
         (finished.documents, finished.chunks, finished.nodes, finished.edges),
         (reference.documents, reference.chunks, reference.nodes, reference.edges)
     );
+}
+
+#[test]
+fn a_kill_after_a_save_opens_from_the_save_and_replays_what_followed() {
+    for store in TestStore::all() {
+        a_kill_after_a_save_opens_from_the_save_and_replays_what_followed_on(&store);
+    }
+}
+
+fn a_kill_after_a_save_opens_from_the_save_and_replays_what_followed_on(store: &TestStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("kb");
+    let settings = store.settings(&data);
+    let (mut kb, pipeline) = open(&settings);
+    ingest(&mut kb, &pipeline, &[write_corpus(dir.path(), 400)]);
+    assert!(kb.index_dir().join("manifest.json").is_file(), "the first ingest saved");
+    let saved_size = sled_bytes(&data);
+    drop(kb);
+    let later = dir.path().join("later");
+    std::fs::create_dir(&later).unwrap();
+    let corpus = write_corpus(&later, 3000);
+    let mut child = spawn_ingest(store, &data, &corpus);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let location = Location::of(&settings, &KbName::default());
+    let committed_enough = || match store {
+        TestStore::Sled => sled_bytes(&data) > saved_size + 400_000,
+        TestStore::Postgres(_) | TestStore::PostgresTls { .. } => Store::open(&location).unwrap().docs().count() > 600,
+    };
+    while !committed_enough() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    assert!(!child.wait().unwrap().success(), "the ingest was killed before it finished");
+
+    let (kb, _) = open(&settings);
+    let replayed = match kb.vectors_at_open() {
+        VectorsAtOpen::Mapped { changes_replayed } => changes_replayed,
+        other => panic!("the save is mapped, not {other:?}"),
+    };
+    assert!(replayed > 0, "the killed ingest's documents are replayed");
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+    let documents = kb.stats().documents;
+    assert!(documents > 400 && documents < 3400, "killed mid-way ({documents} documents)");
+    // Documents committed before the save and after it are found by vector and by BM25.
+    let mut found = 0;
+    // The second corpus repeats the first's 400 documents (unchanged) and adds the rest.
+    let after_save = kb.docs().map(|d| d.id.clone()).filter(|id| id["doc-".len()..].parse::<usize>().unwrap() >= 400);
+    for id in ["doc-3".to_string(), "doc-399".to_string()].into_iter().chain(after_save.take(3)) {
+        let doc = kb.doc_by_id(&id).unwrap_or_else(|| panic!("{id} is committed"));
+        let chunk = u64::from(doc.chunks[0]);
+        let vector = kb.chunk_index().get(chunk).unwrap();
+        assert_eq!(kb.chunk_index().search(&vector, 1).unwrap()[0].0, chunk, "{id} by vector");
+        let text = kb.chunk(doc.chunks[0]).unwrap().text.clone();
+        let query = a2rag::embed::EmbeddedQuery::new(kb.embedder().as_ref(), &text).unwrap();
+        let hits = kb.search(&query, a2rag::kb::SearchMode::Bm25, 3, (&kb.settings().retrieve).into()).unwrap();
+        assert!(hits.iter().any(|(c, _)| *c == doc.chunks[0]), "{id} by BM25: {hits:?}");
+        found += 1;
+    }
+    assert_eq!(found, 5, "both sides of the save were probed");
+}
+
+/// The bytes of a sled KB's database files (0 for a PostgreSQL KB, whose records are elsewhere).
+fn sled_bytes(data: &std::path::Path) -> u64 {
+    std::fs::read_dir(data.join("db"))
+        .map(|d| d.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
+        .unwrap_or(0)
+}
+
+/// `a2rag ingest CORPUS` into `data` in a child process, to be killed.
+fn spawn_ingest(store: &TestStore, data: &std::path::Path, corpus: &std::path::Path) -> std::process::Child {
+    Command::new(bin()).envs(store.env()).arg("--data-dir").arg(data).arg("ingest").arg(corpus).spawn().unwrap()
 }
 
 #[test]
@@ -659,10 +719,16 @@ fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(store: &Te
     assert_eq!(generation(), saved_generation, "a batch of a few vectors saves nothing");
     drop(kb);
     let (kb, _) = open(&settings);
+    assert_eq!(
+        kb.vectors_at_open(),
+        VectorsAtOpen::Mapped { changes_replayed: 1 },
+        "the save is mapped, the batch replayed"
+    );
     assert!(kb.linked_at_open() > 0, "the small batch's vectors are linked at open");
     drop(kb);
 
     let (kb, _) = open(&settings);
+    assert_eq!(kb.vectors_at_open(), VectorsAtOpen::Mapped { changes_replayed: 0 }, "the open that linked saved");
     assert_eq!(kb.linked_at_open(), 0, "a clean reopen links nothing");
     assert_eq!(answers(&kb), before, "the saved graphs answer as the ones they were saved from");
 
@@ -683,6 +749,7 @@ fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(store: &Te
     let late = u64::from(kb.doc_by_id("late").unwrap().chunks[0]);
     drop(kb);
     let (kb, _) = open(&settings);
+    assert_eq!(kb.vectors_at_open(), VectorsAtOpen::Mapped { changes_replayed: 2 }, "a delete and a commit replayed");
     assert!(kb.linked_at_open() > 0, "the new document's vectors were linked at open");
     let late_vector = kb.chunk_index().get(late).unwrap();
     assert_eq!(kb.chunk_index().search(&late_vector, 1).unwrap()[0].0, late);
@@ -709,10 +776,35 @@ fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(store: &Te
     bytes[middle] ^= 0x5a;
     std::fs::write(&graph_file, bytes).unwrap();
     let (kb, _) = open(&settings);
+    assert_eq!(kb.vectors_at_open(), VectorsAtOpen::ReadFromStore, "a damaged save is not mapped");
     assert!(kb.linked_at_open() >= 299, "the chunk index was linked again from the store");
-    for (probe, id) in probes.iter().zip(probe_ids) {
-        assert_eq!(kb.chunk_index().search(probe, 1).unwrap()[0].0, id);
+    for (probe, id) in probes.iter().zip(&probe_ids) {
+        assert_eq!(kb.chunk_index().search(probe, 1).unwrap()[0].0, *id);
     }
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+    drop(kb);
+
+    // So does a damaged vector segment: the open reads the store and saves anew.
+    let (kb, _) = open(&settings);
+    assert_eq!(kb.vectors_at_open(), VectorsAtOpen::Mapped { changes_replayed: 0 });
+    drop(kb);
+    let segment = std::fs::read_dir(&index_dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("nodes-") && p.extension().unwrap() == "vectors")
+        .unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes[70] ^= 0x01;
+    std::fs::write(&segment, bytes).unwrap();
+    let (kb, _) = open(&settings);
+    assert_eq!(kb.vectors_at_open(), VectorsAtOpen::ReadFromStore, "a damaged segment is not mapped");
+    for (probe, id) in probes.iter().zip(&probe_ids) {
+        assert_eq!(kb.chunk_index().search(probe, 1).unwrap()[0].0, *id);
+    }
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+    drop(kb);
+    let (kb, _) = open(&settings);
+    assert_eq!(kb.vectors_at_open(), VectorsAtOpen::Mapped { changes_replayed: 0 }, "that open saved again");
     drop(kb);
     std::fs::remove_dir_all(&index_dir).unwrap();
     let (kb, _) = open(&settings);

@@ -531,7 +531,7 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
         }
         let (tx, prepared) = sync_channel::<Prepared>(EMBED_WINDOW);
         scope.spawn(move || embed_in_order(pipeline, &drafts, total, &tx));
-        for _ in 0..total {
+        for done in 0..total {
             if progress.cancelled() {
                 report.cancelled = true;
                 break;
@@ -546,6 +546,9 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
                 Err(e) => report.errors.push(format!("document {id}: {e}")),
             }
             progress.advance(&id);
+            if (done + 1) % SAVE_CHECK_EVERY == 0 {
+                kb.write(Kb::save_indexes_if_heavy);
+            }
         }
         // Dropping the receiver stops the embedding thread at its next send, and with it the
         // draft workers.
@@ -622,6 +625,10 @@ fn embed_window(pipeline: &Pipeline, window: Vec<Drafted>) -> Vec<Prepared> {
 
 /// Drafted documents each worker may hold before the embedding stage takes them.
 const PREPARED_AHEAD: usize = 16;
+
+/// Documents committed between two looks at whether the indexes should be saved mid-ingest
+/// (`Kb::save_indexes_if_heavy`).
+const SAVE_CHECK_EVERY: usize = 256;
 
 /// Documents embedded together at most: enough texts for large forward passes, few enough
 /// that the committer is never long without work.

@@ -1,13 +1,28 @@
 //! Okapi BM25 over chunks, kept incrementally (documents come and go).
+//!
+//! The index is a saved base ([`Postings`], mapped) plus the chunks indexed since it was
+//! written, on the heap. A base row removed or indexed again is dead: skipped by searches, and
+//! taken out of every figure (chunk count, total length, each term's document frequency), so
+//! scores equal those of one index over the same chunks. A save rewrites the base once the
+//! changes since reach a quarter of it ([`Bm25::worth_rewriting`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
 
+use super::postings::{Postings, Row, SavedPostings};
 use crate::config::Bm25Settings;
+use crate::error::Result;
 use crate::text;
 
 #[derive(Default)]
 pub struct Bm25 {
+    base: Option<Postings>,
+    /// Base rows removed or indexed again since the base was written, by key.
+    dead: HashSet<u64>,
+    /// Per base term id, how many of its postings are dead.
+    dead_df: HashMap<u32, u32>,
+    dead_len: u64,
     postings: HashMap<Arc<str>, HashMap<u64, u32>>,
     lengths: HashMap<u64, u32>,
     /// The distinct terms of each key, sharing the postings' strings: removing a chunk
@@ -24,21 +39,45 @@ impl Bm25 {
         Bm25 { k1: settings.k1, b: settings.b, ..Default::default() }
     }
 
+    /// An index serving the saved base in `dir`; the caller then indexes again the chunks
+    /// written after the base's change.
+    pub fn open(settings: &Bm25Settings, dir: &Path, saved: &SavedPostings) -> Result<Self> {
+        Ok(Bm25 { base: Some(Postings::open(dir, saved)?), ..Bm25::new(settings) })
+    }
+
+    /// The saved base, if any.
+    pub fn saved(&self) -> Option<&SavedPostings> {
+        self.base.as_ref().map(Postings::saved)
+    }
+
+    fn base_live(&self) -> usize {
+        self.base.as_ref().map_or(0, |b| b.rows() - self.dead.len())
+    }
+
     pub fn len(&self) -> usize {
-        self.lengths.len()
+        self.base_live() + self.lengths.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.lengths.is_empty()
+        self.len() == 0
     }
 
     pub fn vocabulary(&self) -> usize {
-        self.postings.len()
+        let Some(base) = &self.base else { return self.postings.len() };
+        let base_terms = (0..base.terms()).filter(|id| self.base_df(*id) > 0).count();
+        let only_new = self.postings.keys().filter(|t| base.term_id(t).is_none_or(|id| self.base_df(id) == 0)).count();
+        base_terms + only_new
+    }
+
+    /// Live base postings of term `id`.
+    fn base_df(&self, id: usize) -> usize {
+        let Some(base) = &self.base else { return 0 };
+        base.postings(id).len() - self.dead_df.get(&(id as u32)).copied().unwrap_or(0) as usize
     }
 
     /// Whether any indexed chunk contains `term` (already lowercased).
     pub fn knows(&self, term: &str) -> bool {
-        self.postings.contains_key(term)
+        self.frequency(term) > 0
     }
 
     pub fn insert(&mut self, key: u64, content: &str) {
@@ -65,6 +104,7 @@ impl Bm25 {
 
     pub fn remove(&mut self, key: u64) {
         let Some(len) = self.lengths.remove(&key) else {
+            self.kill_base_row(key);
             return;
         };
         self.total_len -= len as u64;
@@ -78,9 +118,23 @@ impl Bm25 {
         }
     }
 
+    /// Marks the base row of `key`, if it is live, dead.
+    fn kill_base_row(&mut self, key: u64) {
+        let Some(base) = &self.base else { return };
+        let Some(row) = base.row(key) else { return };
+        if !self.dead.insert(key) {
+            return;
+        }
+        self.dead_len += u64::from(base.length(row));
+        for [id, _] in base.row_terms(row) {
+            *self.dead_df.entry(*id).or_default() += 1;
+        }
+    }
+
     /// How many indexed chunks contain `term` (already lowercased).
     pub fn frequency(&self, term: &str) -> usize {
-        self.postings.get(term).map_or(0, HashMap::len)
+        let base = self.base.as_ref().and_then(|b| b.term_id(term)).map_or(0, |id| self.base_df(id));
+        base + self.postings.get(term).map_or(0, HashMap::len)
     }
 
     /// Inverse document frequency of `term` (already lowercased), as the ranking weighs it:
@@ -91,7 +145,7 @@ impl Bm25 {
 
     /// Inverse document frequency of a term `df` chunks contain.
     fn idf_of(&self, df: usize) -> f32 {
-        let (n, df) = (self.lengths.len() as f32, df as f32);
+        let (n, df) = (self.len() as f32, df as f32);
         ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
     }
 
@@ -100,27 +154,69 @@ impl Bm25 {
         if self.is_empty() {
             return Vec::new();
         }
-        let n = self.lengths.len() as f32;
-        let avg = self.total_len as f32 / n;
+        let n = self.len() as f32;
+        let total = self.base.as_ref().map_or(0, Postings::total_len) - self.dead_len + self.total_len;
+        let avg = total as f32 / n;
+        let score = |idf: f32, tf: u32, dl: u32| {
+            let (tf, dl) = (tf as f32, dl as f32);
+            idf * tf * (self.k1 + 1.0) / (tf + self.k1 * (1.0 - self.b + self.b * dl / avg))
+        };
         let mut scores: HashMap<u64, f32> = HashMap::new();
         let mut terms = text::content_terms(query);
         terms.sort();
         terms.dedup();
         for term in terms {
-            let Some(docs) = self.postings.get(term.as_str()) else {
-                continue;
-            };
-            let idf = self.idf_of(docs.len());
-            for (key, tf) in docs {
-                let tf = *tf as f32;
-                let dl = self.lengths[key] as f32;
-                let s = idf * tf * (self.k1 + 1.0) / (tf + self.k1 * (1.0 - self.b + self.b * dl / avg));
-                *scores.entry(*key).or_default() += s;
+            let idf = self.idf(&term);
+            if let Some((base, id)) = self.base.as_ref().and_then(|b| Some((b, b.term_id(&term)?))) {
+                for [row, tf] in base.postings(id) {
+                    let Some(key) = base.keys().get(*row as usize) else { continue };
+                    if !self.dead.contains(key) {
+                        *scores.entry(*key).or_default() += score(idf, *tf, base.length(*row as usize));
+                    }
+                }
+            }
+            for (key, tf) in self.postings.get(term.as_str()).into_iter().flatten() {
+                *scores.entry(*key).or_default() += score(idf, *tf, self.lengths[key]);
             }
         }
         // A common query word scores a large share of all chunks: select the top `k` before
         // sorting.
         crate::rank::top_k(scores.into_iter().collect(), k)
+    }
+
+    /// Whether the changes since the base was written (or the whole index, without one) are
+    /// worth a new base: a quarter of the base, or a base older than `stale_after` changes
+    /// at `change`, which an open could no longer replay from the log.
+    pub fn worth_rewriting(&self, change: u64, stale_after: u64) -> bool {
+        let changed = self.dead.len() + self.lengths.len();
+        match &self.base {
+            None => changed > 0,
+            Some(base) => changed > 0 && (changed * 4 >= base.rows() || change > base.saved().change + stale_after),
+        }
+    }
+
+    /// Writes every live chunk as a new base file `NAME.postings` current with `change`, and
+    /// serves it from now on.
+    pub fn rewrite(&mut self, dir: &Path, name: &str, change: u64) -> Result<()> {
+        let mut rows: Vec<Row<'_>> = Vec::with_capacity(self.len());
+        if let Some(base) = &self.base {
+            for (row, key) in base.keys().iter().enumerate() {
+                if !self.dead.contains(key) {
+                    let terms = base.row_terms(row).iter().map(|[id, tf]| (base.term(*id as usize), *tf)).collect();
+                    rows.push(Row { key: *key, len: base.length(row), terms });
+                }
+            }
+        }
+        for (key, terms) in &self.terms {
+            let terms = terms.iter().map(|t| (&**t, self.postings[t][key])).collect();
+            rows.push(Row { key: *key, len: self.lengths[key], terms });
+        }
+        rows.sort_unstable_by_key(|r| r.key);
+        let saved = Postings::write(dir, name, &rows, change)?;
+        drop(rows);
+        let base = Postings::open(dir, &saved)?;
+        *self = Bm25 { base: Some(base), ..Bm25 { k1: self.k1, b: self.b, ..Default::default() } };
+        Ok(())
     }
 }
 
@@ -163,6 +259,49 @@ mod tests {
         assert_eq!(keys(&bm.search("harbour lighthouse", 5)), vec![3]);
         bm.remove(3);
         assert_eq!((bm.vocabulary(), bm.len()), (0, 0));
+    }
+
+    /// A saved base plus later changes scores exactly as one index over the same chunks.
+    #[test]
+    fn a_saved_base_with_later_changes_scores_like_one_index() {
+        let settings = Settings::defaults().bm25;
+        let dir = tempfile::tempdir().unwrap();
+        let texts = [
+            "amber harbour lighthouse",
+            "harbour crane amber dock",
+            "granite quarry",
+            "lighthouse keeper cottage",
+            "dock amber amber",
+        ];
+        let mut saved = Bm25::new(&settings);
+        let mut reference = Bm25::new(&settings);
+        for (key, text) in texts.iter().enumerate() {
+            saved.insert(key as u64, text);
+            reference.insert(key as u64, text);
+        }
+        saved.rewrite(dir.path(), "base-1", 7).unwrap();
+        let mut reopened = Bm25::open(&settings, dir.path(), saved.saved().unwrap()).unwrap();
+        for bm in [&mut saved, &mut reopened, &mut reference] {
+            bm.remove(1);
+            bm.insert(3, "lighthouse amber beacon");
+            bm.insert(9, "quarry dock granite granite");
+        }
+        for bm in [&saved, &reopened] {
+            assert_eq!((bm.len(), bm.vocabulary()), (reference.len(), reference.vocabulary()));
+            for term in ["amber", "crane", "granite", "lighthouse", "beacon", "nothing"] {
+                assert_eq!(bm.frequency(term), reference.frequency(term), "{term}");
+            }
+            for query in ["amber dock", "granite lighthouse beacon", "crane"] {
+                assert_eq!(bm.search(query, 5), reference.search(query, 5), "{query}");
+            }
+        }
+        assert!(reopened.worth_rewriting(7, 100), "four changed rows of five are worth a new base");
+        reopened.rewrite(dir.path(), "base-2", 9).unwrap();
+        assert_eq!(reopened.search("amber dock", 5), reference.search("amber dock", 5));
+        assert!(!reopened.worth_rewriting(9, 100), "nothing changed since");
+        assert!(
+            Bm25::open(&settings, dir.path(), &SavedPostings { crc: 1, ..reopened.saved().unwrap().clone() }).is_err()
+        );
     }
 
     fn keys(hits: &[(u64, f32)]) -> Vec<u64> {

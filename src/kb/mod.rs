@@ -16,9 +16,11 @@ pub mod model;
 pub mod name;
 pub mod pages;
 pub mod passage_graph;
+mod postings;
 pub mod reindex;
 pub mod relations;
 mod saved;
+mod segment;
 pub mod store;
 pub mod vector;
 mod write;
@@ -39,7 +41,7 @@ use name::KbName;
 use pages::Pages;
 use passage_graph::PassageGraph;
 use relations::RelationLabels;
-use store::{Family, Location, Store};
+use store::{Changed, Family, Location, Store};
 use vector::VectorIndex;
 
 pub use write::{IngestOutcome, PreparedChunk, PreparedDoc, PreparedTriple};
@@ -53,6 +55,9 @@ const SAVED_INDEX_DIR: &str = "index";
 /// ingest batch saves again (see [`Kb::save_indexes_if_worth_it`]): linking them at an open
 /// costs about half a second.
 const SAVE_AFTER: usize = 256;
+/// Unsaved vectors of one index past which an ingest saves before its batch ends (about
+/// 200 MB of 512-float vectors on the heap).
+const SAVE_DURING_INGEST: usize = 100_000;
 
 pub struct Kb {
     settings: Arc<Settings>,
@@ -99,8 +104,19 @@ pub struct Kb {
     applied_change: u64,
     /// The generation of the last save of the HNSW graphs (see [`saved`]).
     saved_generation: u64,
+    vectors_at_open: VectorsAtOpen,
     /// Vectors that opening had to link because no saved graph held them.
     linked_at_open: usize,
+}
+
+/// Where an open found the vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "from")]
+pub enum VectorsAtOpen {
+    /// Mapped from the last save, with the store's changes since it replayed.
+    Mapped { changes_replayed: u64 },
+    /// Read from the store: no usable save.
+    ReadFromStore,
 }
 
 /// What makes two edges state the same fact: subject, relation label and object.
@@ -211,6 +227,7 @@ impl Kb {
             pages: Mutex::new(None),
             applied_change: 0,
             saved_generation: 0,
+            vectors_at_open: VectorsAtOpen::ReadFromStore,
             linked_at_open: 0,
         };
         kb.load()?;
@@ -230,8 +247,6 @@ impl Kb {
         }
         for chunk in self.store.chunks() {
             let chunk = chunk?;
-            let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
-            self.bm25.insert(chunk.id as u64, &model::passage_text(title, &chunk.section, &chunk.text));
             self.chunks.insert(chunk.id, chunk);
         }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded documents and chunks");
@@ -245,6 +260,149 @@ impl Kb {
             self.index_edge_in_memory(edge, &vectors)?;
         }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
+        let manifest = saved::Manifest::read(&self.index_dir(), &self.graph_fingerprint());
+        let bm25_mapped = match manifest.as_ref().and_then(|m| m.bm25.as_ref()) {
+            Some(saved) => self.adopt_bm25(saved)?,
+            None => false,
+        };
+        if !bm25_mapped {
+            self.bm25 = Bm25::new(&self.settings.bm25);
+            for chunk in self.chunks.values() {
+                let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
+                self.bm25.insert(chunk.id as u64, &model::passage_text(title, &chunk.section, &chunk.text));
+            }
+        }
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, mapped = bm25_mapped, "loaded BM25");
+        if let Some(manifest) = &manifest {
+            self.saved_generation = manifest.generation;
+        }
+        self.vectors_at_open = match manifest.as_ref().map(|m| self.adopt_save(m)).transpose()? {
+            Some(Some(changes_replayed)) => VectorsAtOpen::Mapped { changes_replayed },
+            _ => {
+                self.read_vectors(manifest.as_ref())?;
+                VectorsAtOpen::ReadFromStore
+            }
+        };
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, vectors = ?self.vectors_at_open, "loaded vectors");
+        self.linked_at_open = [&self.chunk_index, &self.summary_index, &self.node_index, &self.fact_index]
+            .iter()
+            .map(|i| i.staged_for_linking())
+            .sum();
+        if self.linked_at_open > 0 {
+            // Minutes on a large KB: say why this open is slow.
+            tracing::info!(vectors = self.linked_at_open, "linking the vectors no saved graph holds");
+        }
+        self.link_staged_vectors()?;
+        let read = !(matches!(self.vectors_at_open, VectorsAtOpen::Mapped { .. }) && bm25_mapped) && !self.is_empty();
+        if read || self.linked_at_open > 0 {
+            // Save what was just read or linked, or the next open does it again.
+            self.save_indexes_or_warn();
+        } else {
+            self.save_indexes_if_worth_it();
+        }
+        Ok(())
+    }
+
+    /// Whether the KB holds nothing yet.
+    fn is_empty(&self) -> bool {
+        self.docs.is_empty() && self.chunks.is_empty() && self.nodes.is_empty()
+    }
+
+    /// Maps the vectors and graphs of the save `manifest` names, then replays the store's
+    /// changes since that save. `None`, with every index left empty, where the save cannot
+    /// be used: from an earlier build, damaged, newer than the store, or older than the
+    /// change log reaches (those opens read every vector from the store instead).
+    fn adopt_save(&mut self, manifest: &saved::Manifest) -> Result<Option<u64>> {
+        let Some(change) = manifest.change.filter(|change| *change <= self.applied_change) else {
+            return Ok(None);
+        };
+        let changed = match self.store.changes_since(change)? {
+            Changed::Everything { .. } => return Ok(None),
+            Changed::Nothing => None,
+            Changed::Records { records, .. } => Some(records),
+        };
+        let dir = self.index_dir();
+        let mut adopted = Ok(());
+        for (name, index) in self.saved_indexes() {
+            let graphs = manifest.indexes.get(name).map_or(&[][..], Vec::as_slice);
+            adopted = match manifest.vectors.get(name) {
+                Some(vectors) => index.adopt_save(&dir, graphs, vectors),
+                None => Err(Error::Index(format!("no vectors saved for {name}"))),
+            };
+            if adopted.is_err() {
+                break;
+            }
+        }
+        if let Err(e) = adopted {
+            tracing::warn!(error = %e, "the saved indexes are unusable; reading every vector from the store");
+            self.empty_vector_indexes()?;
+            return Ok(None);
+        }
+        let Some(records) = changed else { return Ok(Some(0)) };
+        for (family, index) in [
+            (Family::ChunkVec, &mut self.chunk_index),
+            (Family::SummaryVec, &mut self.summary_index),
+            (Family::NodeVec, &mut self.node_index),
+        ] {
+            for (id, vector) in records.vectors(family) {
+                match vector {
+                    Some(v) => index.upsert(id, &v)?,
+                    None => index.remove(id)?,
+                }
+            }
+        }
+        // A fact is indexed under the edge that represents it now, as a full read indexes it.
+        let touched: BTreeSet<u64> =
+            records.vectors(Family::FactVec).map(|(id, _)| id).chain(records.ids(Family::Edge)).collect();
+        for id in touched {
+            match records.vector(Family::FactVec, id) {
+                Some(v) if self.represents_fact(id) => self.fact_index.upsert(id, &v)?,
+                _ => self.fact_index.remove(id)?,
+            }
+        }
+        Ok(Some(self.applied_change - change))
+    }
+
+    /// Serves BM25 from its saved postings and indexes again the chunks written after them;
+    /// `false` where they cannot be used (damaged, newer than the store, older than the log).
+    fn adopt_bm25(&mut self, saved: &postings::SavedPostings) -> Result<bool> {
+        if saved.change > self.applied_change {
+            return Ok(false);
+        }
+        let touched: Vec<u64> = match self.store.changes_since(saved.change)? {
+            Changed::Everything { .. } => return Ok(false),
+            Changed::Nothing => Vec::new(),
+            Changed::Records { records, .. } => records.ids(Family::Chunk).collect(),
+        };
+        self.bm25 = match Bm25::open(&self.settings.bm25, &self.index_dir(), saved) {
+            Ok(bm25) => bm25,
+            Err(e) => {
+                tracing::warn!(error = %e, "the saved BM25 postings are unusable; indexing every chunk again");
+                return Ok(false);
+            }
+        };
+        for id in touched {
+            self.bm25.remove(id);
+            if let Some(chunk) = self.chunks.get(&(id as ChunkId)) {
+                let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
+                self.bm25.insert(id, &model::passage_text(title, &chunk.section, &chunk.text));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Fresh, empty vector indexes in place of whatever a failed adoption left.
+    fn empty_vector_indexes(&mut self) -> Result<()> {
+        let (dim, settings) = (self.embedder.dim(), self.settings.clone());
+        for (_, index) in self.saved_indexes() {
+            *index = VectorIndex::new(dim, &settings.index)?;
+        }
+        Ok(())
+    }
+
+    /// Reads every vector from the store, then adopts what it can of the saved graphs in
+    /// `manifest` (each member checked against its stored vector).
+    fn read_vectors(&mut self, manifest: Option<&saved::Manifest>) -> Result<()> {
         let families = [
             (Family::ChunkVec, &mut self.chunk_index),
             (Family::SummaryVec, &mut self.summary_index),
@@ -262,23 +420,7 @@ impl Kb {
                 self.fact_index.upsert(id, &v)?;
             }
         }
-        tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded vectors");
-        let left = self.restore_saved_graphs();
-        if left > 0 {
-            // Minutes on a large KB: say why this open is slow.
-            tracing::info!(vectors = left, "linking the vectors no saved graph holds; they are saved afterwards");
-        }
-        self.link_staged_vectors()?;
-        self.linked_at_open = left;
-        tracing::debug!(
-            ms = started.elapsed().as_millis() as u64,
-            linked = left,
-            "linked the vectors no saved graph held"
-        );
-        if left > 0 {
-            // Save what was just linked, or the next open links it again.
-            self.save_indexes_or_warn();
-        }
+        self.restore_saved_graphs(manifest);
         Ok(())
     }
 
@@ -293,8 +435,13 @@ impl Kb {
         }
     }
 
+    /// Where this KB's vectors came from when it opened.
+    pub fn vectors_at_open(&self) -> VectorsAtOpen {
+        self.vectors_at_open
+    }
+
     /// How many vectors opening this KB linked because no saved graph held them: 0 when the
-    /// saved graphs were current.
+    /// save was current.
     pub fn linked_at_open(&self) -> usize {
         self.linked_at_open
     }
@@ -319,17 +466,11 @@ impl Kb {
     }
 
     /// Adopts the saved graphs of each index (see [`saved`]); an index whose files are
-    /// missing or damaged is linked from its vectors instead. Returns how many vectors are
-    /// left to link.
-    fn restore_saved_graphs(&mut self) -> usize {
+    /// missing or damaged is linked from its vectors instead.
+    fn restore_saved_graphs(&mut self, manifest: Option<&saved::Manifest>) {
         let dir = self.index_dir();
-        let manifest = saved::Manifest::read(&dir, &self.graph_fingerprint());
-        if let Some(manifest) = &manifest {
-            self.saved_generation = manifest.generation;
-        }
-        let mut left = 0;
         for (name, index) in self.saved_indexes() {
-            if let Some(files) = manifest.as_ref().and_then(|m| m.indexes.get(name)) {
+            if let Some(files) = manifest.and_then(|m| m.indexes.get(name)) {
                 match index.restore(&dir, files) {
                     Ok(adopted) => tracing::debug!(index = name, adopted, "restored saved graphs"),
                     Err(e) => {
@@ -337,9 +478,7 @@ impl Kb {
                     }
                 }
             }
-            left += index.staged_for_linking();
         }
-        left
     }
 
     /// Saves the HNSW graphs that changed since the last save (see [`saved`]), so that the
@@ -352,17 +491,26 @@ impl Kb {
             tracing::debug!(dir = %dir.display(), "another process is saving the indexes; skipped");
             return Ok(());
         };
-        let generation = self.saved_generation + 1;
-        let mut manifest = saved::Manifest::new(self.graph_fingerprint(), generation);
+        // Above any generation on disk too: another daemon sharing this directory (PostgreSQL)
+        // may have saved since, and its files must keep their names. Taken before writing, so
+        // a save that fails never hands its names to the next one.
+        let on_disk = saved::Manifest::read(&dir, &self.graph_fingerprint()).map_or(0, |m| m.generation);
+        let generation = self.saved_generation.max(on_disk) + 1;
+        self.saved_generation = generation;
+        let mut manifest = saved::Manifest::new(self.graph_fingerprint(), generation, self.applied_change);
         for (name, index) in self.saved_indexes() {
             let files = index.save(&dir, name, generation)?;
+            manifest.vectors.insert(name.to_string(), index.save_vectors(&dir, &format!("{name}-{generation}"))?);
             if !files.is_empty() {
                 manifest.indexes.insert(name.to_string(), files);
             }
         }
-        manifest.commit(&dir)?;
-        self.saved_generation = generation;
-        Ok(())
+        // Rewritten before an open could no longer replay its changes from the log.
+        if self.bm25.worth_rewriting(self.applied_change, store::CHANGES_KEPT / 2) {
+            self.bm25.rewrite(&dir, &format!("bm25-{generation}"), self.applied_change)?;
+        }
+        manifest.bm25 = self.bm25.saved().cloned();
+        manifest.commit(&dir)
     }
 
     /// [`Kb::save_indexes`] once enough has changed since the last save to be worth
@@ -372,10 +520,24 @@ impl Kb {
     pub fn save_indexes_if_worth_it(&mut self) {
         let unsaved = [&self.chunk_index, &self.summary_index, &self.node_index, &self.fact_index]
             .iter()
-            .map(|index| index.unsaved() + index.staged_for_linking())
+            .map(|index| (index.unsaved() + index.staged_for_linking()).max(index.unsaved_vectors()))
             .max()
             .unwrap_or(0);
         if unsaved >= SAVE_AFTER {
+            self.save_indexes_or_warn();
+        }
+    }
+
+    /// [`Kb::save_indexes`] in the middle of a long ingest, once an index holds
+    /// [`SAVE_DURING_INGEST`] vectors that no save maps: they sit on the heap until one does,
+    /// and a kill would leave the next open all of them to replay.
+    pub fn save_indexes_if_heavy(&mut self) {
+        let heaviest = [&self.chunk_index, &self.summary_index, &self.node_index, &self.fact_index]
+            .iter()
+            .map(|index| index.unsaved_vectors())
+            .max()
+            .unwrap_or(0);
+        if heaviest >= SAVE_DURING_INGEST {
             self.save_indexes_or_warn();
         }
     }
@@ -852,6 +1014,19 @@ impl Kb {
             if !self.docs.contains_key(&chunk.doc) {
                 problems.push(format!("chunk {} belongs to missing document {}", chunk.id, chunk.doc));
             }
+            if !self.chunk_index.contains(chunk.id as u64) {
+                problems.push(format!("chunk {} has no vector", chunk.id));
+            }
+        }
+        // Vectors nothing owns: what a replay that kept a removed vector would leave.
+        for (index, vectors, records) in [
+            ("chunk", self.chunk_index.len(), self.chunks.len()),
+            ("summary", self.summary_index.len(), self.docs.len()),
+            ("entity", self.node_index.len(), self.nodes.len()),
+        ] {
+            if vectors != records {
+                problems.push(format!("{vectors} {index} vectors indexed for {records} records"));
+            }
         }
         for edge in self.edges.values() {
             for end in [edge.subject, edge.object] {
@@ -867,6 +1042,9 @@ impl Kb {
         for node in self.nodes.values() {
             if node.chunks.is_empty() {
                 problems.push(format!("node {} has no provenance", node.id));
+            }
+            if !self.node_index.contains(node.id as u64) {
+                problems.push(format!("node {} has no vector", node.id));
             }
             for c in &node.chunks {
                 if !self.chunks.contains_key(c) {

@@ -28,6 +28,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::postings::{self, SavedPostings};
+use super::segment::{self, SavedSegment};
 use crate::error::{Error, Result};
 
 /// Bumped when the files' meaning changes; a manifest of another format is ignored.
@@ -57,6 +59,17 @@ pub struct SavedGraph {
     pub count: usize,
 }
 
+/// An index's exact vectors as one save left them (see [`super::segment`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedVectors {
+    pub segments: Vec<SavedSegment>,
+    /// Live vectors in the segments together.
+    pub len: usize,
+    /// Of those, how many no graph held (all of a small index searched exactly; normally
+    /// none of a linked one, since a save links first).
+    pub staged: usize,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {
     pub format: u32,
@@ -64,11 +77,30 @@ pub struct Manifest {
     pub generation: u64,
     /// The graphs of each index, in the order they were filled.
     pub indexes: BTreeMap<String, Vec<SavedGraph>>,
+    /// The store's change the save is current with: an open that maps the saved vectors
+    /// replays the changes after it. Absent in saves of earlier builds, which saved graphs
+    /// only.
+    #[serde(default)]
+    pub change: Option<u64>,
+    /// Each index's exact vectors, saved with its graphs.
+    #[serde(default)]
+    pub vectors: BTreeMap<String, SavedVectors>,
+    /// BM25's postings, rewritten only now and then: current with a change of their own.
+    #[serde(default)]
+    pub bm25: Option<SavedPostings>,
 }
 
 impl Manifest {
-    pub fn new(built_for: GraphFingerprint, generation: u64) -> Manifest {
-        Manifest { format: FORMAT, built_for, generation, indexes: BTreeMap::new() }
+    pub fn new(built_for: GraphFingerprint, generation: u64, change: u64) -> Manifest {
+        Manifest {
+            format: FORMAT,
+            built_for,
+            generation,
+            indexes: BTreeMap::new(),
+            change: Some(change),
+            vectors: BTreeMap::new(),
+            bm25: None,
+        }
     }
 
     /// The manifest in `dir`, if there is one this build can use for `built_for`; a missing
@@ -106,13 +138,21 @@ impl Manifest {
         let path = dir.join(MANIFEST);
         fs::rename(&staging, &path).map_err(|e| Error::io(&path, e))?;
         sync_dir(dir)?;
-        let named: HashSet<&str> =
-            self.indexes.values().flatten().flat_map(|g| [g.file.as_str(), g.members.as_str()]).collect();
+        let named: HashSet<&str> = self
+            .indexes
+            .values()
+            .flatten()
+            .flat_map(|g| [g.file.as_str(), g.members.as_str()])
+            .chain(self.vectors.values().flat_map(|v| v.segments.iter().map(|s| s.file.as_str())))
+            .chain(self.bm25.iter().map(|p| p.file.as_str()))
+            .collect();
         let entries = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            let graph_file = name.ends_with(".usearch") || name.ends_with(".keys");
+            // A file left half-written by a crash ends in `.tmp`.
+            let stem = name.strip_suffix(".tmp").unwrap_or(name);
+            let graph_file = [".usearch", ".keys", segment::SUFFIX, postings::SUFFIX].iter().any(|s| stem.ends_with(s));
             if graph_file && !named.contains(name) {
                 // A leftover costs disk, not correctness: the next save tries again.
                 if let Err(e) = fs::remove_file(entry.path()) {
@@ -241,11 +281,11 @@ mod tests {
     fn a_commit_replaces_the_manifest_and_removes_unnamed_graph_files() {
         let dir = tempfile::tempdir().unwrap();
         let old = write_graph(dir.path(), "chunks-1-0", b"old", &[(1, 1)]).unwrap();
-        let mut first = Manifest::new(built_for(), 1);
+        let mut first = Manifest::new(built_for(), 1, 0);
         first.indexes.insert("chunks".into(), vec![old.clone()]);
         first.commit(dir.path()).unwrap();
         let new = write_graph(dir.path(), "chunks-2-0", b"new", &[(1, 2)]).unwrap();
-        let mut second = Manifest::new(built_for(), 2);
+        let mut second = Manifest::new(built_for(), 2, 0);
         second.indexes.insert("chunks".into(), vec![new.clone()]);
         second.commit(dir.path()).unwrap();
         let read = Manifest::read(dir.path(), &built_for()).unwrap();

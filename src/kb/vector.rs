@@ -30,7 +30,8 @@ use std::path::Path;
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
 use super::exact::ExactCodes;
-use super::saved::{self, SavedGraph};
+use super::saved::{self, SavedGraph, SavedVectors};
+use super::segment::VectorStore;
 use crate::config::{IndexSettings, Quantization};
 use crate::embed::cosine;
 use crate::error::{Error, Result};
@@ -54,8 +55,9 @@ pub struct VectorIndex {
     graphs: Vec<Index>,
     options: IndexOptions,
     dim: usize,
-    /// Every stored vector, exact; the source of all scores.
-    vectors: HashMap<u64, Vec<f32>>,
+    /// Every stored vector, exact; the source of all scores. Mapped from the saved segments
+    /// where an open found them, on the heap for what was written since (see [`super::segment`]).
+    vectors: VectorStore,
     /// Stored but not yet linked into a graph. A key is never both here and in a graph.
     staged: BTreeSet<u64>,
     /// The graph each linked key is in.
@@ -104,7 +106,7 @@ impl VectorIndex {
             home: HashMap::new(),
             options,
             dim,
-            vectors: HashMap::new(),
+            vectors: VectorStore::new(dim),
             staged: BTreeSet::new(),
             build_threads,
             exact_max: settings.exact_search_max,
@@ -136,7 +138,7 @@ impl VectorIndex {
 
     pub fn memory_bytes(&self) -> usize {
         self.graphs.iter().map(Index::memory_usage).sum::<usize>()
-            + self.vectors.len() * self.dim * std::mem::size_of::<f32>()
+            + self.vectors.heap_bytes()
             + self.codes.get().map_or(0, ExactCodes::memory_bytes)
     }
 
@@ -153,7 +155,7 @@ impl VectorIndex {
         if let Some(codes) = self.codes.get_mut() {
             codes.upsert(key, v);
         }
-        self.vectors.insert(key, v.to_vec());
+        self.vectors.insert(key, v);
         self.staged.insert(key);
         Ok(())
     }
@@ -162,7 +164,7 @@ impl VectorIndex {
         if let Some(codes) = self.codes.get_mut() {
             codes.remove(key);
         }
-        self.vectors.remove(&key);
+        self.vectors.remove(key);
         self.staged.remove(&key);
         self.unlink(key)
     }
@@ -228,7 +230,12 @@ impl VectorIndex {
                 .chunks(share)
                 .map(|part| {
                     scope.spawn(move || {
-                        part.iter().try_for_each(|key| graph.add(*key, &vectors[key]).map_err(index_error))
+                        part.iter().try_for_each(|key| {
+                            let vector = vectors
+                                .get(*key)
+                                .ok_or_else(|| Error::Internal(format!("vector {key} staged but not stored")))?;
+                            graph.add(*key, vector).map_err(index_error)
+                        })
                     })
                 })
                 .collect();
@@ -246,13 +253,11 @@ impl VectorIndex {
         if self.is_exact() {
             // Nothing linked: every vector is staged. The codes pick the candidates (see
             // [`ExactCodes`]); the exact vectors score them.
-            let codes = self
-                .codes
-                .get_or_init(|| ExactCodes::new(self.dim, self.vectors.iter().map(|(key, v)| (*key, v.as_slice()))));
+            let codes = self.codes.get_or_init(|| ExactCodes::new(self.dim, self.vectors.iter()));
             let hits = codes
                 .candidates(query, k)
                 .into_iter()
-                .filter_map(|key| self.vectors.get(&key).map(|v| (key, cosine(query, v))))
+                .filter_map(|key| self.vectors.get(key).map(|v| (key, cosine(query, v))))
                 .collect();
             return Ok(top_k(hits, k));
         }
@@ -263,7 +268,7 @@ impl VectorIndex {
             candidates.extend(graph.search(query, wanted).map_err(index_error)?.keys);
         }
         let hits: Vec<(u64, f32)> =
-            candidates.into_iter().filter_map(|key| self.vectors.get(&key).map(|v| (key, cosine(query, v)))).collect();
+            candidates.into_iter().filter_map(|key| self.vectors.get(key).map(|v| (key, cosine(query, v)))).collect();
         Ok(top_k(hits, k))
     }
 
@@ -274,12 +279,17 @@ impl VectorIndex {
 
     /// The stored vector of `key`, if any.
     pub fn get(&self, key: u64) -> Option<Vec<f32>> {
-        self.vectors.get(&key).cloned()
+        self.vectors.get(key).map(<[f32]>::to_vec)
+    }
+
+    /// Whether a vector is stored under `key`.
+    pub fn contains(&self, key: u64) -> bool {
+        self.vectors.contains(key)
     }
 
     /// Cosine between `query` and the vector of `key`, without copying it.
     pub fn similarity(&self, key: u64, query: &[f32]) -> Option<f32> {
-        self.vectors.get(&key).map(|v| cosine(query, v))
+        self.vectors.get(key).map(|v| cosine(query, v))
     }
 
     /// Keys linked into or removed from the graphs since the last save: what an open would
@@ -294,7 +304,7 @@ impl VectorIndex {
     pub fn save(&mut self, dir: &Path, name: &str, generation: u64) -> Result<Vec<SavedGraph>> {
         let mut members: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.graphs.len()];
         for (key, at) in &self.home {
-            if let (None, Some(vector)) = (&self.saved[*at], self.vectors.get(key)) {
+            if let (None, Some(vector)) = (&self.saved[*at], self.vectors.get(*key)) {
                 members[*at].push((*key, saved::fingerprint(vector)));
             }
         }
@@ -315,6 +325,72 @@ impl VectorIndex {
         Ok(files)
     }
 
+    /// Saves the exact vectors written or removed since the last save as a segment (see
+    /// [`super::segment`]) named after `stem`, and says what the manifest records of them.
+    /// Call after [`VectorIndex::save`], whose graphs must hold what the record says they do.
+    pub fn save_vectors(&mut self, dir: &Path, stem: &str) -> Result<SavedVectors> {
+        let segments = self.vectors.save(dir, stem)?;
+        Ok(SavedVectors { segments, len: self.vectors.len(), staged: self.staged.len() })
+    }
+
+    /// Vectors written or removed since the last [`VectorIndex::save_vectors`].
+    pub fn unsaved_vectors(&self) -> usize {
+        self.vectors.unsaved()
+    }
+
+    /// Adopts a save whole: its vectors mapped and its graphs as they were, with no member
+    /// checked against a vector, since both were written by one save. Called once, on an
+    /// empty index; on an error nothing is adopted. The caller replays what the store changed
+    /// after the save through [`VectorIndex::upsert`] and [`VectorIndex::remove`].
+    pub fn adopt_save(&mut self, dir: &Path, graphs: &[SavedGraph], vectors: &SavedVectors) -> Result<()> {
+        if !self.vectors.is_empty() || !self.home.is_empty() {
+            return Err(Error::Internal("a save adopted by an index that holds vectors already".into()));
+        }
+        let store = VectorStore::open(dir, &vectors.segments, self.dim, vectors.len)?;
+        let mut loaded = Vec::new();
+        let mut home = HashMap::new();
+        for file in graphs {
+            let (graph, members) = self.load_graph(dir, file)?;
+            let at = loaded.len();
+            home.extend(members.into_iter().map(|(key, _)| (key, at)));
+            loaded.push(graph);
+        }
+        if home.len() + vectors.staged != vectors.len {
+            return Err(Error::Index(format!(
+                "the saved graphs hold {} vectors and {} were unlinked, but {} are saved",
+                home.len(),
+                vectors.staged,
+                vectors.len
+            )));
+        }
+        let staged: BTreeSet<u64> = match vectors.staged {
+            0 => BTreeSet::new(),
+            _ => store.keys().filter(|key| !home.contains_key(key)).collect(),
+        };
+        if !loaded.is_empty() {
+            self.saved = graphs.iter().cloned().map(Some).collect();
+            self.graphs = loaded;
+        }
+        (self.vectors, self.home, self.staged) = (store, home, staged);
+        self.codes = std::sync::OnceLock::new();
+        Ok(())
+    }
+
+    /// One saved graph, read back with its members.
+    fn load_graph(&self, dir: &Path, file: &SavedGraph) -> Result<(Index, saved::Members)> {
+        let (bytes, members) = saved::read_graph(dir, file)?;
+        let graph = Index::new(&self.options).map_err(index_error)?;
+        graph.load_from_buffer(&bytes).map_err(index_error)?;
+        if graph.size() != members.len() || graph.dimensions() != self.dim {
+            return Err(Error::Index(format!("{} does not hold the members its list names", file.file)));
+        }
+        // The file keeps the expansion it was built with; the settings say what to use now.
+        graph.change_expansion_add(self.options.expansion_add);
+        graph.change_expansion_search(self.options.expansion_search);
+        self.reserve(&graph, graph.size().max(1024))?;
+        Ok((graph, members))
+    }
+
     /// Adopts saved graphs instead of linking: called once, when every stored vector has
     /// been upserted and nothing is linked yet. A member whose vector is no longer stored, or
     /// differs from the one it was linked with, is removed from its graph; vectors no graph
@@ -329,21 +405,13 @@ impl VectorIndex {
         let mut saved_files = Vec::new();
         let mut home = HashMap::new();
         for file in files {
-            let (bytes, members) = saved::read_graph(dir, file)?;
-            let graph = Index::new(&self.options).map_err(index_error)?;
-            graph.load_from_buffer(&bytes).map_err(index_error)?;
-            if graph.size() != members.len() || graph.dimensions() != self.dim {
-                return Err(Error::Index(format!("{} does not hold the members its list names", file.file)));
-            }
-            // The file keeps the expansion it was built with; the settings say what to use now.
-            graph.change_expansion_add(self.options.expansion_add);
-            graph.change_expansion_search(self.options.expansion_search);
+            let (graph, members) = self.load_graph(dir, file)?;
             let at = graphs.len();
             let mut intact = true;
             for (key, print) in members {
                 let current = self.staged.contains(&key)
                     && !home.contains_key(&key)
-                    && self.vectors.get(&key).is_some_and(|v| saved::fingerprint(v) == print);
+                    && self.vectors.get(key).is_some_and(|v| saved::fingerprint(v) == print);
                 if current {
                     home.insert(key, at);
                 } else {
@@ -351,7 +419,6 @@ impl VectorIndex {
                     intact = false;
                 }
             }
-            self.reserve(&graph, graph.size().max(1024))?;
             graphs.push(graph);
             saved_files.push(intact.then(|| file.clone()));
         }

@@ -38,8 +38,14 @@ pub use postgres::kb_names as postgres_kb_names;
 pub const OWNER: &str = "owner";
 
 /// Bump when the on-disk layout changes so that an older build would misread it (a newer
-/// build reads every older layout). 2: one fact vector per distinct fact, not per edge.
-pub const SCHEMA_VERSION: u32 = 2;
+/// build reads every older layout). 2: one fact vector per distinct fact, not per edge. 3: a
+/// sled store logs its changes, and saved vectors replay that log: an older build would write
+/// without logging, and the next open would trust vectors that no longer match the store.
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// Changes a back end keeps in its log (each entry a few hundred bytes): a daemon further
+/// behind loads the KB again, and an open whose save is older reads the whole store.
+pub const CHANGES_KEPT: u64 = 50_000;
 
 /// The author `a2rag migrate` records its copies under in a change log.
 const MIGRATE_AUTHOR: &str = "migrate";
@@ -501,6 +507,16 @@ impl ChangedRecords {
         self.by_family.get(&family)?.get(&id)?.as_deref().map(bytes_to_vec)
     }
 
+    /// The vectors of `family` written since: each id with its vector now (`None`: removed).
+    pub fn vectors(&self, family: Family) -> impl Iterator<Item = (u64, Option<Vec<f32>>)> + '_ {
+        self.raw(family).map(|(id, value)| (*id, value.as_deref().map(bytes_to_vec)))
+    }
+
+    /// The ids of `family` touched since, written or removed.
+    pub fn ids(&self, family: Family) -> impl Iterator<Item = u64> + '_ {
+        self.raw(family).map(|(id, _)| *id)
+    }
+
     fn raw(&self, family: Family) -> impl Iterator<Item = (&u64, &StoredValue)> {
         self.by_family.get(&family).into_iter().flatten()
     }
@@ -741,6 +757,63 @@ mod tests {
         store.commit(b).unwrap();
         assert_eq!(store.doc_key_for("d").unwrap(), Some(2));
         assert_eq!(store.docs().count(), 1);
+    }
+
+    #[test]
+    fn a_sled_store_logs_the_keys_each_change_wrote_and_keeps_the_log_across_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = sled_store(dir.path());
+            assert_eq!(store.latest_change().unwrap(), 0);
+            let mut b = KbBatch::default();
+            b.put_doc(&document(1, "one"));
+            b.put_vector(Family::SummaryVec, 1, &[1.0]);
+            assert_eq!(store.commit(b).unwrap(), Some(1));
+            let mut b = KbBatch::default();
+            b.put_raw(Keyspace::Audit, b"only-curation", b"v".to_vec());
+            assert_eq!(store.commit(b).unwrap(), None, "a curation-only write is no KB change");
+            let mut b = KbBatch::default();
+            b.put_fact_vector_ahead(9, &[0.5]);
+            b.put_vector(Family::NodeVec, 4, &[2.0]);
+            b.put_raw(Keyspace::Audit, b"with-kb", b"v".to_vec());
+            assert_eq!(store.commit(b).unwrap(), Some(2));
+            store.flush().unwrap();
+        }
+        let store = sled_store(dir.path());
+        assert_eq!(store.latest_change().unwrap(), 2, "the number survives a reopen");
+        let Changed::Records { latest, records } = store.changes_since(1).unwrap() else {
+            panic!("one change since 1")
+        };
+        assert_eq!(latest, 2);
+        assert_eq!(records.vectors(Family::NodeVec).collect::<Vec<_>>(), vec![(4, Some(vec![2.0]))]);
+        assert_eq!(records.vector(Family::FactVec, 9), Some(vec![0.5]), "ahead writes are logged too");
+        assert!(records.ids(Family::Doc).next().is_none(), "the first change is not repeated");
+        let Changed::Records { records, .. } = store.changes_since(0).unwrap() else { panic!("two changes") };
+        assert_eq!(records.ids(Family::Doc).collect::<Vec<_>>(), vec![1]);
+        assert!(matches!(store.changes_since(2).unwrap(), Changed::Nothing));
+        assert!(store.waiting_since(1).unwrap() < std::time::Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_sled_log_pruned_past_a_change_says_so_and_a_damaged_entry_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sled_store(dir.path());
+        for key in 1..=3 {
+            let mut b = KbBatch::default();
+            b.put_doc(&document(key, &format!("d{key}")));
+            store.commit(b).unwrap();
+        }
+        let entry = |seq: u64| [META_PREFIX, b"log/", &seq.to_be_bytes()[..]].concat();
+        // As the log's window leaves it once it has moved past change 1.
+        let mut b = KbBatch::default();
+        b.remove(entry(1));
+        assert_eq!(store.commit(b).unwrap(), Some(4));
+        assert!(matches!(store.changes_since(0).unwrap(), Changed::Everything { latest: 4 }));
+        let Changed::Records { records, .. } = store.changes_since(1).unwrap() else { panic!("changes 2 to 4") };
+        assert_eq!(records.ids(Family::Doc).collect::<Vec<_>>(), vec![2, 3]);
+        store.backend.insert(Space::Kb, &entry(3), b"\x00\x01").unwrap();
+        let err = store.changes_since(1).unwrap_err().to_string();
+        assert!(err.contains("meta/log/3"), "{err}");
     }
 
     #[test]

@@ -78,8 +78,6 @@ const LOCK_KB: &str = "SELECT pg_advisory_xact_lock($1, hashtext($2))";
 const ID_BLOCK: u64 = 1024;
 /// Entries per page of a scan.
 const PAGE: i64 = 4096;
-/// Changes kept in the log per KB; a daemon further behind than this loads the KB again.
-const CHANGE_LOG_KEEP: i64 = 50_000;
 /// Every this many changes, a commit prunes the log.
 const PRUNE_EVERY: i64 = 1024;
 /// A listener wakes its follower at least this often, which also tells it whether the
@@ -741,7 +739,10 @@ async fn write_entries(client: &Client, kb: &str, writes: Vec<Write>, author: &s
     client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &kb]).await.map_err(pg)?;
     if seq % PRUNE_EVERY == 0 {
         client
-            .execute("DELETE FROM a2rag_changes WHERE kb = $1 AND seq <= $2", &[&kb, &(seq - CHANGE_LOG_KEEP)])
+            .execute(
+                "DELETE FROM a2rag_changes WHERE kb = $1 AND seq <= $2",
+                &[&kb, &(seq - super::CHANGES_KEPT as i64)],
+            )
             .await
             .map_err(pg)?;
     }

@@ -1,11 +1,13 @@
 //! The embedded back end: one sled database per KB directory, one tree per keyspace. Only
-//! this process writes it (sled locks the directory), so it keeps no change log.
+//! this process writes it (sled locks the directory); it keeps a change log all the same, in
+//! the same layout of meaning as PostgreSQL's, so that an open can take the saved indexes of
+//! an earlier change and replay only what was written after it (`kb::segment`).
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::Receiver;
 
-use super::{Backend, ChangeLog, Commit, Entries, Keyspace, Put, SCHEMA_VERSION, Session, Space};
+use super::{Backend, CHANGES_KEPT, ChangeLog, Commit, Entries, Keyspace, Put, SCHEMA_VERSION, Session, Space};
 use crate::config::StoreBackend;
 use crate::error::{Error, Result};
 
@@ -15,6 +17,10 @@ const META_SCHEMA: &[u8] = b"meta/schema";
 const META_ID_OFFSET: &[u8] = b"meta/id-offset";
 /// Writes per sled batch of a commit's ahead part: a few MB of vectors.
 const AHEAD_PART: usize = 2048;
+/// The newest change's sequence number (absent: none yet).
+const META_CHANGE: &[u8] = b"meta/change";
+/// `meta/log/SEQ` (SEQ big-endian): one change's commit time and the KB keys it wrote.
+const META_LOG: &[u8] = b"meta/log/";
 
 pub(super) struct SledBackend {
     db: sled::Db,
@@ -22,6 +28,9 @@ pub(super) struct SledBackend {
     /// One tree per [`Keyspace`], in `Keyspace::ALL` order.
     keyspaces: [sled::Tree; 3],
     id_offset: std::sync::atomic::AtomicU64,
+    /// The newest change's sequence number; a commit takes the next one under this lock, so
+    /// log entries are numbered in commit order.
+    change: std::sync::Mutex<u64>,
 }
 
 impl SledBackend {
@@ -68,7 +77,24 @@ impl SledBackend {
             }
         }
         let id_offset = kb.get(META_ID_OFFSET)?.map(|raw| read_u64_or_u32(&raw, "meta/id-offset")).transpose()?;
-        Ok(SledBackend { db, kb, keyspaces, id_offset: id_offset.unwrap_or(0).into() })
+        let change = kb.get(META_CHANGE)?.map(|raw| read_u64_or_u32(&raw, "meta/change")).transpose()?;
+        Ok(SledBackend {
+            db,
+            kb,
+            keyspaces,
+            id_offset: id_offset.unwrap_or(0).into(),
+            change: std::sync::Mutex::new(change.unwrap_or(0)),
+        })
+    }
+
+    fn latest(&self) -> std::sync::MutexGuard<'_, u64> {
+        // A panic while holding it cannot leave the number half-written: it is a plain u64.
+        self.change.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The log entry of change `seq`, if the log still holds it.
+    fn log_entry(&self, seq: u64) -> Result<Option<LogEntry>> {
+        self.kb.get(log_key(seq))?.map(|raw| LogEntry::decode(seq, &raw)).transpose()
     }
 
     fn tree(&self, space: Space) -> &sled::Tree {
@@ -165,9 +191,12 @@ impl Backend for SledBackend {
 
     /// KB writes alone are one `apply_batch`; with curation writes, one sled transaction
     /// over every tree, so a crash keeps all or none of it.
-    fn commit(&self, Commit { ahead, writes, .. }: Commit) -> Result<Option<u64>> {
+    fn commit(&self, Commit { ahead, writes, author }: Commit) -> Result<Option<u64>> {
         use sled::Transactional;
         use sled::transaction::ConflictableTransactionError;
+        // Every KB key the commit writes, ahead ones included, as PostgreSQL logs them.
+        let touched: Vec<Vec<u8>> =
+            ahead.iter().chain(&writes).filter(|w| w.space == Space::Kb).map(|w| w.key.clone()).collect();
         // sled keeps a batch's whole log in memory until the batch ends; in parts, a large
         // document's vectors cost one part's memory at a time.
         for part in ahead.chunks(AHEAD_PART) {
@@ -190,9 +219,23 @@ impl Backend for SledBackend {
                 (Space::Curation(keyspace), value) => side.push((keyspace, w.key, value)),
             }
         }
+        // The number is taken and the entry written in the commit's own batch, under the
+        // lock, so the log lists exactly the committed changes, in order.
+        let mut latest = self.latest();
+        let seq = (!touched.is_empty()).then(|| *latest + 1);
+        if let Some(seq) = seq {
+            kb_batch.insert(META_CHANGE, &seq.to_be_bytes());
+            kb_batch.insert(log_key(seq), LogEntry::encode(now_ms(), &author, &touched));
+            if seq > CHANGES_KEPT {
+                kb_batch.remove(log_key(seq - CHANGES_KEPT));
+            }
+        }
         if side.is_empty() {
             self.kb.apply_batch(kb_batch)?;
-            return Ok(None);
+            if let Some(seq) = seq {
+                *latest = seq;
+            }
+            return Ok(seq);
         }
         let [proposals, decisions, audit] = &self.keyspaces;
         (&self.kb, proposals, decisions, audit)
@@ -212,7 +255,10 @@ impl Backend for SledBackend {
                 Ok::<_, ConflictableTransactionError<()>>(())
             })
             .map_err(transaction_error)?;
-        Ok(None)
+        if let Some(seq) = seq {
+            *latest = seq;
+        }
+        Ok(seq)
     }
 
     fn flush(&self) -> Result<()> {
@@ -230,16 +276,33 @@ impl Backend for SledBackend {
         Ok(Session::none())
     }
 
-    fn changes_since(&self, _seq: u64) -> Result<ChangeLog> {
-        Ok(ChangeLog::Current)
+    fn changes_since(&self, seq: u64) -> Result<ChangeLog> {
+        let latest = *self.latest();
+        if latest <= seq {
+            return Ok(ChangeLog::Current);
+        }
+        let mut keys = Vec::new();
+        for next in seq + 1..=latest {
+            match self.log_entry(next)? {
+                Some(entry) => keys.extend(entry.keys),
+                None => return Ok(ChangeLog::Pruned { latest }),
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(ChangeLog::Since { latest, keys })
     }
 
     fn latest_change(&self) -> Result<u64> {
-        Ok(0)
+        Ok(*self.latest())
     }
 
-    fn waiting_since(&self, _seq: u64) -> Result<std::time::Duration> {
-        Ok(std::time::Duration::ZERO)
+    fn waiting_since(&self, seq: u64) -> Result<std::time::Duration> {
+        if *self.latest() <= seq {
+            return Ok(std::time::Duration::ZERO);
+        }
+        let committed = self.log_entry(seq + 1)?.map_or(now_ms(), |entry| entry.committed_ms);
+        Ok(std::time::Duration::from_millis(now_ms().saturating_sub(committed)))
     }
 
     fn watch(&self) -> Option<Receiver<()>> {
@@ -248,6 +311,54 @@ impl Backend for SledBackend {
 
     fn kind(&self) -> StoreBackend {
         StoreBackend::Sled
+    }
+}
+
+fn log_key(seq: u64) -> Vec<u8> {
+    [META_LOG, &seq.to_be_bytes()[..]].concat()
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// One change of the log: when it committed, who wrote it, the KB keys it wrote. Stored as
+/// the commit time (u64), the author (u16 length, bytes), then each key (u16 length, bytes),
+/// big-endian: KB keys are short family prefixes with ids or document ids.
+struct LogEntry {
+    committed_ms: u64,
+    keys: Vec<Vec<u8>>,
+}
+
+impl LogEntry {
+    fn encode(committed_ms: u64, author: &str, keys: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(10 + author.len() + keys.iter().map(|k| 2 + k.len()).sum::<usize>());
+        out.extend_from_slice(&committed_ms.to_be_bytes());
+        for field in std::iter::once(author.as_bytes()).chain(keys.iter().map(Vec::as_slice)) {
+            // Longer fields cannot occur (a document id is a path); cut rather than misframe.
+            let field = &field[..field.len().min(u16::MAX as usize)];
+            out.extend_from_slice(&(field.len() as u16).to_be_bytes());
+            out.extend_from_slice(field);
+        }
+        out
+    }
+
+    fn decode(seq: u64, raw: &[u8]) -> Result<LogEntry> {
+        let corrupt =
+            || Error::Corrupt { key: format!("meta/log/{seq}"), message: "a damaged change-log entry".into() };
+        let (time, mut rest) = raw.split_first_chunk::<8>().ok_or_else(corrupt)?;
+        let mut fields = Vec::new();
+        while let Some((len, after)) = rest.split_first_chunk::<2>() {
+            let len = u16::from_be_bytes(*len) as usize;
+            let field = after.get(..len).ok_or_else(corrupt)?;
+            fields.push(field.to_vec());
+            rest = &after[len..];
+        }
+        if !rest.is_empty() || fields.is_empty() {
+            return Err(corrupt());
+        }
+        fields.remove(0);
+        Ok(LogEntry { committed_ms: u64::from_be_bytes(*time), keys: fields })
     }
 }
 

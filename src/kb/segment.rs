@@ -1,0 +1,443 @@
+//! The exact vectors of one index, saved in memory-mapped segment files so that an open maps
+//! them instead of decoding every vector from the store (most of an open's time, and of a
+//! serving process's memory, before this).
+//!
+//! A [`VectorStore`] is a stack of immutable segments, oldest first, plus the vectors written
+//! or removed since the last save, which live on the heap. A lookup asks the heap, then the
+//! segments from the newest: the first segment holding the key answers, and one that lists
+//! the key as dead (removed or replaced after the older segments were written) hides it
+//! from the older ones.
+//!
+//! A save writes what changed since the last save as one new segment, then merges the newest
+//! two while the older is less than twice the size of the newer (a binary counter): a vector
+//! is rewritten O(log n) times over the life of a KB, and an open maps O(log n) segments.
+//! Segments are never rewritten in place (a merge writes a new file), so a mapped file never
+//! changes under a reader, and the manifest ([`super::saved`]) names the files of one save.
+//!
+//! File layout, little-endian, 64-byte header: magic `A2RVEC01`, dimension (u32), zero (u32),
+//! live count `n` (u64), dead count `d` (u64), zero padding; then `n` sorted keys (u64), `d`
+//! sorted dead keys (u64), then `n` rows of `dim` f32. The manifest holds the CRC-32 of the
+//! header and both key lists, checked at every open; the rows are not checksummed (reading
+//! gigabytes at open is what this file exists to avoid).
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+const MAGIC: &[u8; 8] = b"A2RVEC01";
+const HEADER: usize = 64;
+/// The file suffix the manifest's clean-up recognises.
+pub const SUFFIX: &str = ".vectors";
+
+// The files are read by casting the mapped bytes: only a little-endian host reads them as
+// written.
+#[cfg(not(target_endian = "little"))]
+compile_error!("saved vector segments are little-endian");
+
+/// One segment file as the manifest names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedSegment {
+    pub file: String,
+    /// CRC-32 of the header and the two key lists.
+    pub crc: u32,
+    pub count: usize,
+    pub dead: usize,
+}
+
+/// A mapped segment file.
+struct Segment {
+    saved: SavedSegment,
+    map: memmap2::Mmap,
+    dim: usize,
+}
+
+impl Segment {
+    fn open(dir: &Path, saved: &SavedSegment, dim: usize) -> Result<Segment> {
+        let path = dir.join(&saved.file);
+        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        // SAFETY: segment files are written once, synced and renamed into place, and never
+        // modified afterwards (see the module docs); a save removes only files no manifest
+        // names, and a removed file stays mapped until it is unmapped.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+        let damaged = |why: &str| Error::Index(format!("{}: {why}", path.display()));
+        let lists = HEADER + 8 * (saved.count + saved.dead);
+        if map.len() != lists + 4 * dim * saved.count {
+            return Err(damaged("its size does not match its counts"));
+        }
+        if &map[..8] != MAGIC
+            || u32_at(&map, 8) as usize != dim
+            || u64_at(&map, 16) as usize != saved.count
+            || u64_at(&map, 24) as usize != saved.dead
+        {
+            return Err(damaged("its header does not match the manifest"));
+        }
+        if crc32fast::hash(&map[..lists]) != saved.crc {
+            return Err(damaged("checksum mismatch"));
+        }
+        Ok(Segment { saved: saved.clone(), map, dim })
+    }
+
+    fn keys(&self) -> &[u64] {
+        bytemuck::cast_slice(&self.map[HEADER..HEADER + 8 * self.saved.count])
+    }
+
+    fn dead(&self) -> &[u64] {
+        let start = HEADER + 8 * self.saved.count;
+        bytemuck::cast_slice(&self.map[start..start + 8 * self.saved.dead])
+    }
+
+    fn row(&self, row: usize) -> &[f32] {
+        let start = HEADER + 8 * (self.saved.count + self.saved.dead) + 4 * self.dim * row;
+        bytemuck::cast_slice(&self.map[start..start + 4 * self.dim])
+    }
+
+    fn get(&self, key: u64) -> Option<&[f32]> {
+        self.keys().binary_search(&key).ok().map(|row| self.row(row))
+    }
+
+    fn hides(&self, key: u64) -> bool {
+        self.dead().binary_search(&key).is_ok()
+    }
+
+    /// Entries written: what the merge rule weighs.
+    fn size(&self) -> usize {
+        self.saved.count + self.saved.dead
+    }
+}
+
+/// The exact vectors of one index: mapped segments plus the changes since the last save.
+pub struct VectorStore {
+    dim: usize,
+    /// Oldest first.
+    segments: Vec<Segment>,
+    /// Written since the last save: these shadow every segment.
+    fresh: HashMap<u64, Vec<f32>>,
+    /// Removed since the last save while a segment still holds them.
+    dropped: HashSet<u64>,
+    len: usize,
+}
+
+impl VectorStore {
+    pub fn new(dim: usize) -> VectorStore {
+        VectorStore { dim, segments: Vec::new(), fresh: HashMap::new(), dropped: HashSet::new(), len: 0 }
+    }
+
+    /// Maps the segments a manifest names, which hold `len` live vectors together; an error
+    /// if any is missing or damaged.
+    pub fn open(dir: &Path, saved: &[SavedSegment], dim: usize, len: usize) -> Result<VectorStore> {
+        let segments = saved.iter().map(|s| Segment::open(dir, s, dim)).collect::<Result<Vec<_>>>()?;
+        let most = segments.iter().map(|s| s.saved.count).sum::<usize>();
+        if len > most {
+            return Err(Error::Index(format!("{len} vectors saved in segments that hold at most {most}")));
+        }
+        Ok(VectorStore { segments, len, ..VectorStore::new(dim) })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Vectors held on the heap (the rest are mapped).
+    pub fn heap_bytes(&self) -> usize {
+        self.fresh.len() * (self.dim * 4 + 32) + self.dropped.len() * 16
+    }
+
+    /// Changes a save would write.
+    pub fn unsaved(&self) -> usize {
+        self.fresh.len() + self.dropped.len()
+    }
+
+    pub fn get(&self, key: u64) -> Option<&[f32]> {
+        if let Some(v) = self.fresh.get(&key) {
+            return Some(v);
+        }
+        if self.dropped.contains(&key) {
+            return None;
+        }
+        self.in_segments(key, self.segments.len())
+    }
+
+    /// The vector of `key` as the newest `count` segments' elder ones (the first `count`)
+    /// hold it.
+    fn in_segments(&self, key: u64, count: usize) -> Option<&[f32]> {
+        for segment in self.segments[..count].iter().rev() {
+            if let Some(v) = segment.get(key) {
+                return Some(v);
+            }
+            if segment.hides(key) {
+                return None;
+            }
+        }
+        None
+    }
+
+    pub fn contains(&self, key: u64) -> bool {
+        self.get(key).is_some()
+    }
+
+    pub fn insert(&mut self, key: u64, v: &[f32]) {
+        let known = self.contains(key);
+        self.dropped.remove(&key);
+        self.fresh.insert(key, v.to_vec());
+        if !known {
+            self.len += 1;
+        }
+    }
+
+    pub fn remove(&mut self, key: u64) {
+        if !self.contains(key) {
+            return;
+        }
+        self.fresh.remove(&key);
+        if self.in_segments(key, self.segments.len()).is_some() {
+            self.dropped.insert(key);
+        }
+        self.len -= 1;
+    }
+
+    /// Every live key, each once (order unspecified).
+    pub fn keys(&self) -> impl Iterator<Item = u64> + '_ {
+        self.iter().map(|(key, _)| key)
+    }
+
+    /// Every live vector, each once (order unspecified).
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &[f32])> + '_ {
+        let fresh = self.fresh.iter().map(|(key, v)| (*key, v.as_slice()));
+        let saved = self.segments.iter().enumerate().flat_map(move |(at, segment)| {
+            segment.keys().iter().enumerate().filter_map(move |(row, key)| {
+                // A key counts in the newest place that knows it.
+                let shadowed = self.fresh.contains_key(key)
+                    || self.dropped.contains(key)
+                    || self.segments[at + 1..].iter().any(|newer| newer.get(*key).is_some() || newer.hides(*key));
+                (!shadowed).then(|| (*key, segment.row(row)))
+            })
+        });
+        fresh.chain(saved)
+    }
+
+    /// Writes the changes since the last save as a new segment named `STEM-I.vectors` (I
+    /// counting the files this save writes), merges the newest segments by the binary-counter
+    /// rule, and returns the segments the manifest must name. Memory switches to the new files
+    /// only once all are written and synced; on an error nothing changes.
+    pub fn save(&mut self, dir: &Path, stem: &str) -> Result<Vec<SavedSegment>> {
+        if self.unsaved() == 0 {
+            return Ok(self.saved());
+        }
+        let mut written = 0usize;
+        let mut next_name = || {
+            written += 1;
+            format!("{stem}-{}{SUFFIX}", written - 1)
+        };
+        let mut entries: Vec<(u64, &[f32])> = self.fresh.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        entries.sort_unstable_by_key(|(k, _)| *k);
+        let mut dead: Vec<u64> = self.dropped.iter().copied().collect();
+        dead.sort_unstable();
+        let written_first = write_segment(dir, &next_name(), self.dim, &entries, &dead)?;
+        let mut newest = Segment::open(dir, &written_first, self.dim)?;
+        let mut kept = self.segments.len();
+        while kept > 0 && self.segments[kept - 1].size() < 2 * newest.size().max(1) {
+            kept -= 1;
+            let elder = &self.segments[kept];
+            let (rows, dead) = merge(elder, &newest, kept == 0);
+            let rows: Vec<(u64, &[f32])> =
+                rows.iter().map(|(k, from, row)| (*k, pick(elder, &newest, *from, *row))).collect();
+            let saved = write_segment(dir, &next_name(), self.dim, &rows, &dead)?;
+            drop(rows);
+            newest = Segment::open(dir, &saved, self.dim)?;
+        }
+        self.segments.truncate(kept);
+        self.segments.push(newest);
+        self.fresh = HashMap::new();
+        self.dropped = HashSet::new();
+        Ok(self.saved())
+    }
+
+    /// The segments a manifest names for this store now.
+    pub fn saved(&self) -> Vec<SavedSegment> {
+        self.segments.iter().map(|s| s.saved.clone()).collect()
+    }
+}
+
+/// Which of a merge's two segments a row comes from.
+#[derive(Clone, Copy)]
+enum From {
+    Elder,
+    Newer,
+}
+
+/// The rows (key, source, row) and dead keys of `elder` and `newer` merged: the newer row
+/// wins, a key the newer one lists dead leaves the elder's rows, and dead keys are kept only
+/// while older segments exist for them to hide (`oldest`: none do).
+type Merged = (Vec<(u64, From, usize)>, Vec<u64>);
+
+/// See [`Merged`].
+fn merge(elder: &Segment, newer: &Segment, oldest: bool) -> Merged {
+    let mut rows = Vec::with_capacity(elder.saved.count + newer.saved.count);
+    let (old_keys, new_keys) = (elder.keys(), newer.keys());
+    let (mut i, mut j) = (0, 0);
+    while i < old_keys.len() || j < new_keys.len() {
+        let take_new = j < new_keys.len() && (i == old_keys.len() || new_keys[j] <= old_keys[i]);
+        if take_new {
+            if i < old_keys.len() && old_keys[i] == new_keys[j] {
+                i += 1;
+            }
+            rows.push((new_keys[j], From::Newer, j));
+            j += 1;
+        } else {
+            if !newer.hides(old_keys[i]) {
+                rows.push((old_keys[i], From::Elder, i));
+            }
+            i += 1;
+        }
+    }
+    let dead = if oldest {
+        Vec::new()
+    } else {
+        let mut dead: Vec<u64> = elder.dead().iter().chain(newer.dead()).copied().collect();
+        dead.sort_unstable();
+        dead.dedup();
+        dead
+    };
+    (rows, dead)
+}
+
+fn pick<'a>(elder: &'a Segment, newer: &'a Segment, from: From, row: usize) -> &'a [f32] {
+    match from {
+        From::Elder => elder.row(row),
+        From::Newer => newer.row(row),
+    }
+}
+
+/// Writes one segment (entries sorted by key, dead keys sorted) under a temporary name,
+/// syncs it and renames it into place.
+fn write_segment(dir: &Path, name: &str, dim: usize, entries: &[(u64, &[f32])], dead: &[u64]) -> Result<SavedSegment> {
+    let mut header = [0u8; HEADER];
+    header[..8].copy_from_slice(MAGIC);
+    header[8..12].copy_from_slice(&(dim as u32).to_le_bytes());
+    header[16..24].copy_from_slice(&(entries.len() as u64).to_le_bytes());
+    header[24..32].copy_from_slice(&(dead.len() as u64).to_le_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&header);
+    let path = dir.join(name);
+    let staging = dir.join(format!("{name}.tmp"));
+    let io = |e| Error::io(&staging, e);
+    let file = File::create(&staging).map_err(io)?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    out.write_all(&header).map_err(io)?;
+    for key in entries.iter().map(|(k, _)| k).chain(dead) {
+        crc.update(&key.to_le_bytes());
+        out.write_all(&key.to_le_bytes()).map_err(io)?;
+    }
+    for (key, v) in entries {
+        if v.len() != dim {
+            return Err(Error::Internal(format!("vector {key} has {} dimensions, not {dim}", v.len())));
+        }
+        out.write_all(bytemuck::cast_slice(v)).map_err(io)?;
+    }
+    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
+    std::fs::rename(&staging, &path).map_err(|e| Error::io(&path, e))?;
+    Ok(SavedSegment { file: name.to_string(), crc: crc.finalize(), count: entries.len(), dead: dead.len() })
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn vector(seed: u64) -> Vec<f32> {
+        (0..4).map(|i| (seed * 10 + i) as f32).collect()
+    }
+
+    /// The store's contents, sorted, as owned vectors.
+    fn contents(store: &VectorStore) -> BTreeMap<u64, Vec<f32>> {
+        store.iter().map(|(k, v)| (k, v.to_vec())).collect()
+    }
+
+    #[test]
+    fn saved_segments_answer_like_the_writes_they_hold_across_merges_and_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = VectorStore::new(4);
+        let mut truth: BTreeMap<u64, Vec<f32>> = BTreeMap::new();
+        let mut state = 7u64;
+        for save in 0..12u64 {
+            for _ in 0..40 {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let key = (state >> 33) % 120;
+                if (state >> 20) % 4 == 0 {
+                    store.remove(key);
+                    truth.remove(&key);
+                } else {
+                    let v = vector(state >> 40);
+                    store.insert(key, &v);
+                    truth.insert(key, v);
+                }
+            }
+            assert_eq!(contents(&store), truth, "before save {save}");
+            let saved = store.save(dir.path(), &format!("chunks-{save}")).unwrap();
+            assert_eq!(store.unsaved(), 0);
+            assert_eq!((store.len(), contents(&store)), (truth.len(), truth.clone()), "after save {save}");
+            let reopened = VectorStore::open(dir.path(), &saved, 4, store.len()).unwrap();
+            assert_eq!((reopened.len(), contents(&reopened)), (truth.len(), truth.clone()), "reopened {save}");
+            for key in 0..120 {
+                assert_eq!(reopened.get(key), truth.get(&key).map(Vec::as_slice), "key {key} after save {save}");
+            }
+            assert!(saved.len() <= 6, "the binary counter keeps few segments: {}", saved.len());
+        }
+    }
+
+    #[test]
+    fn the_oldest_segment_keeps_no_dead_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = VectorStore::new(4);
+        for key in 0..10 {
+            store.insert(key, &vector(key));
+        }
+        store.save(dir.path(), "a").unwrap();
+        for key in 0..10 {
+            store.remove(key);
+        }
+        store.insert(3, &vector(99));
+        let saved = store.save(dir.path(), "b").unwrap();
+        assert_eq!(saved.len(), 1, "the change was as large as the base: merged");
+        assert_eq!((saved[0].count, saved[0].dead), (1, 0));
+        assert_eq!(store.get(3), Some(vector(99).as_slice()));
+    }
+
+    #[test]
+    fn a_damaged_or_mismatched_segment_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = VectorStore::new(4);
+        store.insert(1, &vector(1));
+        let saved = store.save(dir.path(), "s").unwrap();
+        assert!(VectorStore::open(dir.path(), &saved, 8, 1).is_err(), "another dimension");
+        let path = dir.path().join(&saved[0].file);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[HEADER] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = VectorStore::open(dir.path(), &saved, 4, 1).err().unwrap().to_string();
+        assert!(err.contains("checksum"), "{err}");
+        std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
+        assert!(VectorStore::open(dir.path(), &saved, 4, 1).is_err(), "a truncated file");
+    }
+}
