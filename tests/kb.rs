@@ -258,6 +258,46 @@ fn a_kill_after_a_save_opens_from_the_save_and_replays_what_followed_on(store: &
     assert_eq!(found, 5, "both sides of the save were probed");
 }
 
+#[test]
+fn a_save_made_beside_another_store_is_not_mapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (store_settings(&dir.path().join("first")), store_settings(&dir.path().join("second")));
+    let (mut kb, pipeline) = open(&first);
+    ingest(&mut kb, &pipeline, &[write_corpus(dir.path(), 300)]);
+    let saved_beside_first = kb.index_dir();
+    drop(kb);
+    // More changes than the first store made, so its save's change is one this log has.
+    let other = dir.path().join("other.jsonl");
+    let lines: Vec<String> = (0..320)
+        .map(|i| serde_json::json!({"id": format!("cove-{i}"), "title": format!("Cove {i}"), "text": format!("Cove {i} lies below Cliff {} near Harbour {}.", i * 3, i % 11)}).to_string())
+        .collect();
+    std::fs::write(&other, lines.join("\n")).unwrap();
+    let (mut kb, pipeline) = open(&second);
+    ingest(&mut kb, &pipeline, &[other]);
+    let index_dir = kb.index_dir();
+    drop(kb);
+    // As a data directory kept while its store was made again under the same name.
+    if index_dir.exists() {
+        std::fs::remove_dir_all(&index_dir).unwrap();
+    }
+    std::fs::create_dir(&index_dir).unwrap();
+    for entry in std::fs::read_dir(&saved_beside_first).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, index_dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let (kb, _) = open(&second);
+    assert_eq!(kb.vectors_at_open(), VectorsAtOpen::ReadFromStore);
+    assert_eq!(kb.stats().documents, 320);
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+}
+
+/// Settings of a sled KB in `dir` whose indexes are all linked, however small.
+fn store_settings(dir: &std::path::Path) -> a2rag::config::Settings {
+    let mut settings = TestStore::Sled.settings(dir);
+    settings.index.exact_search_max = 0;
+    settings
+}
+
 /// The bytes of a sled KB's database files (0 for a PostgreSQL KB, whose records are elsewhere).
 fn sled_bytes(data: &std::path::Path) -> u64 {
     std::fs::read_dir(data.join("db"))

@@ -104,6 +104,8 @@ pub struct Kb {
     applied_change: u64,
     /// The generation of the last save of the HNSW graphs (see [`saved`]).
     saved_generation: u64,
+    /// The store's [`Store::instance`], which a save records.
+    instance: u64,
     vectors_at_open: VectorsAtOpen,
     /// Vectors that opening had to link because no saved graph held them.
     linked_at_open: usize,
@@ -201,6 +203,8 @@ impl Kb {
             Some(_) => {}
             None => store.set_embedder_id(&embedder.id())?,
         }
+        // Made here rather than in `load`, whose reads run in a read-only snapshot.
+        let instance = store.instance()?;
         let dim = embedder.dim();
         let mut kb = Kb {
             chunk_index: VectorIndex::new(dim, &settings.index)?,
@@ -227,6 +231,7 @@ impl Kb {
             pages: Mutex::new(None),
             applied_change: 0,
             saved_generation: 0,
+            instance,
             vectors_at_open: VectorsAtOpen::ReadFromStore,
             linked_at_open: 0,
         };
@@ -260,7 +265,14 @@ impl Kb {
             self.index_edge_in_memory(edge, &vectors)?;
         }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
-        let manifest = saved::Manifest::read(&self.index_dir(), &self.graph_fingerprint());
+        // A save of another store of the same name replays nothing of this one's log: at most
+        // its graphs are adopted, member by member, as a full read checks them.
+        let manifest = saved::Manifest::read(&self.index_dir(), &self.graph_fingerprint()).map(|mut m| {
+            if m.store != Some(self.instance) {
+                (m.change, m.bm25) = (None, None);
+            }
+            m
+        });
         let bm25_mapped = match manifest.as_ref().and_then(|m| m.bm25.as_ref()) {
             Some(saved) => self.adopt_bm25(saved)?,
             None => false,
@@ -497,7 +509,8 @@ impl Kb {
         let on_disk = saved::Manifest::read(&dir, &self.graph_fingerprint()).map_or(0, |m| m.generation);
         let generation = self.saved_generation.max(on_disk) + 1;
         self.saved_generation = generation;
-        let mut manifest = saved::Manifest::new(self.graph_fingerprint(), generation, self.applied_change);
+        let mut manifest =
+            saved::Manifest::new(self.graph_fingerprint(), generation, self.instance, self.applied_change);
         for (name, index) in self.saved_indexes() {
             let files = index.save(&dir, name, generation)?;
             manifest.vectors.insert(name.to_string(), index.save_vectors(&dir, &format!("{name}-{generation}"))?);

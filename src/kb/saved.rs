@@ -85,18 +85,22 @@ pub struct Manifest {
     /// Each index's exact vectors, saved with its graphs.
     #[serde(default)]
     pub vectors: BTreeMap<String, SavedVectors>,
+    /// The store the save was made from ([`crate::kb::store::Store::instance`]).
+    #[serde(default)]
+    pub store: Option<u64>,
     /// BM25's postings, rewritten only now and then: current with a change of their own.
     #[serde(default)]
     pub bm25: Option<SavedPostings>,
 }
 
 impl Manifest {
-    pub fn new(built_for: GraphFingerprint, generation: u64, change: u64) -> Manifest {
+    pub fn new(built_for: GraphFingerprint, generation: u64, store: u64, change: u64) -> Manifest {
         Manifest {
             format: FORMAT,
             built_for,
             generation,
             indexes: BTreeMap::new(),
+            store: Some(store),
             change: Some(change),
             vectors: BTreeMap::new(),
             bm25: None,
@@ -208,6 +212,11 @@ pub fn write_graph(dir: &Path, stem: &str, graph: &[u8], members: &[(u64, u64)])
 /// Reads one graph's bytes and members back, refusing either if its checksum or size is off.
 pub fn read_graph(dir: &Path, saved: &SavedGraph) -> Result<(Vec<u8>, Members)> {
     let graph = read_checked(&dir.join(&saved.file), saved.crc)?;
+    Ok((graph, read_members(dir, saved)?))
+}
+
+/// A graph's member list, refused if its checksum or size is off.
+fn read_members(dir: &Path, saved: &SavedGraph) -> Result<Members> {
     let encoded = read_checked(&dir.join(&saved.members), saved.members_crc)?;
     if encoded.len() != saved.count * 16 {
         return Err(Error::Index(format!("{}: {} bytes for {} members", saved.members, encoded.len(), saved.count)));
@@ -219,7 +228,45 @@ pub fn read_graph(dir: &Path, saved: &SavedGraph) -> Result<(Vec<u8>, Members)> 
             (u64_le(key), u64_le(print))
         })
         .collect();
-    Ok((graph, members))
+    Ok(members)
+}
+
+/// Maps one graph's file for viewing in place and reads its members, refusing either if its
+/// checksum or size is off. The check reads the whole file; its pages are released as it
+/// goes (see [`release`]), so it costs an open time, not resident memory.
+pub fn map_graph(dir: &Path, saved: &SavedGraph) -> Result<(memmap2::Mmap, Members)> {
+    let path = dir.join(&saved.file);
+    let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+    // SAFETY: graph files are written once, synced and named by a manifest, and never
+    // modified; a removed file stays mapped until it is unmapped.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+    let mut crc = crc32fast::Hasher::new();
+    for (at, window) in map.chunks(RELEASE_WINDOW).enumerate() {
+        crc.update(window);
+        release_range(&map, at * RELEASE_WINDOW, window.len());
+    }
+    if crc.finalize() != saved.crc {
+        return Err(Error::Index(format!("{}: checksum mismatch", path.display())));
+    }
+    Ok((map, read_members(dir, saved)?))
+}
+
+/// Bytes of a mapped file read before their pages are handed back.
+const RELEASE_WINDOW: usize = 64 << 20;
+
+/// Hands a mapped file's pages back to the kernel: reading a whole file (a checksum, usearch
+/// walking a viewed graph's nodes) would otherwise leave all of it counted as this process's
+/// memory. Later reads fault the pages they need in again from the page cache.
+pub fn release(map: &memmap2::Mmap) {
+    release_range(map, 0, map.len());
+}
+
+fn release_range(map: &memmap2::Mmap, offset: usize, len: usize) {
+    // SAFETY: the mapping is read-only and backed by a file that is never modified, so
+    // dropping its pages loses nothing: the next access reads the same bytes again.
+    if let Err(e) = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) } {
+        tracing::debug!(error = %e, "could not release a mapped file's pages");
+    }
 }
 
 /// A fingerprint of a vector's exact values: equal vectors, equal prints; a changed vector
@@ -281,11 +328,11 @@ mod tests {
     fn a_commit_replaces_the_manifest_and_removes_unnamed_graph_files() {
         let dir = tempfile::tempdir().unwrap();
         let old = write_graph(dir.path(), "chunks-1-0", b"old", &[(1, 1)]).unwrap();
-        let mut first = Manifest::new(built_for(), 1, 0);
+        let mut first = Manifest::new(built_for(), 1, 7, 0);
         first.indexes.insert("chunks".into(), vec![old.clone()]);
         first.commit(dir.path()).unwrap();
         let new = write_graph(dir.path(), "chunks-2-0", b"new", &[(1, 2)]).unwrap();
-        let mut second = Manifest::new(built_for(), 2, 0);
+        let mut second = Manifest::new(built_for(), 2, 7, 0);
         second.indexes.insert("chunks".into(), vec![new.clone()]);
         second.commit(dir.path()).unwrap();
         let read = Manifest::read(dir.path(), &built_for()).unwrap();

@@ -51,8 +51,13 @@ const GRAPH_MAX: usize = 32_768;
 
 pub struct VectorIndex {
     /// Candidate generators over quantised codes of the linked vectors, each of at most
-    /// [`GRAPH_MAX`]; only the last is linked into. Never empty.
+    /// [`GRAPH_MAX`]; only the last is linked into. Never empty. Declared before `views`, so
+    /// that a viewed graph is dropped before the mapping it reads.
     graphs: Vec<Index>,
+    /// Per graph, the mapped file a sealed graph (any but the last) reads in place when it
+    /// came from a save: nothing is linked into it again, so it need not be resident. A key
+    /// unlinked from a viewed graph stays in it and is filtered out by `home`.
+    views: Vec<Option<memmap2::Mmap>>,
     options: IndexOptions,
     dim: usize,
     /// Every stored vector, exact; the source of all scores. Mapped from the saved segments
@@ -101,6 +106,7 @@ impl VectorIndex {
         };
         let index = VectorIndex {
             graphs: vec![graph],
+            views: vec![None],
             saved: vec![None],
             unsaved: 0,
             home: HashMap::new(),
@@ -171,7 +177,9 @@ impl VectorIndex {
 
     fn unlink(&mut self, key: u64) -> Result<()> {
         if let Some(at) = self.home.remove(&key) {
-            self.graphs[at].remove(key).map_err(index_error)?;
+            if self.views[at].is_none() {
+                self.graphs[at].remove(key).map_err(index_error)?;
+            }
             self.saved[at] = None;
             self.unsaved += 1;
         }
@@ -202,6 +210,7 @@ impl VectorIndex {
             if room == 0 {
                 let graph = Index::new(&self.options).map_err(index_error)?;
                 self.graphs.push(graph);
+                self.views.push(None);
                 self.saved.push(None);
                 continue;
             }
@@ -262,10 +271,12 @@ impl VectorIndex {
             return Ok(top_k(hits, k));
         }
         let mut candidates: Vec<u64> = self.staged.iter().copied().collect();
-        let graphs: Vec<&Index> = self.graphs.iter().filter(|g| g.size() > 0).collect();
-        for graph in &graphs {
+        let graphs: Vec<(usize, &Index)> = self.graphs.iter().enumerate().filter(|(_, g)| g.size() > 0).collect();
+        for (at, graph) in &graphs {
             let wanted = candidates_per_graph(k, graphs.len()).min(graph.size());
-            candidates.extend(graph.search(query, wanted).map_err(index_error)?.keys);
+            let found = graph.search(query, wanted).map_err(index_error)?.keys;
+            // A viewed graph still holds the keys unlinked from it since it was saved.
+            candidates.extend(found.into_iter().filter(|key| self.home.get(key) == Some(at)));
         }
         let hits: Vec<(u64, f32)> =
             candidates.into_iter().filter_map(|key| self.vectors.get(key).map(|v| (key, cosine(query, v)))).collect();
@@ -314,10 +325,19 @@ impl VectorIndex {
                 files.push(file.clone());
                 continue;
             }
-            let mut bytes = vec![0u8; graph.serialized_length()];
-            graph.save_to_buffer(&mut bytes).map_err(index_error)?;
+            let serialised;
+            let bytes: &[u8] = match &self.views[at] {
+                // Its members changed, its file did not: the same bytes under a new member list.
+                Some(view) => view,
+                None => {
+                    let mut buffer = vec![0u8; graph.serialized_length()];
+                    graph.save_to_buffer(&mut buffer).map_err(index_error)?;
+                    serialised = buffer;
+                    &serialised
+                }
+            };
             members[at].sort_unstable();
-            let file = saved::write_graph(dir, &format!("{name}-{generation}-{at}"), &bytes, &members[at])?;
+            let file = saved::write_graph(dir, &format!("{name}-{generation}-{at}"), bytes, &members[at])?;
             self.saved[at] = Some(file.clone());
             files.push(file);
         }
@@ -348,12 +368,13 @@ impl VectorIndex {
         }
         let store = VectorStore::open(dir, &vectors.segments, self.dim, vectors.len)?;
         let mut loaded = Vec::new();
+        let mut views = Vec::new();
         let mut home = HashMap::new();
-        for file in graphs {
-            let (graph, members) = self.load_graph(dir, file)?;
-            let at = loaded.len();
+        for (at, file) in graphs.iter().enumerate() {
+            let (graph, view, members) = self.load_graph(dir, file, at + 1 < graphs.len())?;
             home.extend(members.into_iter().map(|(key, _)| (key, at)));
             loaded.push(graph);
+            views.push(view);
         }
         if home.len() + vectors.staged != vectors.len {
             return Err(Error::Index(format!(
@@ -370,25 +391,47 @@ impl VectorIndex {
         if !loaded.is_empty() {
             self.saved = graphs.iter().cloned().map(Some).collect();
             self.graphs = loaded;
+            self.views = views;
         }
         (self.vectors, self.home, self.staged) = (store, home, staged);
         self.codes = std::sync::OnceLock::new();
         Ok(())
     }
 
-    /// One saved graph, read back with its members.
-    fn load_graph(&self, dir: &Path, file: &SavedGraph) -> Result<(Index, saved::Members)> {
-        let (bytes, members) = saved::read_graph(dir, file)?;
+    /// One saved graph with its members: viewed in place from its mapped file when `sealed`
+    /// (nothing will be linked into it), else read into memory.
+    fn load_graph(
+        &self,
+        dir: &Path,
+        file: &SavedGraph,
+        sealed: bool,
+    ) -> Result<(Index, Option<memmap2::Mmap>, saved::Members)> {
         let graph = Index::new(&self.options).map_err(index_error)?;
-        graph.load_from_buffer(&bytes).map_err(index_error)?;
-        if graph.size() != members.len() || graph.dimensions() != self.dim {
+        let (view, members) = if sealed {
+            let (view, members) = saved::map_graph(dir, file)?;
+            // SAFETY: `view` is kept beside the index, which is dropped before it (see
+            // `VectorIndex::graphs`), and the file is never modified (see `saved`).
+            unsafe { graph.view_from_buffer(&view) }.map_err(index_error)?;
+            saved::release(&view);
+            (Some(view), members)
+        } else {
+            let (bytes, members) = saved::read_graph(dir, file)?;
+            graph.load_from_buffer(&bytes).map_err(index_error)?;
+            (None, members)
+        };
+        // A viewed graph may hold keys unlinked from it before its last save; the last graph
+        // removes them for real.
+        let holds_members = if sealed { graph.size() >= members.len() } else { graph.size() == members.len() };
+        if !holds_members || graph.dimensions() != self.dim {
             return Err(Error::Index(format!("{} does not hold the members its list names", file.file)));
         }
         // The file keeps the expansion it was built with; the settings say what to use now.
         graph.change_expansion_add(self.options.expansion_add);
         graph.change_expansion_search(self.options.expansion_search);
-        self.reserve(&graph, graph.size().max(1024))?;
-        Ok((graph, members))
+        if view.is_none() {
+            self.reserve(&graph, graph.size().max(1024))?;
+        }
+        Ok((graph, view, members))
     }
 
     /// Adopts saved graphs instead of linking: called once, when every stored vector has
@@ -402,11 +445,12 @@ impl VectorIndex {
             return Err(Error::Internal("saved graphs restored into an index that links already".into()));
         }
         let mut graphs = Vec::new();
+        let mut views = Vec::new();
         let mut saved_files = Vec::new();
         let mut home = HashMap::new();
         for file in files {
-            let (graph, members) = self.load_graph(dir, file)?;
             let at = graphs.len();
+            let (graph, view, members) = self.load_graph(dir, file, at + 1 < files.len())?;
             let mut intact = true;
             for (key, print) in members {
                 let current = self.staged.contains(&key)
@@ -415,11 +459,14 @@ impl VectorIndex {
                 if current {
                     home.insert(key, at);
                 } else {
-                    graph.remove(key).map_err(index_error)?;
+                    if view.is_none() {
+                        graph.remove(key).map_err(index_error)?;
+                    }
                     intact = false;
                 }
             }
             graphs.push(graph);
+            views.push(view);
             saved_files.push(intact.then(|| file.clone()));
         }
         if graphs.is_empty() {
@@ -429,7 +476,7 @@ impl VectorIndex {
             self.staged.remove(key);
         }
         let adopted = home.len();
-        (self.graphs, self.saved, self.home) = (graphs, saved_files, home);
+        (self.graphs, self.views, self.saved, self.home) = (graphs, views, saved_files, home);
         Ok(adopted)
     }
 
@@ -629,6 +676,37 @@ mod tests {
         let again = opened.save(dir.path(), "chunks", 2).unwrap();
         assert_eq!(again[..2], files[..2]);
         assert!(again[2].file.starts_with("chunks-2-") && again[2].count == 101);
+    }
+
+    #[test]
+    fn a_sealed_graph_is_viewed_and_what_leaves_it_is_never_a_candidate_again() {
+        let data = vectors(700, 16);
+        let dir = tempfile::tempdir().unwrap();
+        let mut built = staged_index(&data, 300);
+        built.link_staged().unwrap();
+        let files = built.save(dir.path(), "nodes", 1).unwrap();
+        let mut opened = staged_index(&data, 300);
+        opened.restore(dir.path(), &files).unwrap();
+        assert_eq!(opened.views.iter().map(Option::is_some).collect::<Vec<_>>(), vec![true, true, false]);
+        // Key 3 of the first, viewed graph gets another vector; key 5 goes.
+        opened.upsert(3, &data[650]).unwrap();
+        opened.remove(5).unwrap();
+        opened.link_staged().unwrap();
+        let hits = opened.search(&data[3], 10).unwrap();
+        assert!(hits.iter().all(|(key, _)| *key != 3) && hits[0].0 != 5, "the old vector of 3 finds nothing of 3");
+        assert!(opened.search(&data[5], 10).unwrap().iter().all(|(key, _)| *key != 5), "5 is gone");
+        let near_650 = opened.search(&data[650], 3).unwrap();
+        assert_eq!(near_650.iter().filter(|(key, _)| *key == 3).count(), 1, "3 is found once, by its new vector");
+        let again = opened.save(dir.path(), "nodes", 2).unwrap();
+        assert_eq!(again[1], files[1], "an untouched viewed graph is not written again");
+        assert_eq!(again[0].crc, files[0].crc, "a viewed graph keeps its bytes");
+        assert_eq!(again[0].count, 298, "and loses the members that left it");
+        let mut reopened = staged_index(&data, 300);
+        reopened.upsert(3, &data[650]).unwrap();
+        reopened.remove(5).unwrap();
+        assert_eq!(reopened.restore(dir.path(), &again).unwrap(), 699);
+        assert_eq!(reopened.search(&data[650], 3).unwrap(), near_650);
+        assert!(reopened.search(&data[5], 10).unwrap().iter().all(|(key, _)| *key != 5));
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub const CHANGES_KEPT: u64 = 50_000;
 const MIGRATE_AUTHOR: &str = "migrate";
 
 const META_EMBEDDER: &[u8] = b"meta/embedder";
+const META_INSTANCE: &[u8] = b"meta/instance";
 /// Keys under this prefix describe the store itself (schema, id offset, embedder); they are
 /// not KB records and are not copied as such by [`copy_kb`].
 const META_PREFIX: &[u8] = b"meta/";
@@ -341,6 +342,20 @@ impl Store {
     /// A fresh id, unique for the life of the store (gaps after a crash are harmless).
     pub fn next_id(&self) -> Result<u64> {
         self.backend.next_id()
+    }
+
+    /// A random number naming this store, made by its first open: a save beside it
+    /// (`kb::saved`) records it, and one made for another store of the same name (a
+    /// PostgreSQL database dropped and made again, with the same data directory) is not used.
+    pub fn instance(&self) -> Result<u64> {
+        if let Some(raw) = self.backend.get(Space::Kb, META_INSTANCE)?
+            && let Ok(bytes) = <[u8; 8]>::try_from(raw.as_slice())
+        {
+            return Ok(u64::from_be_bytes(bytes));
+        }
+        let instance = rand::random::<u64>();
+        self.backend.insert(Space::Kb, META_INSTANCE, &instance.to_be_bytes())?;
+        Ok(instance)
     }
 
     pub fn embedder_id(&self) -> Result<Option<String>> {
