@@ -245,21 +245,27 @@ impl Kb {
         let started = std::time::Instant::now();
         let _snapshot = self.store.snapshot_session()?;
         self.applied_change = self.store.latest_change()?;
-        for doc in self.store.docs() {
-            let doc = doc?;
-            self.doc_ids.insert(doc.id.clone(), doc.key);
-            self.docs.insert(doc.key, doc);
-        }
-        for chunk in self.store.chunks() {
-            let chunk = chunk?;
-            self.chunks.insert(chunk.id, chunk);
-        }
-        tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded documents and chunks");
-        let nodes: Vec<Node> = self.store.nodes().collect::<Result<_>>()?;
+        let store = &self.store;
+        let (nodes, edges) = std::thread::scope(|scope| -> Result<(Vec<Node>, Vec<Edge>)> {
+            // The graph's records decode on another core while this one reads the documents.
+            let graph = scope.spawn(|| -> Result<(Vec<Node>, Vec<Edge>)> {
+                Ok((store.nodes().collect::<Result<_>>()?, store.edges().collect::<Result<_>>()?))
+            });
+            for doc in store.docs() {
+                let doc = doc?;
+                self.doc_ids.insert(doc.id.clone(), doc.key);
+                self.docs.insert(doc.key, doc);
+            }
+            for chunk in store.chunks() {
+                let chunk = chunk?;
+                self.chunks.insert(chunk.id, chunk);
+            }
+            tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded documents and chunks");
+            graph.join().map_err(|_| Error::Internal("reading the nodes and edges panicked".into()))?
+        })?;
         for node in nodes {
             self.index_node_in_memory(node, &[]);
         }
-        let edges: Vec<Edge> = self.store.edges().collect::<Result<_>>()?;
         let vectors = self.embed_new_relations(&edges, HashMap::new())?;
         for edge in edges {
             self.index_edge_in_memory(edge, &vectors)?;
