@@ -252,6 +252,15 @@ fn synonym_edges_join_close_names_that_share_a_blocking_key() {
         assert!(key(*a).iter().any(|k| key(*b).contains(k)), "pairs share a blocking key");
     }
     assert!(synonym_pairs(&kb, 1.01).is_empty(), "no pair is closer than identical");
+    // Every pair sharing a key (the blocks are small here), in order, each once, whichever
+    // core scored it.
+    let all = synonym_pairs(&kb, -1.0);
+    let ids: Vec<u32> = kb.nodes().map(|n| n.id).collect();
+    let keys = |n: u32| a2rag::kb::align::blocking_keys(&kb.node(n).unwrap().name);
+    let sharing = ids.iter().flat_map(|a| ids.iter().map(move |b| (*a, *b))).filter(|(a, b)| a < b);
+    let sharing = sharing.filter(|(a, b)| keys(*a).iter().any(|k| keys(*b).contains(k))).count();
+    assert_eq!(all.len(), sharing);
+    assert!(all.windows(2).all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)), "sorted, each once");
     let strict = synonym_pairs(&kb, 0.9);
     assert!(strict.iter().all(|p| pairs.contains(p)), "a higher threshold keeps a subset");
     let graph = PassageGraph::build(&kb, 0.5);

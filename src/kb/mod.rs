@@ -857,14 +857,25 @@ impl Kb {
     /// The current PPR snapshot (built on first use after a write).
     pub fn passage_graph(&self) -> Arc<PassageGraph> {
         let mut slot = self.passage_graph.lock().unwrap_or_else(|e| e.into_inner());
-        slot.get_or_insert_with(|| Arc::new(PassageGraph::build(self, self.settings.retrieve.synonym_threshold)))
-            .clone()
+        slot.get_or_insert_with(|| {
+            let started = std::time::Instant::now();
+            let graph = PassageGraph::build(self, self.settings.retrieve.synonym_threshold);
+            tracing::debug!(ms = started.elapsed().as_millis() as u64, "built the PPR snapshot");
+            Arc::new(graph)
+        })
+        .clone()
     }
 
     /// The current pages snapshot (built on first use after a write).
     pub fn pages(&self) -> Arc<Pages> {
         let mut slot = self.pages.lock().unwrap_or_else(|e| e.into_inner());
-        slot.get_or_insert_with(|| Arc::new(Pages::build(self))).clone()
+        slot.get_or_insert_with(|| {
+            let started = std::time::Instant::now();
+            let pages = Pages::build(self);
+            tracing::debug!(ms = started.elapsed().as_millis() as u64, "built the pages snapshot");
+            Arc::new(pages)
+        })
+        .clone()
     }
 
     /// How many chunks mention `node` (0 for an unknown node): the inverse of a node's

@@ -250,29 +250,53 @@ fn mention_weights(mentions: &[(NodeId, ChunkId)], topics: &[(NodeId, ChunkId)])
 /// Pairs of distinct nodes sharing a blocking key whose name vectors have a cosine of at
 /// least `threshold`, in (a, b) order with a < b, each once.
 pub fn synonym_pairs(kb: &Kb, threshold: f32) -> Vec<(NodeId, NodeId, f32)> {
-    let mut pairs: BTreeSet<(NodeId, NodeId)> = BTreeSet::new();
+    let mut pairs: Vec<(NodeId, NodeId)> = Vec::new();
     for members in kb.alias_blocks.values().filter(|m| (2..=MAX_SYNONYM_BLOCK).contains(&m.len())) {
         let mut members: Vec<NodeId> = members.iter().copied().collect();
         members.sort_unstable();
         for (i, a) in members.iter().enumerate() {
-            for b in &members[i + 1..] {
-                pairs.insert((*a, *b));
-            }
+            pairs.extend(members[i + 1..].iter().map(|b| (*a, *b)));
         }
     }
-    // Pairs come sorted by their first node: copy its vector once for all its partners
-    // (copying it per pair was most of a large KB's first query).
+    pairs.sort_unstable();
+    pairs.dedup();
+    // Most of a large KB's first query: one share of the pairs per core, each share whole
+    // first nodes, joined in order, so the result is the sequential one.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut shares: Vec<&[(NodeId, NodeId)]> = Vec::with_capacity(cores);
+    let mut rest = pairs.as_slice();
+    while !rest.is_empty() {
+        let mut cut = rest.len().div_ceil(cores.saturating_sub(shares.len()).max(1));
+        while cut < rest.len() && rest[cut].0 == rest[cut - 1].0 {
+            cut += 1;
+        }
+        let (share, later) = rest.split_at(cut);
+        shares.push(share);
+        rest = later;
+    }
+    std::thread::scope(|scope| {
+        let workers: Vec<_> =
+            shares.into_iter().map(|share| scope.spawn(move || synonyms_among(kb, share, threshold))).collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    })
+}
+
+/// The pairs of `pairs` (sorted by their first node) whose name vectors are at least
+/// `threshold` alike, with their cosine.
+fn synonyms_among(kb: &Kb, pairs: &[(NodeId, NodeId)], threshold: f32) -> Vec<(NodeId, NodeId, f32)> {
+    // Copy the first node's vector once for all its partners (copying it per pair was most
+    // of a large KB's first query).
     let mut synonyms = Vec::new();
     let mut first: Option<(NodeId, Option<Vec<f32>>)> = None;
     for (a, b) in pairs {
-        if first.as_ref().is_none_or(|(id, _)| *id != a) {
-            first = Some((a, kb.node_index.get(a as u64)));
+        if first.as_ref().is_none_or(|(id, _)| id != a) {
+            first = Some((*a, kb.node_index.get(*a as u64)));
         }
         let Some((_, Some(va))) = &first else { continue };
-        if let Some(cos) = kb.node_index.similarity(b as u64, va)
+        if let Some(cos) = kb.node_index.similarity(*b as u64, va)
             && cos >= threshold
         {
-            synonyms.push((a, b, cos));
+            synonyms.push((*a, *b, cos));
         }
     }
     synonyms
