@@ -311,8 +311,8 @@ impl Kb {
             tracing::info!(vectors = self.linked_at_open, "linking the vectors no saved graph holds");
         }
         self.link_staged_vectors()?;
-        let read = !(matches!(self.vectors_at_open, VectorsAtOpen::Mapped { .. }) && bm25_mapped) && !self.is_empty();
-        if read || self.linked_at_open > 0 {
+        let all_mapped = matches!(self.vectors_at_open, VectorsAtOpen::Mapped { .. }) && bm25_mapped;
+        if (!all_mapped && !self.is_empty()) || self.linked_at_open > 0 {
             // Save what was just read or linked, or the next open does it again.
             self.save_indexes_or_warn();
         } else {

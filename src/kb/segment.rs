@@ -384,7 +384,7 @@ mod tests {
             for _ in 0..40 {
                 state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let key = (state >> 33) % 120;
-                if (state >> 20) % 4 == 0 {
+                if (state >> 20).is_multiple_of(4) {
                     store.remove(key);
                     truth.remove(&key);
                 } else {
