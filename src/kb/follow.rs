@@ -197,6 +197,9 @@ fn check(shared: &SharedKb, state: &SyncState) -> Result<()> {
     if latest > applied {
         let mut kb = shared.blocking_write();
         kb.catch_up()?;
+        // A follower writes nothing itself, so without this its saved indexes would fall
+        // ever further behind, and its restart would replay (or, past the log, read) more.
+        kb.save_indexes_if_worth_it();
         // Recorded before the lock is released, so `health` never reports a change older
         // than one a query has already been served from.
         state.record(kb.applied_change, latest.max(kb.applied_change), lag);
