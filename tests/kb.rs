@@ -845,7 +845,23 @@ fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(store: &Te
     drop(kb);
     let (kb, _) = open(&settings);
     assert_eq!(kb.vectors_at_open(), VectorsAtOpen::Mapped { changes_replayed: 0 }, "that open saved again");
+    let labels = kb.relations().len();
+    assert!(labels > 0);
     drop(kb);
+
+    // The relation labels' vectors are saved: without the file an open embeds them again,
+    // and saves them, so the one after embeds none.
+    let labels_file = || {
+        std::fs::read_dir(&index_dir)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "labels"))
+    };
+    std::fs::remove_file(labels_file().expect("a save writes the relation labels")).unwrap();
+    let (kb, _) = open(&settings);
+    assert_eq!(kb.relations().len(), labels);
+    drop(kb);
+    assert!(labels_file().is_some(), "the open that embedded them saved them");
     std::fs::remove_dir_all(&index_dir).unwrap();
     let (kb, _) = open(&settings);
     assert!(kb.linked_at_open() > 0 && index_dir.join("manifest.json").is_file(), "a lost save is rebuilt and saved");

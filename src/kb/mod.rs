@@ -106,6 +106,8 @@ pub struct Kb {
     saved_generation: u64,
     /// The store's [`Store::instance`], which a save records.
     instance: u64,
+    /// The relation labels' vectors as the last save wrote them (see [`saved::write_labels`]).
+    labels_saved: Option<saved::SavedLabels>,
     vectors_at_open: VectorsAtOpen,
     /// Vectors that opening had to link because no saved graph held them.
     linked_at_open: usize,
@@ -232,6 +234,7 @@ impl Kb {
             applied_change: 0,
             saved_generation: 0,
             instance,
+            labels_saved: None,
             vectors_at_open: VectorsAtOpen::ReadFromStore,
             linked_at_open: 0,
         };
@@ -263,14 +266,6 @@ impl Kb {
             tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded documents and chunks");
             graph.join().map_err(|_| Error::Internal("reading the nodes and edges panicked".into()))?
         })?;
-        for node in nodes {
-            self.index_node_in_memory(node, &[]);
-        }
-        let vectors = self.embed_new_relations(&edges, HashMap::new())?;
-        for edge in edges {
-            self.index_edge_in_memory(edge, &vectors)?;
-        }
-        tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
         // A save of another store of the same name replays nothing of this one's log: at most
         // its graphs are adopted, member by member, as a full read checks them.
         let manifest = saved::Manifest::read(&self.index_dir(), &self.graph_fingerprint()).map(|mut m| {
@@ -279,6 +274,27 @@ impl Kb {
             }
             m
         });
+        for node in nodes {
+            self.index_node_in_memory(node, &[]);
+        }
+        // A label's vector depends on its text and the embedder alone: saved ones stay right
+        // whatever the store did since, and only labels the save lacks are embedded.
+        let saved_labels = match manifest.as_ref().and_then(|m| m.relation_labels.as_ref()) {
+            Some(file) => saved::read_labels(&self.index_dir(), file, self.embedder.dim()).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "the saved relation labels are unusable; embedding them again");
+                HashMap::new()
+            }),
+            None => HashMap::new(),
+        };
+        let known = saved_labels.len();
+        let vectors = self.embed_new_relations(&edges, saved_labels)?;
+        let labels_embedded = vectors.len() - known;
+        for edge in edges {
+            self.index_edge_in_memory(edge, &vectors)?;
+        }
+        // Labels embedded here are saved, or the next open embeds them again.
+        self.labels_saved = manifest.as_ref().and_then(|m| m.relation_labels.clone()).filter(|_| labels_embedded == 0);
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
         let bm25_mapped = match manifest.as_ref().and_then(|m| m.bm25.as_ref()) {
             Some(saved) => self.adopt_bm25(saved)?,
             None => false,
@@ -312,7 +328,8 @@ impl Kb {
         }
         self.link_staged_vectors()?;
         let all_mapped = matches!(self.vectors_at_open, VectorsAtOpen::Mapped { .. }) && bm25_mapped;
-        if (!all_mapped && !self.is_empty()) || self.linked_at_open > 0 {
+        let labels_unsaved = self.labels_saved.is_none() && !self.relations.is_empty();
+        if (!all_mapped && !self.is_empty()) || self.linked_at_open > 0 || labels_unsaved {
             // Save what was just read or linked, or the next open does it again.
             self.save_indexes_or_warn();
         } else {
@@ -529,6 +546,11 @@ impl Kb {
             self.bm25.rewrite(&dir, &format!("bm25-{generation}"), self.applied_change)?;
         }
         manifest.bm25 = self.bm25.saved().cloned();
+        if self.relations.take_changed() || self.labels_saved.is_none() {
+            self.labels_saved =
+                Some(saved::write_labels(&dir, &format!("relations-{generation}"), self.relations.vectors())?);
+        }
+        manifest.relation_labels = self.labels_saved.clone();
         manifest.commit(&dir)
     }
 

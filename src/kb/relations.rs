@@ -19,6 +19,8 @@ pub struct RelationLabels {
     names: HashMap<u64, String>,
     vectors: VectorIndex,
     next_id: u64,
+    /// Whether a label came or went since [`RelationLabels::take_changed`] last asked.
+    changed: bool,
 }
 
 impl RelationLabels {
@@ -28,6 +30,7 @@ impl RelationLabels {
             names: HashMap::new(),
             vectors: VectorIndex::new(dim, settings)?,
             next_id: 0,
+            changed: false,
         })
     }
 
@@ -55,6 +58,7 @@ impl RelationLabels {
         self.vectors.upsert(id, &vector)?;
         self.labels.insert(label.to_string(), Label { id, count: 1 });
         self.names.insert(id, label.to_string());
+        self.changed = true;
         Ok(())
     }
 
@@ -69,6 +73,7 @@ impl RelationLabels {
             self.labels.remove(label);
             self.names.remove(&id);
             self.vectors.remove(id)?;
+            self.changed = true;
         }
         Ok(())
     }
@@ -84,6 +89,16 @@ impl RelationLabels {
             .collect();
         found.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
         Ok(found)
+    }
+
+    /// Every label with its vector.
+    pub fn vectors(&self) -> impl Iterator<Item = (&str, Vec<f32>)> + '_ {
+        self.names.iter().filter_map(|(id, name)| Some((name.as_str(), self.vectors.get(*id)?)))
+    }
+
+    /// Whether a label came or went since the last call.
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
     }
 
     pub fn staged(&self) -> usize {

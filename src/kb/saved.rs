@@ -21,7 +21,7 @@
 //! during an ingest, another daemon's writes, a `reindex`) therefore costs linking what
 //! changed, never a wrong candidate; a damaged or foreign file costs a rebuild of that index.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -91,6 +91,16 @@ pub struct Manifest {
     /// BM25's postings, rewritten only now and then: current with a change of their own.
     #[serde(default)]
     pub bm25: Option<SavedPostings>,
+    /// The relation labels with their vectors, so that an open embeds none it knows.
+    #[serde(default)]
+    pub relation_labels: Option<SavedLabels>,
+}
+
+/// A file of relation labels and their vectors, as the manifest names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedLabels {
+    pub file: String,
+    pub crc: u32,
 }
 
 impl Manifest {
@@ -104,6 +114,7 @@ impl Manifest {
             change: Some(change),
             vectors: BTreeMap::new(),
             bm25: None,
+            relation_labels: None,
         }
     }
 
@@ -149,6 +160,7 @@ impl Manifest {
             .flat_map(|g| [g.file.as_str(), g.members.as_str()])
             .chain(self.vectors.values().flat_map(|v| v.segments.iter().map(|s| s.file.as_str())))
             .chain(self.bm25.iter().map(|p| p.file.as_str()))
+            .chain(self.relation_labels.iter().map(|l| l.file.as_str()))
             .collect();
         let entries = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
         for entry in entries.flatten() {
@@ -156,7 +168,8 @@ impl Manifest {
             let Some(name) = name.to_str() else { continue };
             // A file left half-written by a crash ends in `.tmp`.
             let stem = name.strip_suffix(".tmp").unwrap_or(name);
-            let graph_file = [".usearch", ".keys", segment::SUFFIX, postings::SUFFIX].iter().any(|s| stem.ends_with(s));
+            let graph_file =
+                [".usearch", ".keys", segment::SUFFIX, postings::SUFFIX, LABELS].iter().any(|s| stem.ends_with(s));
             if graph_file && !named.contains(name) {
                 // A leftover costs disk, not correctness: the next save tries again.
                 if let Err(e) = fs::remove_file(entry.path()) {
@@ -251,6 +264,49 @@ pub fn map_graph(dir: &Path, saved: &SavedGraph) -> Result<(memmap2::Mmap, Membe
     Ok((map, read_members(dir, saved)?))
 }
 
+/// Writes `labels` with their vectors as `NAME.labels`: per label its length (u32), its bytes,
+/// then its vector's floats, little-endian.
+pub fn write_labels<'a>(
+    dir: &Path,
+    name: &str,
+    labels: impl Iterator<Item = (&'a str, Vec<f32>)>,
+) -> Result<SavedLabels> {
+    let mut bytes = Vec::new();
+    for (label, vector) in labels {
+        bytes.extend_from_slice(&(label.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(label.as_bytes());
+        vector.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes()));
+    }
+    let file = format!("{name}{LABELS}");
+    write_synced(&dir.join(&file), &bytes)?;
+    Ok(SavedLabels { file, crc: crc32fast::hash(&bytes) })
+}
+
+/// The labels and vectors of `NAME.labels`, each vector of `dim` floats; an error if the file
+/// is damaged.
+pub fn read_labels(dir: &Path, saved: &SavedLabels, dim: usize) -> Result<HashMap<String, Vec<f32>>> {
+    let path = dir.join(&saved.file);
+    let bytes = read_checked(&path, saved.crc)?;
+    let damaged = || Error::Index(format!("{}: not a list of labels of {dim} dimensions", path.display()));
+    let mut labels = HashMap::new();
+    let mut rest = bytes.as_slice();
+    while let Some((len, after)) = rest.split_first_chunk::<4>() {
+        let len = u32::from_le_bytes(*len) as usize;
+        let label = after.get(..len).and_then(|b| std::str::from_utf8(b).ok()).ok_or_else(damaged)?;
+        let floats = after.get(len..len + 4 * dim).ok_or_else(damaged)?;
+        let vector = floats.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        labels.insert(label.to_string(), vector);
+        rest = &after[len + 4 * dim..];
+    }
+    if !rest.is_empty() {
+        return Err(damaged());
+    }
+    Ok(labels)
+}
+
+/// The suffix of a relation-labels file.
+const LABELS: &str = ".labels";
+
 /// Bytes of a mapped file read before their pages are handed back.
 const RELEASE_WINDOW: usize = 64 << 20;
 
@@ -342,6 +398,17 @@ mod tests {
         assert!(Manifest::read(dir.path(), &other).is_none(), "graphs built for other settings are not used");
         fs::write(dir.path().join(MANIFEST), b"{ not json").unwrap();
         assert!(Manifest::read(dir.path(), &built_for()).is_none());
+    }
+
+    #[test]
+    fn relation_labels_read_back_and_a_damaged_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let labels = [("born in", vec![0.5f32, -1.0]), ("capital of", vec![2.0, 0.25])];
+        let saved = write_labels(dir.path(), "relations-1", labels.iter().map(|(l, v)| (*l, v.clone()))).unwrap();
+        let read = read_labels(dir.path(), &saved, 2).unwrap();
+        assert_eq!(read, labels.iter().map(|(l, v)| (l.to_string(), v.clone())).collect::<HashMap<_, _>>());
+        assert!(read_labels(dir.path(), &saved, 3).is_err(), "vectors of another dimension");
+        assert!(read_labels(dir.path(), &SavedLabels { crc: saved.crc ^ 1, ..saved.clone() }, 2).is_err());
     }
 
     #[test]
