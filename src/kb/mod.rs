@@ -12,6 +12,7 @@ mod exact;
 pub mod explore;
 pub mod follow;
 pub mod graph;
+mod mapped;
 pub mod model;
 pub mod name;
 pub mod pages;

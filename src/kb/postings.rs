@@ -18,12 +18,11 @@
 //! a crash.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::mapped;
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"A2RBM251";
@@ -90,15 +89,12 @@ impl Sections {
 impl Postings {
     pub fn open(dir: &Path, saved: &SavedPostings) -> Result<Postings> {
         let path = dir.join(&saved.file);
-        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
-        // SAFETY: postings files are written once, synced and renamed into place, and never
-        // modified; a removed file stays mapped until it is unmapped.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+        let map = mapped::map(&path)?;
         let damaged = |why: &str| Error::Index(format!("{}: {why}", path.display()));
         if map.len() < HEADER || &map[..8] != MAGIC {
             return Err(damaged("not a postings file"));
         }
-        let field = |at: usize| u64::from_le_bytes(map[at..at + 8].try_into().unwrap_or([0; 8]));
+        let field = |at: usize| mapped::u64_at(&map, at);
         let (rows, terms, pairs, total_len) = (field(8) as usize, field(16) as usize, field(24) as usize, field(32));
         let at = Sections::of(rows, terms, pairs);
         if at.bytes > map.len() {
@@ -288,18 +284,10 @@ impl Postings {
         checked.iter().for_each(|part| crc.update(part));
         crc.update(&text);
         let file_name = format!("{name}{SUFFIX}");
-        let path = dir.join(&file_name);
-        let staging = dir.join(format!("{file_name}.tmp"));
-        let io = |e| Error::io(&staging, e);
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(&staging).map_err(io)?);
-        for part in
-            checked.iter().copied().chain([bytemuck::cast_slice(&forward), bytemuck::cast_slice(&postings), &text[..]])
-        {
-            out.write_all(part).map_err(io)?;
-        }
-        let file = out.into_inner().map_err(|e| io(e.into_error()))?;
-        file.sync_all().map_err(io)?;
-        std::fs::rename(&staging, &path).map_err(|e| Error::io(&path, e))?;
+        let pairs: [&[u8]; 3] = [bytemuck::cast_slice(&forward), bytemuck::cast_slice(&postings), &text];
+        mapped::write_aside(dir, &file_name, |out| {
+            checked.iter().chain(&pairs).try_for_each(|part| out.write_all(part))
+        })?;
         Ok(SavedPostings { file: file_name, crc: crc.finalize(), change })
     }
 }

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::mapped;
 use super::postings::{self, SavedPostings};
 use super::segment::{self, SavedSegment};
 use crate::error::{Error, Result};
@@ -238,7 +239,7 @@ fn read_members(dir: &Path, saved: &SavedGraph) -> Result<Members> {
         .chunks_exact(16)
         .map(|pair| {
             let (key, print) = pair.split_at(8);
-            (u64_le(key), u64_le(print))
+            (mapped::u64_at(key, 0), mapped::u64_at(print, 0))
         })
         .collect();
     Ok(members)
@@ -246,17 +247,14 @@ fn read_members(dir: &Path, saved: &SavedGraph) -> Result<Members> {
 
 /// Maps one graph's file for viewing in place and reads its members, refusing either if its
 /// checksum or size is off. The check reads the whole file; its pages are released as it
-/// goes (see [`release`]), so it costs an open time, not resident memory.
+/// goes (see [`mapped::release`]), so it costs an open time, not resident memory.
 pub fn map_graph(dir: &Path, saved: &SavedGraph) -> Result<(memmap2::Mmap, Members)> {
     let path = dir.join(&saved.file);
-    let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
-    // SAFETY: graph files are written once, synced and named by a manifest, and never
-    // modified; a removed file stays mapped until it is unmapped.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+    let map = mapped::map(&path)?;
     let mut crc = crc32fast::Hasher::new();
     for (at, window) in map.chunks(RELEASE_WINDOW).enumerate() {
         crc.update(window);
-        release_range(&map, at * RELEASE_WINDOW, window.len());
+        mapped::release_range(&map, at * RELEASE_WINDOW, window.len());
     }
     if crc.finalize() != saved.crc {
         return Err(Error::Index(format!("{}: checksum mismatch", path.display())));
@@ -310,21 +308,6 @@ const LABELS: &str = ".labels";
 /// Bytes of a mapped file read before their pages are handed back.
 const RELEASE_WINDOW: usize = 64 << 20;
 
-/// Hands a mapped file's pages back to the kernel: reading a whole file (a checksum, usearch
-/// walking a viewed graph's nodes) would otherwise leave all of it counted as this process's
-/// memory. Later reads fault the pages they need in again from the page cache.
-pub fn release(map: &memmap2::Mmap) {
-    release_range(map, 0, map.len());
-}
-
-fn release_range(map: &memmap2::Mmap, offset: usize, len: usize) {
-    // SAFETY: the mapping is read-only and backed by a file that is never modified, so
-    // dropping its pages loses nothing: the next access reads the same bytes again.
-    if let Err(e) = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) } {
-        tracing::debug!(error = %e, "could not release a mapped file's pages");
-    }
-}
-
 /// A fingerprint of a vector's exact values: equal vectors, equal prints; a changed vector
 /// almost surely changes it. Not a defence against crafted input (the files are the
 /// process's own), only against staleness.
@@ -334,12 +317,6 @@ pub fn fingerprint(vector: &[f32]) -> u64 {
         hash = (hash.rotate_left(5) ^ u64::from(x.to_bits())).wrapping_mul(0x0100_0000_01b3_9e37);
     }
     hash ^ (hash >> 29)
-}
-
-fn u64_le(bytes: &[u8]) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(bytes);
-    u64::from_le_bytes(word)
 }
 
 fn read_checked(path: &PathBuf, crc: u32) -> Result<Vec<u8>> {

@@ -21,12 +21,11 @@
 //! gigabytes at open is what this file exists to avoid).
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::mapped;
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"A2RVEC01";
@@ -59,20 +58,16 @@ struct Segment {
 impl Segment {
     fn open(dir: &Path, saved: &SavedSegment, dim: usize) -> Result<Segment> {
         let path = dir.join(&saved.file);
-        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
-        // SAFETY: segment files are written once, synced and renamed into place, and never
-        // modified afterwards (see the module docs); a save removes only files no manifest
-        // names, and a removed file stays mapped until it is unmapped.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(&path, e))?;
+        let map = mapped::map(&path)?;
         let damaged = |why: &str| Error::Index(format!("{}: {why}", path.display()));
         let lists = HEADER + 8 * (saved.count + saved.dead);
         if map.len() != lists + 4 * dim * saved.count {
             return Err(damaged("its size does not match its counts"));
         }
         if &map[..8] != MAGIC
-            || u32_at(&map, 8) as usize != dim
-            || u64_at(&map, 16) as usize != saved.count
-            || u64_at(&map, 24) as usize != saved.dead
+            || mapped::u32_at(&map, 8) as usize != dim
+            || mapped::u64_at(&map, 16) as usize != saved.count
+            || mapped::u64_at(&map, 24) as usize != saved.dead
         {
             return Err(damaged("its header does not match the manifest"));
         }
@@ -325,38 +320,20 @@ fn write_segment(dir: &Path, name: &str, dim: usize, entries: &[(u64, &[f32])], 
     header[8..12].copy_from_slice(&(dim as u32).to_le_bytes());
     header[16..24].copy_from_slice(&(entries.len() as u64).to_le_bytes());
     header[24..32].copy_from_slice(&(dead.len() as u64).to_le_bytes());
+    if let Some((key, v)) = entries.iter().find(|(_, v)| v.len() != dim) {
+        return Err(Error::Internal(format!("vector {key} has {} dimensions, not {dim}", v.len())));
+    }
     let mut crc = crc32fast::Hasher::new();
     crc.update(&header);
-    let path = dir.join(name);
-    let staging = dir.join(format!("{name}.tmp"));
-    let io = |e| Error::io(&staging, e);
-    let file = File::create(&staging).map_err(io)?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
-    out.write_all(&header).map_err(io)?;
-    for key in entries.iter().map(|(k, _)| k).chain(dead) {
-        crc.update(&key.to_le_bytes());
-        out.write_all(&key.to_le_bytes()).map_err(io)?;
-    }
-    for (key, v) in entries {
-        if v.len() != dim {
-            return Err(Error::Internal(format!("vector {key} has {} dimensions, not {dim}", v.len())));
+    mapped::write_aside(dir, name, |out| {
+        out.write_all(&header)?;
+        for key in entries.iter().map(|(k, _)| k).chain(dead) {
+            crc.update(&key.to_le_bytes());
+            out.write_all(&key.to_le_bytes())?;
         }
-        out.write_all(bytemuck::cast_slice(v)).map_err(io)?;
-    }
-    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)?;
-    std::fs::rename(&staging, &path).map_err(|e| Error::io(&path, e))?;
+        entries.iter().try_for_each(|(_, v)| out.write_all(bytemuck::cast_slice(v)))
+    })?;
     Ok(SavedSegment { file: name.to_string(), crc: crc.finalize(), count: entries.len(), dead: dead.len() })
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(word)
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ use std::path::Path;
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
 use super::exact::ExactCodes;
+use super::mapped;
 use super::saved::{self, SavedGraph, SavedVectors};
 use super::segment::VectorStore;
 use crate::config::{IndexSettings, Quantization};
@@ -412,7 +413,7 @@ impl VectorIndex {
             // SAFETY: `view` is kept beside the index, which is dropped before it (see
             // `VectorIndex::graphs`), and the file is never modified (see `saved`).
             unsafe { graph.view_from_buffer(&view) }.map_err(index_error)?;
-            saved::release(&view);
+            mapped::release(&view);
             (Some(view), members)
         } else {
             let (bytes, members) = saved::read_graph(dir, file)?;

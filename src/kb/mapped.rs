@@ -1,0 +1,59 @@
+//! Files beside the store that an open maps rather than reads (vector segments, BM25
+//! postings, sealed HNSW graphs): mapping one, handing its pages back, writing one aside,
+//! and reading the little-endian integers of their headers.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Maps the file at `path` read-only.
+pub fn map(path: &Path) -> Result<memmap2::Mmap> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: the saved files are written once, synced, and named by a manifest; nothing
+    // modifies one afterwards (a later save writes new names), and a removed file stays
+    // mapped until it is unmapped.
+    unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))
+}
+
+/// Hands a mapped file's pages back to the kernel: reading a whole file (a checksum, usearch
+/// walking a viewed graph's nodes) would otherwise leave all of it counted as this process's
+/// memory. Later reads fault the pages they need in again from the page cache.
+pub fn release(map: &memmap2::Mmap) {
+    release_range(map, 0, map.len());
+}
+
+/// [`release`] for `len` bytes from `offset` (a multiple of the page size).
+pub fn release_range(map: &memmap2::Mmap, offset: usize, len: usize) {
+    // SAFETY: the mapping is read-only and backed by a file that is never modified, so
+    // dropping its pages loses nothing: the next access reads the same bytes again.
+    if let Err(e) = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) } {
+        tracing::debug!(error = %e, "could not release a mapped file's pages");
+    }
+}
+
+/// Writes the file `name` in `dir` through `write`, under a temporary name (`NAME.tmp`, which
+/// a save's clean-up removes if a crash leaves it), synced, then renamed into place: a file
+/// that has its name is whole.
+pub fn write_aside(dir: &Path, name: &str, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
+    let staging = dir.join(format!("{name}.tmp"));
+    let io = |e| Error::io(&staging, e);
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(&staging).map_err(io)?);
+    write(&mut out).map_err(io)?;
+    out.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
+    let path = dir.join(name);
+    std::fs::rename(&staging, &path).map_err(|e| Error::io(&path, e))
+}
+
+/// The little-endian u32 at `at` (the caller has checked the length).
+pub fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+}
+
+/// The little-endian u64 at `at` (the caller has checked the length).
+pub fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
