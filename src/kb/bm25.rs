@@ -133,8 +133,17 @@ impl Bm25 {
 
     /// How many indexed chunks contain `term` (already lowercased).
     pub fn frequency(&self, term: &str) -> usize {
-        let base = self.base.as_ref().and_then(|b| b.term_id(term)).map_or(0, |id| self.base_df(id));
-        base + self.postings.get(term).map_or(0, HashMap::len)
+        self.frequency_with(self.base_term(term), term)
+    }
+
+    /// `frequency` for a term whose base id (`base_term`) is already looked up.
+    fn frequency_with(&self, base_term: Option<(&Postings, usize)>, term: &str) -> usize {
+        base_term.map_or(0, |(_, id)| self.base_df(id)) + self.postings.get(term).map_or(0, HashMap::len)
+    }
+
+    /// The base file with the id it gives `term`, where it holds the term.
+    fn base_term(&self, term: &str) -> Option<(&Postings, usize)> {
+        self.base.as_ref().and_then(|b| Some((b, b.term_id(term)?)))
     }
 
     /// Inverse document frequency of `term` (already lowercased), as the ranking weighs it:
@@ -166,8 +175,9 @@ impl Bm25 {
         terms.sort();
         terms.dedup();
         for term in terms {
-            let idf = self.idf(&term);
-            if let Some((base, id)) = self.base.as_ref().and_then(|b| Some((b, b.term_id(&term)?))) {
+            let base_term = self.base_term(&term);
+            let idf = self.idf_of(self.frequency_with(base_term, &term));
+            if let Some((base, id)) = base_term {
                 for [row, tf] in base.postings(id) {
                     let Some(key) = base.keys().get(*row as usize) else { continue };
                     if !self.dead.contains(key) {

@@ -50,15 +50,29 @@ const SPLIT_FLOOR: usize = 64;
 /// about the same at any index size, large enough that a big index is a handful of graphs.
 const GRAPH_MAX: usize = 32_768;
 
+/// One HNSW graph of an index, with where it lives on disk.
+struct Graph {
+    /// A candidate generator over quantised codes of at most [`GRAPH_MAX`] linked vectors.
+    /// Declared before `view`, so that a viewed graph is dropped before the mapping it reads.
+    index: Index,
+    /// The mapped file a sealed graph (any but the last) reads in place when it came from a
+    /// save: nothing is linked into it again, so it need not be resident. A key unlinked from
+    /// a viewed graph stays in it and is filtered out by `VectorIndex::home`.
+    view: Option<memmap2::Mmap>,
+    /// Its files on disk while they still match it (see [`saved`]); a graph that changed
+    /// since is saved again.
+    saved: Option<SavedGraph>,
+}
+
+impl Graph {
+    fn new(index: Index) -> Self {
+        Graph { index, view: None, saved: None }
+    }
+}
+
 pub struct VectorIndex {
-    /// Candidate generators over quantised codes of the linked vectors, each of at most
-    /// [`GRAPH_MAX`]; only the last is linked into. Never empty. Declared before `views`, so
-    /// that a viewed graph is dropped before the mapping it reads.
-    graphs: Vec<Index>,
-    /// Per graph, the mapped file a sealed graph (any but the last) reads in place when it
-    /// came from a save: nothing is linked into it again, so it need not be resident. A key
-    /// unlinked from a viewed graph stays in it and is filtered out by `home`.
-    views: Vec<Option<memmap2::Mmap>>,
+    /// The graphs; only the last is linked into. Never empty.
+    graphs: Vec<Graph>,
     options: IndexOptions,
     dim: usize,
     /// Every stored vector, exact; the source of all scores. Mapped from the saved segments
@@ -68,9 +82,6 @@ pub struct VectorIndex {
     staged: BTreeSet<u64>,
     /// The graph each linked key is in.
     home: HashMap<u64, usize>,
-    /// Per graph, its files on disk while they still match it (see [`saved`]); a graph
-    /// that changed since is saved again.
-    saved: Vec<Option<SavedGraph>>,
     /// Keys linked into or removed from a graph since the last save.
     unsaved: usize,
     build_threads: usize,
@@ -106,9 +117,7 @@ impl VectorIndex {
             n => n,
         };
         let index = VectorIndex {
-            graphs: vec![graph],
-            views: vec![None],
-            saved: vec![None],
+            graphs: vec![Graph::new(graph)],
             unsaved: 0,
             home: HashMap::new(),
             options,
@@ -120,7 +129,7 @@ impl VectorIndex {
             graph_max: GRAPH_MAX,
             codes: std::sync::OnceLock::new(),
         };
-        index.reserve(&index.graphs[0], 1024)?;
+        index.reserve(&index.graphs[0].index, 1024)?;
         Ok(index)
     }
 
@@ -144,7 +153,7 @@ impl VectorIndex {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.graphs.iter().map(Index::memory_usage).sum::<usize>()
+        self.graphs.iter().map(|g| g.index.memory_usage()).sum::<usize>()
             + self.vectors.heap_bytes()
             + self.codes.get().map_or(0, ExactCodes::memory_bytes)
     }
@@ -178,10 +187,11 @@ impl VectorIndex {
 
     fn unlink(&mut self, key: u64) -> Result<()> {
         if let Some(at) = self.home.remove(&key) {
-            if self.views[at].is_none() {
-                self.graphs[at].remove(key).map_err(index_error)?;
+            let graph = &mut self.graphs[at];
+            if graph.view.is_none() {
+                graph.index.remove(key).map_err(index_error)?;
             }
-            self.saved[at] = None;
+            graph.saved = None;
             self.unsaved += 1;
         }
         Ok(())
@@ -189,7 +199,7 @@ impl VectorIndex {
 
     /// Vectors linked into the graphs.
     fn linked(&self) -> usize {
-        self.graphs.iter().map(Index::size).sum()
+        self.graphs.iter().map(|g| g.index.size()).sum()
     }
 
     /// Links every staged vector into the HNSW graphs, on `index.build_threads` threads, in
@@ -207,17 +217,14 @@ impl VectorIndex {
         let mut rest = staged.as_slice();
         while !rest.is_empty() {
             let last = self.graphs.len() - 1;
-            let room = self.graph_max.saturating_sub(self.graphs[last].size());
+            let room = self.graph_max.saturating_sub(self.graphs[last].index.size());
             if room == 0 {
-                let graph = Index::new(&self.options).map_err(index_error)?;
-                self.graphs.push(graph);
-                self.views.push(None);
-                self.saved.push(None);
+                self.graphs.push(Graph::new(Index::new(&self.options).map_err(index_error)?));
                 continue;
             }
             let (part, later) = rest.split_at(room.min(rest.len()));
             self.link_into(last, part)?;
-            self.saved[last] = None;
+            self.graphs[last].saved = None;
             self.unsaved += part.len();
             self.home.extend(part.iter().map(|key| (*key, last)));
             rest = later;
@@ -227,7 +234,7 @@ impl VectorIndex {
 
     /// Links `keys` into graph `at`, which has room for them.
     fn link_into(&self, at: usize, keys: &[u64]) -> Result<()> {
-        let graph = &self.graphs[at];
+        let graph = &self.graphs[at].index;
         let needed = graph.size() + keys.len();
         if needed >= graph.capacity() {
             self.reserve(graph, needed.next_power_of_two().min(self.graph_max))?;
@@ -272,7 +279,8 @@ impl VectorIndex {
             return Ok(top_k(hits, k));
         }
         let mut candidates: Vec<u64> = self.staged.iter().copied().collect();
-        let graphs: Vec<(usize, &Index)> = self.graphs.iter().enumerate().filter(|(_, g)| g.size() > 0).collect();
+        let graphs: Vec<(usize, &Index)> =
+            self.graphs.iter().map(|g| &g.index).enumerate().filter(|(_, g)| g.size() > 0).collect();
         for (at, graph) in &graphs {
             let wanted = candidates_per_graph(k, graphs.len()).min(graph.size());
             let found = graph.search(query, wanted).map_err(index_error)?.keys;
@@ -316,30 +324,30 @@ impl VectorIndex {
     pub fn save(&mut self, dir: &Path, name: &str, generation: u64) -> Result<Vec<SavedGraph>> {
         let mut members: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.graphs.len()];
         for (key, at) in &self.home {
-            if let (None, Some(vector)) = (&self.saved[*at], self.vectors.get(*key)) {
+            if let (None, Some(vector)) = (&self.graphs[*at].saved, self.vectors.get(*key)) {
                 members[*at].push((*key, saved::fingerprint(vector)));
             }
         }
         let mut files = Vec::new();
-        for (at, graph) in self.graphs.iter().enumerate().filter(|(_, g)| g.size() > 0) {
-            if let Some(file) = &self.saved[at] {
+        for (at, graph) in self.graphs.iter_mut().enumerate().filter(|(_, g)| g.index.size() > 0) {
+            if let Some(file) = &graph.saved {
                 files.push(file.clone());
                 continue;
             }
             let serialised;
-            let bytes: &[u8] = match &self.views[at] {
+            let bytes: &[u8] = match &graph.view {
                 // Its members changed, its file did not: the same bytes under a new member list.
                 Some(view) => view,
                 None => {
-                    let mut buffer = vec![0u8; graph.serialized_length()];
-                    graph.save_to_buffer(&mut buffer).map_err(index_error)?;
+                    let mut buffer = vec![0u8; graph.index.serialized_length()];
+                    graph.index.save_to_buffer(&mut buffer).map_err(index_error)?;
                     serialised = buffer;
                     &serialised
                 }
             };
             members[at].sort_unstable();
             let file = saved::write_graph(dir, &format!("{name}-{generation}-{at}"), bytes, &members[at])?;
-            self.saved[at] = Some(file.clone());
+            graph.saved = Some(file.clone());
             files.push(file);
         }
         self.unsaved = 0;
@@ -369,13 +377,12 @@ impl VectorIndex {
         }
         let store = VectorStore::open(dir, &vectors.segments, self.dim, vectors.len)?;
         let mut loaded = Vec::new();
-        let mut views = Vec::new();
         let mut home = HashMap::new();
         for (at, file) in graphs.iter().enumerate() {
-            let (graph, view, members) = self.load_graph(dir, file, at + 1 < graphs.len())?;
+            let (mut graph, members) = self.load_graph(dir, file, at + 1 < graphs.len())?;
             home.extend(members.into_iter().map(|(key, _)| (key, at)));
+            graph.saved = Some(file.clone());
             loaded.push(graph);
-            views.push(view);
         }
         if home.len() + vectors.staged != vectors.len {
             return Err(Error::Index(format!(
@@ -390,9 +397,7 @@ impl VectorIndex {
             _ => store.keys().filter(|key| !home.contains_key(key)).collect(),
         };
         if !loaded.is_empty() {
-            self.saved = graphs.iter().cloned().map(Some).collect();
             self.graphs = loaded;
-            self.views = views;
         }
         (self.vectors, self.home, self.staged) = (store, home, staged);
         self.codes = std::sync::OnceLock::new();
@@ -400,18 +405,14 @@ impl VectorIndex {
     }
 
     /// One saved graph with its members: viewed in place from its mapped file when `sealed`
-    /// (nothing will be linked into it), else read into memory.
-    fn load_graph(
-        &self,
-        dir: &Path,
-        file: &SavedGraph,
-        sealed: bool,
-    ) -> Result<(Index, Option<memmap2::Mmap>, saved::Members)> {
+    /// (nothing will be linked into it), else read into memory. Not yet marked saved: the
+    /// caller knows whether it still matches its file.
+    fn load_graph(&self, dir: &Path, file: &SavedGraph, sealed: bool) -> Result<(Graph, saved::Members)> {
         let graph = Index::new(&self.options).map_err(index_error)?;
         let (view, members) = if sealed {
             let (view, members) = saved::map_graph(dir, file)?;
             // SAFETY: `view` is kept beside the index, which is dropped before it (see
-            // `VectorIndex::graphs`), and the file is never modified (see `saved`).
+            // `Graph::index`), and the file is never modified (see `saved`).
             unsafe { graph.view_from_buffer(&view) }.map_err(index_error)?;
             mapped::release(&view);
             (Some(view), members)
@@ -432,7 +433,7 @@ impl VectorIndex {
         if view.is_none() {
             self.reserve(&graph, graph.size().max(1024))?;
         }
-        Ok((graph, view, members))
+        Ok((Graph { index: graph, view, saved: None }, members))
     }
 
     /// Adopts saved graphs instead of linking: called once, when every stored vector has
@@ -446,12 +447,10 @@ impl VectorIndex {
             return Err(Error::Internal("saved graphs restored into an index that links already".into()));
         }
         let mut graphs = Vec::new();
-        let mut views = Vec::new();
-        let mut saved_files = Vec::new();
         let mut home = HashMap::new();
         for file in files {
             let at = graphs.len();
-            let (graph, view, members) = self.load_graph(dir, file, at + 1 < files.len())?;
+            let (mut graph, members) = self.load_graph(dir, file, at + 1 < files.len())?;
             let mut intact = true;
             for (key, print) in members {
                 let current = self.staged.contains(&key)
@@ -460,15 +459,14 @@ impl VectorIndex {
                 if current {
                     home.insert(key, at);
                 } else {
-                    if view.is_none() {
-                        graph.remove(key).map_err(index_error)?;
+                    if graph.view.is_none() {
+                        graph.index.remove(key).map_err(index_error)?;
                     }
                     intact = false;
                 }
             }
+            graph.saved = intact.then(|| file.clone());
             graphs.push(graph);
-            views.push(view);
-            saved_files.push(intact.then(|| file.clone()));
         }
         if graphs.is_empty() {
             return Ok(0);
@@ -477,7 +475,7 @@ impl VectorIndex {
             self.staged.remove(key);
         }
         let adopted = home.len();
-        (self.graphs, self.views, self.saved, self.home) = (graphs, views, saved_files, home);
+        (self.graphs, self.home) = (graphs, home);
         Ok(adopted)
     }
 
@@ -630,7 +628,7 @@ mod tests {
             idx.upsert(key as u64, v).unwrap();
         }
         idx.link_staged().unwrap();
-        let sizes: Vec<usize> = idx.graphs.iter().map(Index::size).collect();
+        let sizes: Vec<usize> = idx.graphs.iter().map(|g| g.index.size()).collect();
         assert_eq!(sizes, vec![120, 120, 120, 120, 20], "the first graph is topped up, then new ones are filled");
         for (key, v) in data.iter().enumerate().step_by(7) {
             assert_eq!(idx.search(v, 3).unwrap()[0].0, key as u64, "vector {key} is found in whichever graph holds it");
@@ -638,7 +636,7 @@ mod tests {
         // Replacing a vector of a full graph unlinks it there and links it into the last one.
         idx.upsert(3, &data[400]).unwrap();
         idx.link_staged().unwrap();
-        let sizes: Vec<usize> = idx.graphs.iter().map(Index::size).collect();
+        let sizes: Vec<usize> = idx.graphs.iter().map(|g| g.index.size()).collect();
         assert_eq!(sizes, vec![119, 120, 120, 120, 21]);
         let hits = idx.search(&data[400], 2).unwrap();
         assert_eq!(hits.iter().map(|h| h.0).collect::<BTreeSet<_>>(), BTreeSet::from([3, 400]));
@@ -688,7 +686,7 @@ mod tests {
         let files = built.save(dir.path(), "nodes", 1).unwrap();
         let mut opened = staged_index(&data, 300);
         opened.restore(dir.path(), &files).unwrap();
-        assert_eq!(opened.views.iter().map(Option::is_some).collect::<Vec<_>>(), vec![true, true, false]);
+        assert_eq!(opened.graphs.iter().map(|g| g.view.is_some()).collect::<Vec<_>>(), vec![true, true, false]);
         // Key 3 of the first, viewed graph gets another vector; key 5 goes.
         opened.upsert(3, &data[650]).unwrap();
         opened.remove(5).unwrap();
@@ -728,7 +726,7 @@ mod tests {
         let hits = opened.search(&data[350], 2).unwrap();
         assert_eq!(hits.iter().map(|h| h.0).collect::<BTreeSet<_>>(), BTreeSet::from([5, 350]));
         assert!(opened.search(&data[9], 3).unwrap().iter().all(|h| h.0 != 9));
-        assert_eq!(opened.graphs[0].size(), 399);
+        assert_eq!(opened.graphs[0].index.size(), 399);
     }
 
     #[test]

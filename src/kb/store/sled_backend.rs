@@ -281,12 +281,21 @@ impl Backend for SledBackend {
         if latest <= seq {
             return Ok(ChangeLog::Current);
         }
+        // One pass over the log's range; a gap (or an entry pruned from its start) means the
+        // log no longer holds every change since `seq`.
         let mut keys = Vec::new();
-        for next in seq + 1..=latest {
-            match self.log_entry(next)? {
-                Some(entry) => keys.extend(entry.keys),
-                None => return Ok(ChangeLog::Pruned { latest }),
+        let mut expected = seq + 1;
+        for item in self.kb.range(log_key(seq + 1)..=log_key(latest)) {
+            let (key, raw) = item?;
+            let found = key.get(META_LOG.len()..).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+            if found != Some(expected) {
+                return Ok(ChangeLog::Pruned { latest });
             }
+            keys.extend(LogEntry::decode(expected, &raw)?.keys);
+            expected += 1;
+        }
+        if expected != latest + 1 {
+            return Ok(ChangeLog::Pruned { latest });
         }
         keys.sort_unstable();
         keys.dedup();
