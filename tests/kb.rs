@@ -417,7 +417,7 @@ fn synthetic(id: &str, bytes: usize, seed: u64) -> a2rag::ingest::source::Source
     a2rag::ingest::source::SourceDoc {
         id: id.into(),
         title: format!("Synthetic {id}"),
-        text: a2rag::bench::synthetic_document(bytes, seed),
+        text: a2rag::bench::synthetic_document(bytes, seed, a2rag::bench::NameGrowth::Gradual),
         source: "test".into(),
         links: Vec::new(),
     }

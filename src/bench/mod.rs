@@ -301,12 +301,12 @@ pub async fn rpc(
 
 /// Seconds to ingest one synthetic document of each size in `megabytes`, each into a fresh
 /// KB, and the time per MB relative to the smallest: linear ingest keeps the ratio near 1.
-pub fn large_doc(settings: Settings, megabytes: &[usize], scratch: &Path) -> Result<String> {
+pub fn large_doc(settings: Settings, megabytes: &[usize], names: NameGrowth, scratch: &Path) -> Result<String> {
     let mut lines = Vec::new();
     let mut first_per_mb = None;
     let mut first_cpu_per_mb = None;
     for &mb in megabytes {
-        let text = synthetic_document(mb * 1_000_000, 17);
+        let text = synthetic_document(mb * 1_000_000, 17, names);
         let (mut kb, pipeline) = scratch_kb(settings.clone(), scratch, &Remote::new())?;
         let doc = source::SourceDoc {
             id: format!("synthetic-{mb}mb"),
@@ -346,7 +346,8 @@ pub fn large_doc(settings: Settings, megabytes: &[usize], scratch: &Path) -> Res
         ));
     }
     Ok(format!(
-        "large-document ingest (one document each, rule extractor, embedder {}; xN = time per MB against the {} MB row; cpu = CPU seconds of all threads, the figure to compare on a shared machine):\n{}",
+        "large-document ingest (one document each, {:?} name growth, rule extractor, embedder {}; xN = time per MB against the {} MB row; cpu = CPU seconds of all threads, the figure to compare on a shared machine):\n{}",
+        names,
         settings.embed.provider.name(),
         megabytes.first().copied().unwrap_or_default(),
         lines.join("\n")
@@ -374,10 +375,21 @@ fn process_cpu_seconds() -> Option<f64> {
     }
 }
 
-/// About `bytes` of English-like text whose entity vocabulary grows with its length (new
-/// places keep appearing among a fixed cast of people and organisations, as in a long real
-/// document), seeded.
-pub fn synthetic_document(bytes: usize, seed: u64) -> String {
+/// How fast the distinct names of a `synthetic_document` grow with its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NameGrowth {
+    /// A fixed cast of people and organisations, with a new place every ~20 sentences, as
+    /// in a long report.
+    Gradual,
+    /// About one new person, organisation or place per sentence, each sharing a word with
+    /// thousands of others (a first name, "Institute"), as in a register or a directory:
+    /// the case where finding alias candidates must not scan everything named alike.
+    Linear,
+}
+
+/// About `bytes` of English-like text whose entity vocabulary grows with its length as
+/// `names` says, seeded.
+pub fn synthetic_document(bytes: usize, seed: u64, names: NameGrowth) -> String {
     const FIRST: &[&str] = &[
         "Anna", "Boris", "Clara", "David", "Elena", "Farid", "Grace", "Hugo", "Irene", "Jonas", "Kira", "Lars", "Maya",
         "Nils", "Olga", "Pavel",
@@ -391,15 +403,39 @@ pub fn synthetic_document(bytes: usize, seed: u64) -> String {
         &["founded", "joined", "visited", "directed", "studied at", "moved to", "wrote about", "married in"];
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut text = String::with_capacity(bytes + 256);
-    let mut places = 0usize;
-    while text.len() < bytes {
-        // A new place every ~20 sentences keeps the number of distinct entities growing.
-        if rng.random_range(0..20) == 0 {
-            places += 1;
+    // Distinct names so far of each kind; a sentence names a new one or one already met.
+    let (mut people, mut orgs, mut places) = (1u64, 1u64, 1u64);
+    let pick = |count: &mut u64, new_one_in: u32, rng: &mut rand_chacha::ChaCha8Rng| {
+        if rng.random_range(0..new_one_in) == 0 {
+            *count += 1;
         }
-        let place = scale::syllables(1000 + rng.random_range(0..=places) as u64);
-        let person = format!("{} {}", FIRST[rng.random_range(0..FIRST.len())], LAST[rng.random_range(0..LAST.len())]);
-        let org = format!("{} {}", scale::syllables(rng.random_range(0..200)), ORGS[rng.random_range(0..ORGS.len())]);
+        rng.random_range(0..*count)
+    };
+    while text.len() < bytes {
+        let (person, org, place) = match names {
+            NameGrowth::Gradual => {
+                let place = pick(&mut places, 20, &mut rng);
+                let person =
+                    format!("{} {}", FIRST[rng.random_range(0..FIRST.len())], LAST[rng.random_range(0..LAST.len())]);
+                let org =
+                    format!("{} {}", scale::syllables(rng.random_range(0..200)), ORGS[rng.random_range(0..ORGS.len())]);
+                (person, org, scale::syllables(1000 + place))
+            }
+            NameGrowth::Linear => {
+                let person = pick(&mut people, 3, &mut rng);
+                let org = pick(&mut orgs, 3, &mut rng);
+                let place = pick(&mut places, 3, &mut rng);
+                // Ids mixed so consecutive names differ in their first letters, as real ones do.
+                let mixed = |n: u64, salt: u64| {
+                    scale::syllables(1_000 + (n.wrapping_mul(2_654_435_761) ^ salt) % 1_000_000_007)
+                };
+                (
+                    format!("{} {}", FIRST[(person % FIRST.len() as u64) as usize], mixed(person, 1)),
+                    format!("{} {}", mixed(org, 2), ORGS[(org % ORGS.len() as u64) as usize]),
+                    mixed(place, 3),
+                )
+            }
+        };
         let verb = VERBS[rng.random_range(0..VERBS.len())];
         let year = rng.random_range(1800..2020);
         text.push_str(&format!("{person} {verb} the {org} in {place} in {year}. "));

@@ -235,6 +235,9 @@ pub enum BenchCommand {
     LargeDoc {
         #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
         megabytes: Vec<usize>,
+        /// How the document's distinct names grow with its length.
+        #[arg(long, value_enum, default_value = "gradual")]
+        names: a2rag::bench::NameGrowth,
     },
     /// What a KB costs as it grows: a synthetic encyclopaedia at each size, ingested, then
     /// opened and queried by a fresh process; ingest passages/s, open s, peak RSS, disk,

@@ -70,7 +70,7 @@ pub fn bench(door: &Door, bench: BenchCommand) -> Result<ExitCode> {
         BenchCommand::Retrieve { dataset, triples } => {
             a2rag::bench::retrieve(settings, &dataset, triples.as_deref(), &scratch)?
         }
-        BenchCommand::LargeDoc { megabytes } => a2rag::bench::large_doc(settings, &megabytes, &scratch)?,
+        BenchCommand::LargeDoc { megabytes, names } => a2rag::bench::large_doc(settings, &megabytes, names, &scratch)?,
         BenchCommand::Scale { sizes, questions, keep, dev } => {
             let options = ScaleOptions {
                 sizes,

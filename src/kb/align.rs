@@ -39,6 +39,54 @@ pub fn edit_similarity(a_key: &str, b_key: &str) -> f32 {
     strsim::normalized_levenshtein(a_key, b_key) as f32
 }
 
+/// What the matcher needs of a node's name to pass over most candidates without reading the
+/// node: its key's length in characters, which characters and which pairs of adjacent
+/// characters the key holds (one bit each, several sharing a bit), and whether the name is
+/// an acronym. A large document can put tens of thousands of names in one block
+/// ("Institute", a common first name), and every new name is compared with its blocks: the
+/// comparison must cost a few instructions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NameSketch {
+    pairs: u64,
+    letters: u32,
+    chars: u16,
+    acronym: bool,
+}
+
+impl NameSketch {
+    /// The sketch of a name `surface` whose `normalize_entity` is `key`.
+    pub fn of(surface: &str, key: &str) -> Self {
+        let letters = key.chars().fold(0u32, |bits, c| {
+            let bit = if c.is_ascii_lowercase() { c as u32 - 'a' as u32 } else { 26 + c as u32 % 6 };
+            bits | 1 << bit
+        });
+        let mut pairs = 0u64;
+        for (a, b) in key.chars().zip(key.chars().skip(1)) {
+            let mixed = (a as u32).wrapping_mul(0x9E37_79B9) ^ (b as u32).wrapping_mul(0x85EB_CA6B);
+            pairs |= 1 << (mixed >> 26);
+        }
+        let chars = key.chars().count().min(u16::MAX as usize) as u16;
+        NameSketch { pairs, letters, chars, acronym: acronym_letters(surface).is_some() }
+    }
+
+    /// False only where [`same_entity`] is false for any two names with these sketches,
+    /// whatever their vectors: neither is an acronym, and their keys are further apart than
+    /// the edit threshold allows, by length, by the characters they hold (an edit adds or
+    /// removes at most one character of each kind: two bits differ at most), or by their
+    /// pairs of characters (an edit removes at most two pairs and adds two: four bits).
+    pub fn may_be_same(&self, other: &NameSketch, settings: &AliasSettings) -> bool {
+        if self.acronym || other.acronym {
+            return true;
+        }
+        let longest = self.chars.max(other.chars) as f64;
+        // The margin keeps float rounding from ever ruling out a pair the threshold accepts.
+        let edits = ((1.0 - settings.edit_threshold as f64) * longest + 1e-3).floor().max(0.0) as u32;
+        u32::from(self.chars.abs_diff(other.chars)) <= edits
+            && (self.letters ^ other.letters).count_ones() <= 2 * edits
+            && (self.pairs ^ other.pairs).count_ones() <= 4 * edits
+    }
+}
+
 /// `edit_similarity(a, b) >= threshold`, without running Levenshtein when the lengths alone
 /// rule it out: the distance is at least the difference in length. Alias matching compares a
 /// new mention with every node sharing a blocking key, most of them far apart in length.
@@ -73,21 +121,9 @@ pub fn same_entity(
 /// ("CFH" / "CFH Clearing") or spells the initials of its capitalised words
 /// ("AIP" / "American Institute of Physics").
 pub fn acronym_of(short: &str, long: &str) -> bool {
-    let letters: String = short
-        .split(['[', ']'])
-        .enumerate()
-        .filter(|(i, _)| i % 2 == 0)
-        .map(|(_, s)| s)
-        .collect::<String>()
-        .chars()
-        .filter(|c| c.is_alphanumeric())
-        .collect();
-    let is_acronym = (2..=6).contains(&letters.len())
-        && letters.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-        && letters.chars().any(|c| c.is_ascii_uppercase());
-    if !is_acronym {
+    let Some(letters) = acronym_letters(short) else {
         return false;
-    }
+    };
     let short_key = normalize_entity(short);
     let long_key = normalize_entity(long);
     if long_key == short_key {
@@ -99,6 +135,24 @@ pub fn acronym_of(short: &str, long: &str) -> bool {
     let initials: String =
         long.split_whitespace().filter_map(|w| w.chars().next()).filter(|c| c.is_uppercase()).collect();
     initials.len() >= 2 && initials == letters
+}
+
+/// The letters of `surface` where it is an all-caps acronym (2-6 letters or digits, at least
+/// one letter, tags in brackets stripped).
+fn acronym_letters(surface: &str) -> Option<String> {
+    let letters: String = surface
+        .split(['[', ']'])
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 0)
+        .map(|(_, s)| s)
+        .collect::<String>()
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .collect();
+    let is_acronym = (2..=6).contains(&letters.len())
+        && letters.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        && letters.chars().any(|c| c.is_ascii_uppercase());
+    is_acronym.then_some(letters)
 }
 
 #[cfg(test)]
@@ -137,6 +191,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The sketch filter may pass pairs the matcher rejects, never the reverse: names one to
+    /// four edits apart (of every kind, spaces and capitals included), with any vectors.
+    #[test]
+    fn a_sketch_never_rules_out_a_pair_the_matcher_accepts() {
+        use rand::{Rng, SeedableRng};
+        let alphabet: Vec<char> = "abcdefghijklmnopqrstuvwxyz éüABCDEFGHIJ0123456789-".chars().collect();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut names: Vec<String> = vec!["CFH".into(), "CFH Clearing".into(), "AIP".into(), "Colour Research".into()];
+        let settings = Settings::defaults().alias;
+        let (mut accepted, mut ruled_out) = (0, 0);
+        for _ in 0..400 {
+            let base: String =
+                (0..rng.random_range(3..30)).map(|_| alphabet[rng.random_range(0..alphabet.len())]).collect();
+            let mut variant: Vec<char> = base.chars().collect();
+            for _ in 0..rng.random_range(1..=4) {
+                let at = rng.random_range(0..=variant.len());
+                let c = alphabet[rng.random_range(0..alphabet.len())];
+                match rng.random_range(0..3) {
+                    0 => variant.insert(at, c),
+                    1 if at < variant.len() => variant[at] = c,
+                    _ if at < variant.len() => drop(variant.remove(at)),
+                    _ => variant.push(c),
+                }
+            }
+            names.push(base);
+            names.push(variant.into_iter().collect());
+        }
+        for pair in names.chunks(2).chain(names.windows(2)) {
+            let (a, b) = (&pair[0], &pair[1]);
+            let (ka, kb) = (normalize_entity(a), normalize_entity(b));
+            let same = same_entity(&mention(a, &ka), &mention(b, &kb), || Some(1.0), &settings);
+            let possible = NameSketch::of(a, &ka).may_be_same(&NameSketch::of(b, &kb), &settings);
+            assert!(possible || !same, "{a:?} and {b:?} match but their sketches rule it out");
+            accepted += usize::from(same);
+            ruled_out += usize::from(!possible);
+        }
+        // Both sides are exercised: matches kept, and most non-matches ruled out unread.
+        assert!(accepted >= 40, "only {accepted} pairs matched");
+        assert!(ruled_out >= 300, "only {ruled_out} pairs ruled out");
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub mod store;
 pub mod vector;
 mod write;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -35,6 +35,7 @@ use crate::config::{RetrieveSettings, Settings};
 use crate::embed::{EmbeddedQuery, Embedder};
 use crate::error::{Error, Result};
 use crate::rank::reciprocal_rank_fusion;
+use align::NameSketch;
 use bm25::Bm25;
 use graph::KnowledgeGraph;
 use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Link, Node, NodeId, RawTriple, fact_text};
@@ -72,10 +73,10 @@ pub struct Kb {
     nodes: HashMap<NodeId, Node>,
     /// Normalised alias -> node, for every alias of every node.
     node_keys: HashMap<String, NodeId>,
-    /// Blocking key -> nodes with an alias carrying it (alias candidate generation). A set:
-    /// a common key ("w:univ") can hold a large share of all nodes, and indexing or
-    /// re-indexing a node must not scan it.
-    alias_blocks: HashMap<String, HashSet<NodeId>>,
+    /// Blocking key -> nodes with an alias carrying it, each with its name's sketch (alias
+    /// candidate generation). A map: a common key ("w:univ") can hold a large share of all
+    /// nodes, and indexing or re-indexing a node must not scan it.
+    alias_blocks: HashMap<String, HashMap<NodeId, NameSketch>>,
     edges: HashMap<EdgeId, Edge>,
     /// Edges extracted by the rule extractor (the rest are imported, LLM-made or curated).
     rule_edges: usize,
@@ -296,33 +297,47 @@ impl Kb {
         // Labels embedded here are saved, or the next open embeds them again.
         self.labels_saved = manifest.as_ref().and_then(|m| m.relation_labels.clone()).filter(|_| labels_embedded == 0);
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
+        // The changes since the save, read once where the postings are as current as the
+        // vectors (the usual case), since after a crash they are every record written since.
+        let saved_change = manifest.as_ref().and_then(|m| m.change).filter(|change| *change <= self.applied_change);
+        let since_save = saved_change.map(|change| self.store.changes_since(change)).transpose()?;
         let bm25_mapped = match manifest.as_ref().and_then(|m| m.bm25.as_ref()) {
-            Some(saved) => self.adopt_bm25(saved)?,
-            None => false,
+            Some(saved) if saved.change <= self.applied_change => {
+                let since_postings;
+                let changed = match &since_save {
+                    Some(changed) if saved_change == Some(saved.change) => changed,
+                    _ => {
+                        since_postings = self.store.changes_since(saved.change)?;
+                        &since_postings
+                    }
+                };
+                self.adopt_bm25(saved, changed)?
+            }
+            _ => false,
         };
         if !bm25_mapped {
             self.bm25 = Bm25::new(&self.settings.bm25);
             for chunk in self.chunks.values() {
-                let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
-                self.bm25.insert(chunk.id as u64, &model::passage_text(title, &chunk.section, &chunk.text));
+                self.bm25.insert(chunk.id as u64, &self.bm25_text(chunk));
             }
         }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, mapped = bm25_mapped, "loaded BM25");
         if let Some(manifest) = &manifest {
             self.saved_generation = manifest.generation;
         }
-        self.vectors_at_open = match manifest.as_ref().map(|m| self.adopt_save(m)).transpose()? {
-            Some(Some(changes_replayed)) => VectorsAtOpen::Mapped { changes_replayed },
+        let adopted = match (&manifest, saved_change, &since_save) {
+            (Some(manifest), Some(change), Some(changed)) => self.adopt_save(manifest, change, changed)?,
+            _ => None,
+        };
+        self.vectors_at_open = match adopted {
+            Some(changes_replayed) => VectorsAtOpen::Mapped { changes_replayed },
             _ => {
                 self.read_vectors(manifest.as_ref())?;
                 VectorsAtOpen::ReadFromStore
             }
         };
         tracing::debug!(ms = started.elapsed().as_millis() as u64, vectors = ?self.vectors_at_open, "loaded vectors");
-        self.linked_at_open = [&self.chunk_index, &self.summary_index, &self.node_index, &self.fact_index]
-            .iter()
-            .map(|i| i.staged_for_linking())
-            .sum();
+        self.linked_at_open = self.vector_indexes().iter().map(|i| i.staged_for_linking()).sum();
         if self.linked_at_open > 0 {
             // Minutes on a large KB: say why this open is slow.
             tracing::info!(vectors = self.linked_at_open, "linking the vectors no saved graph holds");
@@ -344,15 +359,12 @@ impl Kb {
         self.docs.is_empty() && self.chunks.is_empty() && self.nodes.is_empty()
     }
 
-    /// Maps the vectors and graphs of the save `manifest` names, then replays the store's
-    /// changes since that save. `None`, with every index left empty, where the save cannot
-    /// be used: from an earlier build, damaged, newer than the store, or older than the
-    /// change log reaches (those opens read every vector from the store instead).
-    fn adopt_save(&mut self, manifest: &saved::Manifest) -> Result<Option<u64>> {
-        let Some(change) = manifest.change.filter(|change| *change <= self.applied_change) else {
-            return Ok(None);
-        };
-        let changed = match self.store.changes_since(change)? {
+    /// Maps the vectors and graphs of the save `manifest` names, current with store change
+    /// `change`, then replays what `changed` since. `None`, with every index left empty,
+    /// where the save cannot be used: damaged, or older than the change log reaches (those
+    /// opens read every vector from the store instead).
+    fn adopt_save(&mut self, manifest: &saved::Manifest, change: u64, changed: &Changed) -> Result<Option<u64>> {
+        let changed = match changed {
             Changed::Everything { .. } => return Ok(None),
             Changed::Nothing => None,
             Changed::Records { records, .. } => Some(records),
@@ -399,13 +411,10 @@ impl Kb {
         Ok(Some(self.applied_change - change))
     }
 
-    /// Serves BM25 from its saved postings and indexes again the chunks written after them;
-    /// `false` where they cannot be used (damaged, newer than the store, older than the log).
-    fn adopt_bm25(&mut self, saved: &postings::SavedPostings) -> Result<bool> {
-        if saved.change > self.applied_change {
-            return Ok(false);
-        }
-        let touched: Vec<u64> = match self.store.changes_since(saved.change)? {
+    /// Serves BM25 from its saved postings and indexes again the chunks `changed` since
+    /// them; `false` where they cannot be used (damaged, older than the log).
+    fn adopt_bm25(&mut self, saved: &postings::SavedPostings, changed: &Changed) -> Result<bool> {
+        let touched: Vec<u64> = match changed {
             Changed::Everything { .. } => return Ok(false),
             Changed::Nothing => Vec::new(),
             Changed::Records { records, .. } => records.ids(Family::Chunk).collect(),
@@ -420,11 +429,16 @@ impl Kb {
         for id in touched {
             self.bm25.remove(id);
             if let Some(chunk) = self.chunks.get(&(id as ChunkId)) {
-                let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
-                self.bm25.insert(id, &model::passage_text(title, &chunk.section, &chunk.text));
+                self.bm25.insert(id, &self.bm25_text(chunk));
             }
         }
         Ok(true)
+    }
+
+    /// The text BM25 indexes for `chunk`: the passage under its document's title.
+    fn bm25_text(&self, chunk: &Chunk) -> String {
+        let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
+        model::passage_text(title, &chunk.section, &chunk.text)
     }
 
     /// Fresh, empty vector indexes in place of whatever a failed adoption left.
@@ -489,6 +503,11 @@ impl Kb {
             dim: self.embedder.dim(),
             options: format!("{:?}/{}", index.quantization, index.connectivity),
         }
+    }
+
+    /// The four vector indexes, in the saved-graph manifest's order.
+    fn vector_indexes(&self) -> [&VectorIndex; 4] {
+        [&self.chunk_index, &self.summary_index, &self.node_index, &self.fact_index]
     }
 
     /// The vector indexes with their names in the saved-graph manifest.
@@ -560,7 +579,8 @@ impl Kb {
     /// batch: a daemon taking one document per request saves every few dozen documents, and
     /// an open links at most [`SAVE_AFTER`] vectors per index that no save holds.
     pub fn save_indexes_if_worth_it(&mut self) {
-        let unsaved = [&self.chunk_index, &self.summary_index, &self.node_index, &self.fact_index]
+        let unsaved = self
+            .vector_indexes()
             .iter()
             .map(|index| (index.unsaved() + index.staged_for_linking()).max(index.unsaved_vectors()))
             .max()
@@ -574,11 +594,7 @@ impl Kb {
     /// [`SAVE_DURING_INGEST`] vectors that no save maps: they sit on the heap until one does,
     /// and a kill would leave the next open all of them to replay.
     pub fn save_indexes_if_heavy(&mut self) {
-        let heaviest = [&self.chunk_index, &self.summary_index, &self.node_index, &self.fact_index]
-            .iter()
-            .map(|index| index.unsaved_vectors())
-            .max()
-            .unwrap_or(0);
+        let heaviest = self.vector_indexes().iter().map(|index| index.unsaved_vectors()).max().unwrap_or(0);
         if heaviest >= SAVE_DURING_INGEST {
             self.save_indexes_or_warn();
         }
@@ -615,10 +631,11 @@ impl Kb {
     /// Indexes `node`, whose provenance was `indexed_chunks` (sorted) before this write:
     /// the reverse provenance only gains the chunks that are new.
     fn index_node_in_memory(&mut self, node: Node, indexed_chunks: &[ChunkId]) {
+        let sketch = NameSketch::of(&node.name, &crate::text::normalize_entity(&node.name));
         for alias in &node.aliases {
             self.node_keys.insert(crate::text::normalize_entity(alias), node.id);
             for block in align::blocking_keys(alias) {
-                self.alias_blocks.entry(block).or_default().insert(node.id);
+                self.alias_blocks.entry(block).or_default().insert(node.id, sketch);
             }
         }
         for c in sorted_difference(&node.chunks, indexed_chunks) {
@@ -808,7 +825,24 @@ impl Kb {
     /// Committed nodes with an alias carrying one of `blocks` (see [`align::blocking_keys`]):
     /// the only possible alias matches.
     pub fn alias_candidates(&self, blocks: &[String]) -> Vec<NodeId> {
-        let mut out: Vec<NodeId> = blocks.iter().filter_map(|k| self.alias_blocks.get(k)).flatten().copied().collect();
+        self.alias_candidates_where(blocks, |_| true)
+    }
+
+    /// [`Kb::alias_candidates`] whose names could be the same entity as one sketched as
+    /// `name` (see [`NameSketch::may_be_same`]): the nodes an alias match must read.
+    pub fn alias_candidates_like(&self, blocks: &[String], name: &NameSketch) -> Vec<NodeId> {
+        self.alias_candidates_where(blocks, |other| name.may_be_same(other, &self.settings.alias))
+    }
+
+    /// By id, each once.
+    fn alias_candidates_where(&self, blocks: &[String], keep: impl Fn(&NameSketch) -> bool) -> Vec<NodeId> {
+        let mut out: Vec<NodeId> = blocks
+            .iter()
+            .filter_map(|k| self.alias_blocks.get(k))
+            .flatten()
+            .filter(|(_, sketch)| keep(sketch))
+            .map(|(id, _)| *id)
+            .collect();
         out.sort_unstable();
         out.dedup();
         out
@@ -821,7 +855,7 @@ impl Kb {
             .alias_blocks
             .iter()
             .filter(|(block, _)| prefixes.iter().any(|p| block.starts_with(p.as_str())))
-            .flat_map(|(_, ids)| ids.iter().copied())
+            .flat_map(|(_, ids)| ids.keys().copied())
             .collect();
         out.sort_unstable();
         out.dedup();

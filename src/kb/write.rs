@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::align::{Mention, same_entity};
+use super::align::{Mention, NameSketch, same_entity};
 use super::audit::{Action, AuditEntry, Author};
 use super::model::{
     Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Link, Node, NodeId, RawTriple, fact_text, relation_label,
@@ -94,10 +94,12 @@ struct Staging<'kb> {
     changes: Changes,
     /// Alias keys created in this staging (new nodes and new aliases).
     keys: HashMap<String, NodeId>,
-    /// Blocking keys of the names and aliases of the nodes this staging created, so that
-    /// finding a merge target costs the size of one block, not of everything staged (a large
-    /// document creates tens of thousands of nodes).
-    blocks: HashMap<String, Vec<NodeId>>,
+    /// Blocking keys of the names and aliases of the nodes this staging created, with the
+    /// sketch of each node's name, so that finding a merge target costs the size of one
+    /// block, not of everything staged (a large document creates tens of thousands of nodes).
+    blocks: HashMap<String, Vec<(NodeId, NameSketch)>>,
+    /// The sketch of the name of each node this staging created.
+    sketches: HashMap<NodeId, NameSketch>,
     /// Edges this write deletes.
     removed_edges: HashSet<EdgeId>,
     /// The first edge this write adds for each fact it states.
@@ -112,6 +114,7 @@ impl<'kb> Staging<'kb> {
             changes: Changes::default(),
             keys: HashMap::new(),
             blocks: HashMap::new(),
+            sketches: HashMap::new(),
             removed_edges: HashSet::new(),
             new_facts: HashMap::new(),
         }
@@ -135,10 +138,11 @@ impl<'kb> Staging<'kb> {
     }
 
     fn block_staged(&mut self, id: NodeId, surface: &str) {
+        let Some(sketch) = self.sketches.get(&id).copied() else { return };
         for key in super::align::blocking_keys(surface) {
             let ids = self.blocks.entry(key).or_default();
-            if ids.last() != Some(&id) {
-                ids.push(id);
+            if ids.last().map(|(last, _)| *last) != Some(id) {
+                ids.push((id, sketch));
             }
         }
     }
@@ -227,21 +231,30 @@ impl<'kb> Staging<'kb> {
         let id = self.kb.store.next_id()? as NodeId;
         self.put_node(Node { id, name: mention.to_string(), aliases: Vec::new(), chunks: Vec::new() });
         self.changes.node_vectors.insert(id, vector);
+        self.sketches.insert(id, NameSketch::of(mention, key));
         self.block_staged(id, mention);
         Ok(id)
     }
 
     /// The first node, committed ones by id then the ones this staging created, that shares
     /// a blocking key with the mention and that the hybrid matcher says is the same entity.
-    /// Candidate vectors are only read for the few pairs whose names are close enough.
+    /// Only the nodes whose name sketches leave a match possible are read, and candidate
+    /// vectors only for the few pairs whose names are close enough.
     fn merge_target(&self, mention: &str, key: &str, vector: &[f32]) -> Option<NodeId> {
         let blocks = super::align::blocking_keys(mention);
-        let mut staged: Vec<NodeId> = blocks.iter().filter_map(|k| self.blocks.get(k)).flatten().copied().collect();
+        let alias = &self.kb.settings.alias;
+        let sketch = NameSketch::of(mention, key);
+        let mut staged: Vec<NodeId> = blocks
+            .iter()
+            .filter_map(|k| self.blocks.get(k))
+            .flatten()
+            .filter(|(_, other)| sketch.may_be_same(other, alias))
+            .map(|(id, _)| *id)
+            .collect();
         staged.sort_unstable();
         staged.dedup();
         let me = Mention { surface: mention, key };
-        let alias = &self.kb.settings.alias;
-        self.kb.alias_candidates(&blocks).into_iter().chain(staged).find(|&id| {
+        self.kb.alias_candidates_like(&blocks, &sketch).into_iter().chain(staged).find(|&id| {
             let Some(node) = self.node_ref(id) else {
                 return false;
             };
@@ -545,8 +558,7 @@ impl Kb {
             self.docs.insert(doc.key, doc);
         }
         for (chunk, vector) in changes.chunks_added {
-            let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
-            self.bm25.insert(chunk.id as u64, &super::model::passage_text(title, &chunk.section, &chunk.text));
+            self.bm25.insert(chunk.id as u64, &self.bm25_text(&chunk));
             self.chunk_index.upsert(chunk.id as u64, &vector)?;
             self.chunks.insert(chunk.id, chunk);
         }
