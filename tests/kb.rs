@@ -258,6 +258,66 @@ fn a_kill_after_a_save_opens_from_the_save_and_replays_what_followed_on(store: &
     assert_eq!(found, 5, "both sides of the save were probed");
 }
 
+/// A kill while a save writes its files (merged segments, graphs, postings) leaves the save
+/// before it in force: the KB opens from that one, replays what followed, and has every
+/// document the killed ingest committed.
+#[test]
+fn a_kill_while_a_save_writes_its_files_opens_from_the_save_before() {
+    for store in TestStore::all() {
+        a_kill_while_a_save_writes_its_files_opens_from_the_save_before_on(&store);
+    }
+}
+
+fn a_kill_while_a_save_writes_its_files_opens_from_the_save_before_on(store: &TestStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("kb");
+    let settings = store.settings(&data);
+    let (mut kb, pipeline) = open(&settings);
+    ingest(&mut kb, &pipeline, &[write_corpus(dir.path(), 400)]);
+    let index_dir = kb.index_dir();
+    let manifest_before = std::fs::read(index_dir.join("manifest.json")).unwrap();
+    drop(kb);
+    let later = dir.path().join("later");
+    std::fs::create_dir(&later).unwrap();
+    // Commits every document, then saves once: its segments merge with the first save's.
+    let mut child = spawn_ingest(store, &data, &write_corpus(&later, 3000));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    let mut caught = None;
+    while caught.is_none() && std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+        caught = std::fs::read_dir(&index_dir)
+            .unwrap()
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .find(|name| name.ends_with(".tmp"));
+        if caught.is_none() {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    let caught = caught.unwrap_or_else(|| panic!("no save was caught writing a file (the ingest ended {status})"));
+    assert!(!status.success(), "the ingest was killed while it wrote {caught}");
+    assert_eq!(std::fs::read(index_dir.join("manifest.json")).unwrap(), manifest_before, "the save never committed");
+
+    let (kb, _) = open(&settings);
+    match kb.vectors_at_open() {
+        // About one change per document committed after the first save.
+        VectorsAtOpen::Mapped { changes_replayed } => assert!(changes_replayed > 2000, "{changes_replayed} replayed"),
+        other => panic!("the first save is mapped, not {other:?}"),
+    }
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+    assert_eq!(kb.stats().documents, 3000, "every document was committed before the save began");
+    for i in (0..3000).step_by(97) {
+        let doc = kb.doc_by_id(&format!("doc-{i}")).unwrap_or_else(|| panic!("doc-{i} is committed"));
+        let chunk = doc.chunks[0];
+        let vector = kb.chunk_index().get(u64::from(chunk)).unwrap();
+        assert_eq!(kb.chunk_index().search(&vector, 1).unwrap()[0].0, u64::from(chunk), "doc-{i} by vector");
+        let text = kb.chunk(chunk).unwrap().text.clone();
+        let query = a2rag::embed::EmbeddedQuery::new(kb.embedder().as_ref(), &text).unwrap();
+        let hits = kb.search(&query, a2rag::kb::SearchMode::Bm25, 3, (&kb.settings().retrieve).into()).unwrap();
+        assert!(hits.iter().any(|(c, _)| *c == chunk), "doc-{i} by BM25: {hits:?}");
+    }
+}
+
 #[test]
 fn a_save_made_beside_another_store_is_not_mapped() {
     let dir = tempfile::tempdir().unwrap();

@@ -541,6 +541,10 @@ impl Kb {
     /// another process saves into the same directory.
     pub fn save_indexes(&mut self) -> Result<()> {
         self.link_staged_vectors()?;
+        // The change this save is current with must be durable before the save is: a kill
+        // between the two would leave a save ahead of its store, which the next open cannot
+        // use (it reads every vector instead), and the store's last writes lost.
+        self.store.flush()?;
         let dir = self.index_dir();
         let Some(_lock) = saved::SaveLock::try_take(&dir)? else {
             tracing::debug!(dir = %dir.display(), "another process is saving the indexes; skipped");
