@@ -106,7 +106,7 @@ pub struct Gatekeeper {
     credentials: Box<dyn Credentials>,
     settings: AccessSettings,
     /// The daemon's own token, once a network door has enabled it.
-    legacy: Mutex<Option<String>>,
+    legacy: Mutex<Option<BearerToken>>,
     loaded: Mutex<Option<Arc<Loaded>>>,
     /// Tokens already checked against their argon2 hash, by their SHA-256: the slow hash is
     /// paid once per token and process, not per request. Holds the PHC string it matched, so
@@ -128,21 +128,24 @@ impl Gatekeeper {
     }
 
     /// Accepts the daemon's own token from now on (when `server.legacy_token` allows) and
-    /// returns it, for the doors that print where it is.
+    /// returns it, for the doors that print where it is. Read (or generated) once: every
+    /// door of a daemon gets the same token.
     pub fn enable_legacy(&self, settings: &Settings) -> Result<Option<BearerToken>> {
         if !settings.server.legacy_token {
             return Ok(None);
         }
-        let token = bearer_token(settings)?;
-        *self.legacy.lock().unwrap_or_else(|e| e.into_inner()) = Some(token.token.clone());
-        Ok(Some(token))
+        let mut legacy = self.legacy.lock().unwrap_or_else(|e| e.into_inner());
+        if legacy.is_none() {
+            *legacy = Some(bearer_token(settings)?);
+        }
+        Ok(legacy.clone())
     }
 
     /// The caller a token stands for: the daemon's own token or a named one that is neither
     /// revoked nor expired.
     pub fn authenticate(&self, token: &str) -> Result<Caller> {
         let token = token.trim();
-        let legacy = self.legacy.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let legacy = self.legacy.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|l| l.token.clone());
         if legacy.is_some_and(|l| constant_time_eq(l.as_bytes(), token.as_bytes())) {
             return Ok(Caller {
                 name: LEGACY_NAME.to_string(),
@@ -354,6 +357,7 @@ impl TokenSpec {
 /// Where a generated token lives, inside the data directory.
 pub const TOKEN_FILE: &str = "rpc-token";
 
+#[derive(Clone)]
 pub struct BearerToken {
     pub token: String,
     /// The file holding it, when it was generated rather than configured.
@@ -405,4 +409,27 @@ pub fn random_hex() -> String {
 /// Equality whose time does not depend on where the first difference is.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every door of a daemon accepts one token: a door enabled after the token file changed
+    /// still gets the first door's token.
+    #[test]
+    fn the_daemons_own_token_is_read_once_for_every_door() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = Settings::defaults();
+        settings.data_dir = dir.path().to_path_buf();
+        settings.server.legacy_token = true;
+        let gate = Gatekeeper::open(&settings).unwrap();
+        let first = gate.enable_legacy(&settings).unwrap().unwrap();
+        assert_eq!(first.file.as_deref(), Some(dir.path().join(TOKEN_FILE).as_path()));
+        std::fs::write(dir.path().join(TOKEN_FILE), "a-token-written-later").unwrap();
+        let second = gate.enable_legacy(&settings).unwrap().unwrap();
+        assert_eq!(second.token, first.token);
+        assert!(gate.authenticate(&first.token).is_ok());
+        assert!(gate.authenticate("a-token-written-later").is_err());
+    }
 }
