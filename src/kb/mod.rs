@@ -277,6 +277,7 @@ impl Kb {
             m
         });
         for node in nodes {
+            self.index_node_names(&node);
             self.index_node_in_memory(node, &[]);
         }
         // A label's vector depends on its text and the embedder alone: saved ones stay right
@@ -634,14 +635,9 @@ impl Kb {
 
     /// Indexes `node`, whose provenance was `indexed_chunks` (sorted) before this write:
     /// the reverse provenance only gains the chunks that are new.
+    /// Indexes a node whose names are indexed already (see [`Kb::index_node_names`]), and
+    /// the chunks it mentions beyond `indexed_chunks`.
     fn index_node_in_memory(&mut self, node: Node, indexed_chunks: &[ChunkId]) {
-        let sketch = NameSketch::of(&node.name, &crate::text::normalize_entity(&node.name));
-        for alias in &node.aliases {
-            self.node_keys.insert(crate::text::normalize_entity(alias), node.id);
-            for block in align::blocking_keys(alias) {
-                self.alias_blocks.entry(block).or_default().insert(node.id, sketch);
-            }
-        }
         for c in sorted_difference(&node.chunks, indexed_chunks) {
             self.chunk_nodes.entry(c).or_default().push(node.id);
         }
@@ -866,8 +862,24 @@ impl Kb {
         out
     }
 
-    fn unblock_node(&mut self, node: &Node) {
+    /// Keys each alias of `node` to it and puts it in its aliases' blocks.
+    fn index_node_names(&mut self, node: &Node) {
+        let sketch = NameSketch::of(&node.name, &crate::text::normalize_entity(&node.name));
         for alias in &node.aliases {
+            self.node_keys.insert(crate::text::normalize_entity(alias), node.id);
+            for block in align::blocking_keys(alias) {
+                self.alias_blocks.entry(block).or_default().insert(node.id, sketch);
+            }
+        }
+    }
+
+    /// Undoes [`Kb::index_node_names`] for `node` as it was indexed.
+    fn unindex_node_names(&mut self, node: &Node) {
+        for alias in &node.aliases {
+            let key = crate::text::normalize_entity(alias);
+            if self.node_keys.get(&key) == Some(&node.id) {
+                self.node_keys.remove(&key);
+            }
             for block in align::blocking_keys(alias) {
                 if let Some(ids) = self.alias_blocks.get_mut(&block) {
                     ids.remove(&node.id);
@@ -1040,7 +1052,7 @@ impl Kb {
             let Some(node) = self.nodes.remove(id) else {
                 continue;
             };
-            self.unblock_node(&node);
+            self.unindex_node_names(&node);
             let edges: Vec<EdgeId> = self.graph.steps(*id).into_iter().map(|step| step.edge).collect();
             let facts = self.fact_representatives(self.facts_of(&edges));
             for edge in edges {
@@ -1049,12 +1061,6 @@ impl Kb {
             self.move_fact_vectors(facts, HashMap::new())?;
             self.graph.remove_node(*id);
             self.node_index.remove(*id as u64)?;
-            for alias in &node.aliases {
-                let key = crate::text::normalize_entity(alias);
-                if self.node_keys.get(&key) == Some(id) {
-                    self.node_keys.remove(&key);
-                }
-            }
             for c in &node.chunks {
                 if let Some(list) = self.chunk_nodes.get_mut(c) {
                     list.retain(|n| n != id);

@@ -564,13 +564,12 @@ impl Kb {
         }
         for (id, node) in changes.nodes {
             let old = self.nodes.remove(&id);
+            // Most touched nodes only gain a chunk: their names stay keyed and blocked.
+            let renamed =
+                old.as_ref().is_none_or(|o| node.as_ref().is_none_or(|n| n.name != o.name || n.aliases != o.aliases));
             if let Some(old) = &old {
-                self.unblock_node(old);
-                for alias in &old.aliases {
-                    let key = normalize_entity(alias);
-                    if self.node_keys.get(&key) == Some(&id) {
-                        self.node_keys.remove(&key);
-                    }
+                if renamed {
+                    self.unindex_node_names(old);
                 }
                 // Only the chunks the node lost: a node that every document mentions has
                 // provenance in most chunks, and a commit must not cost all of them.
@@ -585,6 +584,9 @@ impl Kb {
                 Some(node) => {
                     if let Some(v) = changes.node_vectors.get(&id) {
                         self.node_index.upsert(id as u64, v)?;
+                    }
+                    if renamed {
+                        self.index_node_names(&node);
                     }
                     self.index_node_in_memory(node, old.as_ref().map_or(&[][..], |o| o.chunks.as_slice()));
                 }
