@@ -258,6 +258,43 @@ fn a_kill_after_a_save_opens_from_the_save_and_replays_what_followed_on(store: &
     assert_eq!(found, 5, "both sides of the save were probed");
 }
 
+/// An ingest run ends with the PPR snapshot saved: the next open reads it instead of building
+/// it, and it is the graph a build gives. A write makes it stale; the next run saves the new.
+#[test]
+fn an_ingest_saves_the_ppr_snapshot_and_the_next_open_reads_it_until_a_write() {
+    use a2rag::kb::passage_graph::PassageGraph;
+    let dir = tempfile::tempdir().unwrap();
+    let settings = TestStore::Sled.settings(&dir.path().join("kb"));
+    let threshold = settings.retrieve.synonym_threshold;
+    let same = |a: &PassageGraph, b: &PassageGraph| {
+        a.nodes == b.nodes
+            && a.chunks == b.chunks
+            && a.csr.offsets == b.csr.offsets
+            && a.csr.targets == b.csr.targets
+            && a.csr.weights == b.csr.weights
+    };
+    let (mut kb, pipeline) = open(&settings);
+    ingest(&mut kb, &pipeline, &[write_corpus(dir.path(), 120)]);
+    drop(kb);
+
+    let (mut kb, pipeline) = open(&settings);
+    let read = kb.passage_graph();
+    assert!(read.read_from_save, "the open read the saved snapshot");
+    assert!(same(&read, &PassageGraph::build(&kb, threshold)), "the saved snapshot is the one a build gives");
+    let later = dir.path().join("later");
+    std::fs::create_dir(&later).unwrap();
+    ingest(&mut kb, &pipeline, &[write_corpus(&later, 121)]);
+    let chunk = kb.doc_by_id("doc-120").unwrap().chunks[0];
+    let after_write = kb.passage_graph();
+    assert!(!after_write.read_from_save && after_write.chunk_row(chunk).is_some(), "built again after the write");
+    drop((read, after_write, kb));
+
+    let (kb, _) = open(&settings);
+    let reopened = kb.passage_graph();
+    assert!(reopened.read_from_save && reopened.chunk_row(chunk).is_some(), "the second run saved the new snapshot");
+    assert!(same(&reopened, &PassageGraph::build(&kb, threshold)));
+}
+
 /// A kill while a save writes its files (merged segments, graphs, postings) leaves the save
 /// before it in force: the KB opens from that one, replays what followed, and has every
 /// document the killed ingest committed.

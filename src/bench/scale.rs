@@ -392,6 +392,8 @@ pub fn ingest_step(settings: Settings, size: usize, dir: &Path, dev: Option<&Pat
         }
         next = end;
     }
+    // As `a2rag ingest` ends (`ingest::ingest_paths`).
+    kb.save_with_snapshot();
     kb.flush()?;
     let figures = IngestFigures {
         passages: size + real,

@@ -454,7 +454,10 @@ pub fn ingest_paths_within<K: KbAccess + ?Sized>(
         docs.extend(read.docs);
     }
     ingest_docs(kb, pipeline, docs, progress, &mut report)?;
-    kb.write(|kb| kb.flush())?;
+    kb.write(|kb| {
+        kb.save_with_snapshot();
+        kb.flush()
+    })?;
     if let Some(import) = &pipeline.triples {
         report.record_unused_triples(import);
     }

@@ -100,6 +100,9 @@ pub struct Kb {
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
     passage_graph: Mutex<Option<Arc<PassageGraph>>>,
+    /// The saved PPR snapshot while it is current with the store: read by the first
+    /// [`Kb::passage_graph`] instead of building, and named by the next save as it is.
+    saved_passages: Mutex<Option<saved::SavedSnapshot>>,
     /// Pages by their topic's name (the targets of a text's links), rebuilt lazily after a write.
     pages: Mutex<Option<Arc<Pages>>>,
     /// The store's change log is applied up to this change (see [`follow`]).
@@ -232,6 +235,7 @@ impl Kb {
             rule_edges: 0,
             graph: KnowledgeGraph::default(),
             passage_graph: Mutex::new(None),
+            saved_passages: Mutex::new(None),
             pages: Mutex::new(None),
             applied_change: 0,
             saved_generation: 0,
@@ -272,7 +276,7 @@ impl Kb {
         // its graphs are adopted, member by member, as a full read checks them.
         let manifest = saved::Manifest::read(&self.index_dir(), &self.graph_fingerprint()).map(|mut m| {
             if m.store != Some(self.instance) {
-                (m.change, m.bm25) = (None, None);
+                (m.change, m.bm25, m.passages) = (None, None, None);
             }
             m
         });
@@ -338,6 +342,13 @@ impl Kb {
             }
         };
         tracing::debug!(ms = started.elapsed().as_millis() as u64, vectors = ?self.vectors_at_open, "loaded vectors");
+        // A snapshot is a function of the KB's contents: it holds while the store has not
+        // changed since it was built, under the same synonym threshold.
+        let threshold = self.settings.retrieve.synonym_threshold;
+        *self.saved_passages.get_mut().unwrap_or_else(|e| e.into_inner()) = manifest
+            .as_ref()
+            .and_then(|m| m.passages.clone())
+            .filter(|p| p.change == self.applied_change && p.synonym_threshold == threshold);
         self.linked_at_open = self.vector_indexes().iter().map(|i| i.staged_for_linking()).sum();
         if self.linked_at_open > 0 {
             // Minutes on a large KB: say why this open is slow.
@@ -576,6 +587,7 @@ impl Kb {
                 Some(saved::write_labels(&dir, &format!("relations-{generation}"), self.relations.vectors())?);
         }
         manifest.relation_labels = self.labels_saved.clone();
+        manifest.passages = self.passages_to_save(&dir, generation)?;
         manifest.commit(&dir)
     }
 
@@ -778,6 +790,7 @@ impl Kb {
 
     fn invalidate_snapshot(&self) {
         *self.passage_graph.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        *self.saved_passages.lock().unwrap_or_else(|e| e.into_inner()) = None;
         *self.pages.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
@@ -927,16 +940,63 @@ impl Kb {
         &self.bm25
     }
 
-    /// The current PPR snapshot (built on first use after a write).
+    /// The current PPR snapshot (read from the save where it is current, else built, on
+    /// first use after an open or a write).
     pub fn passage_graph(&self) -> Arc<PassageGraph> {
         let mut slot = self.passage_graph.lock().unwrap_or_else(|e| e.into_inner());
         slot.get_or_insert_with(|| {
             let started = std::time::Instant::now();
+            if let Some(graph) = self.read_saved_passages() {
+                tracing::debug!(ms = started.elapsed().as_millis() as u64, "read the saved PPR snapshot");
+                return Arc::new(graph);
+            }
             let graph = PassageGraph::build(self, self.settings.retrieve.synonym_threshold);
             tracing::debug!(ms = started.elapsed().as_millis() as u64, "built the PPR snapshot");
             Arc::new(graph)
         })
         .clone()
+    }
+
+    /// The saved snapshot, where it is current; `None` (with a warning, and forgotten) where
+    /// its file is unusable.
+    fn read_saved_passages(&self) -> Option<PassageGraph> {
+        let mut saved = self.saved_passages.lock().unwrap_or_else(|e| e.into_inner());
+        let read = saved::read_snapshot(&self.index_dir(), saved.as_ref()?).and_then(|b| PassageGraph::decode(&b));
+        match read {
+            Ok(graph) => Some(graph),
+            Err(e) => {
+                tracing::warn!(error = %e, "the saved PPR snapshot is unusable; building it");
+                *saved = None;
+                None
+            }
+        }
+    }
+
+    /// The snapshot file the save of `generation` names: the current one's as it is, or the
+    /// snapshot built since written anew; `None` where no current snapshot exists.
+    fn passages_to_save(&self, dir: &std::path::Path, generation: u64) -> Result<Option<saved::SavedSnapshot>> {
+        // Locked in `passage_graph`'s order.
+        let built = self.passage_graph.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut saved = self.saved_passages.lock().unwrap_or_else(|e| e.into_inner());
+        if saved.is_none()
+            && let Some(graph) = built
+        {
+            let threshold = self.settings.retrieve.synonym_threshold;
+            let name = format!("passages-{generation}");
+            *saved = Some(saved::write_snapshot(dir, &name, &graph.encode(), self.applied_change, threshold)?);
+        }
+        Ok(saved.clone())
+    }
+
+    /// Builds the PPR snapshot and saves it with the indexes, so that the next open serves
+    /// its first query without building it (seconds on a large KB): for the end of an ingest
+    /// run. Does nothing where the save holds the current snapshot already.
+    pub fn save_with_snapshot(&mut self) {
+        if self.is_empty() || self.saved_passages.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            return;
+        }
+        self.passage_graph();
+        self.save_indexes_or_warn();
     }
 
     /// The current pages snapshot (built on first use after a write).

@@ -32,6 +32,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::Kb;
 use super::graph::Csr;
 use super::model::{Chunk, ChunkId, DocKey, NodeId, SECTION_SEPARATOR};
+use crate::error::{Error, Result};
 use crate::text;
 
 /// Blocks with more nodes than this share only a common word prefix ("john", "univ"); their
@@ -50,7 +51,14 @@ pub struct PassageGraph {
     /// Share of the passages in the largest connected component: how much of the corpus
     /// one walk can reach.
     pub largest_component_share: f32,
+    /// Read back from a save rather than built ([`PassageGraph::decode`]).
+    pub read_from_save: bool,
 }
+
+/// The first bytes of an encoded snapshot, with the version of what [`PassageGraph::build`]
+/// computes: bumped whenever the graph it builds from the same KB changes, so that a save of
+/// an earlier build is built again rather than used.
+const SNAPSHOT_MAGIC: &[u8; 8] = b"a2rpg\x00\x00\x01";
 
 impl PassageGraph {
     pub fn node_row(&self, node: NodeId) -> Option<usize> {
@@ -133,7 +141,95 @@ impl PassageGraph {
         edges.extend(outline.links.iter().filter_map(|(a, b)| Some((row(a)?, row(b)?, 1.0))));
         let csr = Csr::from_weighted_edges(first_outline_row as usize + outline.rows, &edges);
         let largest_component_share = largest_component_share(&csr, nodes.len(), chunks.len());
-        PassageGraph { csr, nodes, chunks, node_rows, chunk_rows, synonym_edges, largest_component_share }
+        PassageGraph {
+            csr,
+            nodes,
+            chunks,
+            node_rows,
+            chunk_rows,
+            synonym_edges,
+            largest_component_share,
+            read_from_save: false,
+        }
+    }
+
+    /// The snapshot as bytes for [`super::saved::write_snapshot`]: the magic, the counts
+    /// (entities, passages, rows, entries, synonym edges; u64), the largest component's share
+    /// (f32), then entity ids and passage ids (u32), row offsets (u64), targets (u32) and
+    /// weights (f32), little-endian.
+    pub fn encode(&self) -> Vec<u8> {
+        let csr = &self.csr;
+        let mut out = Vec::with_capacity(
+            64 + 4 * (self.nodes.len() + self.chunks.len()) + 8 * csr.offsets.len() + 8 * csr.targets.len(),
+        );
+        out.extend_from_slice(SNAPSHOT_MAGIC);
+        for count in [self.nodes.len(), self.chunks.len(), csr.len(), csr.targets.len(), self.synonym_edges] {
+            out.extend_from_slice(&(count as u64).to_le_bytes());
+        }
+        out.extend_from_slice(&self.largest_component_share.to_le_bytes());
+        self.nodes.iter().chain(&self.chunks).for_each(|id| out.extend_from_slice(&id.to_le_bytes()));
+        csr.offsets.iter().for_each(|at| out.extend_from_slice(&(*at as u64).to_le_bytes()));
+        csr.targets.iter().for_each(|t| out.extend_from_slice(&t.to_le_bytes()));
+        csr.weights.iter().for_each(|w| out.extend_from_slice(&w.to_le_bytes()));
+        out
+    }
+
+    /// The snapshot [`PassageGraph::encode`] wrote; an error for bytes of another version or
+    /// that do not hold what their counts say.
+    pub fn decode(bytes: &[u8]) -> Result<PassageGraph> {
+        let damaged = |what: &str| Error::Index(format!("the saved PPR snapshot is unusable: {what}"));
+        let rest = bytes.strip_prefix(SNAPSHOT_MAGIC).ok_or_else(|| damaged("another version"))?;
+        if rest.len() < 5 * 8 + 4 {
+            return Err(damaged("truncated"));
+        }
+        let mut reader = Reader { rest };
+        let [nodes, chunks, rows, entries, synonym_edges] = [(); 5].map(|_| u64::from_le_bytes(reader.array()));
+        let expected =
+            4 + 4 * (u128::from(nodes) + u128::from(chunks)) + 8 * (u128::from(rows) + 1) + 8 * u128::from(entries);
+        if reader.rest.len() as u128 != expected || nodes + chunks > rows {
+            return Err(damaged("its counts do not match its size"));
+        }
+        let [nodes, chunks, rows, entries, synonym_edges] =
+            [nodes, chunks, rows, entries, synonym_edges].map(|count| count as usize);
+        let largest_component_share = f32::from_le_bytes(reader.array());
+        let ids =
+            |reader: &mut Reader, n: usize| (0..n).map(|_| u32::from_le_bytes(reader.array())).collect::<Vec<u32>>();
+        let node_ids = ids(&mut reader, nodes);
+        let chunk_ids = ids(&mut reader, chunks);
+        let offsets: Vec<usize> = (0..=rows).map(|_| u64::from_le_bytes(reader.array()) as usize).collect();
+        let targets = ids(&mut reader, entries);
+        let weights: Vec<f32> = (0..entries).map(|_| f32::from_le_bytes(reader.array())).collect();
+        let ordered =
+            offsets.first() == Some(&0) && offsets.windows(2).all(|w| w[0] <= w[1]) && offsets.last() == Some(&entries);
+        if !ordered || targets.iter().any(|t| *t as usize >= rows) {
+            return Err(damaged("its rows do not hold its entries"));
+        }
+        let node_rows = node_ids.iter().enumerate().map(|(i, n)| (*n, i as u32)).collect();
+        let chunk_rows = chunk_ids.iter().enumerate().map(|(i, c)| (*c, (nodes + i) as u32)).collect();
+        Ok(PassageGraph {
+            csr: Csr { offsets, targets, weights },
+            nodes: node_ids,
+            chunks: chunk_ids,
+            node_rows,
+            chunk_rows,
+            synonym_edges,
+            largest_component_share,
+            read_from_save: true,
+        })
+    }
+}
+
+/// Reads fixed-size pieces off the front of a byte slice whose length was checked.
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl Reader<'_> {
+    /// The next `N` bytes (zeros past the end: the caller checked the length first).
+    fn array<const N: usize>(&mut self) -> [u8; N] {
+        let (piece, rest) = self.rest.split_first_chunk::<N>().map_or(([0; N], &[][..]), |(p, r)| (*p, r));
+        self.rest = rest;
+        piece
     }
 }
 
@@ -336,6 +432,53 @@ fn largest_component_share(csr: &Csr, first_passage: usize, passages: usize) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A snapshot read back is the one written, row for row; bytes of another version, cut
+    /// short, or whose counts or offsets lie are refused rather than walked.
+    #[test]
+    fn an_encoded_snapshot_decodes_to_itself_and_damage_is_refused() {
+        let mut outline = Outline::default();
+        outline.document([(10, ""), (11, "Ownership")]);
+        let links = Links {
+            triples: &[(1, 2), (2, 3)],
+            mentions: &[(1, 10), (2, 10), (3, 11), (3, 12)],
+            topics: &[(3, 11)],
+            synonyms: &[(1, 3, 0.91)],
+        };
+        let graph = PassageGraph::assemble(vec![3, 1, 2], vec![12, 10, 11], links, &outline);
+        let bytes = graph.encode();
+        let read = PassageGraph::decode(&bytes).unwrap();
+        assert!(read.read_from_save && !graph.read_from_save);
+        assert_eq!((&read.nodes, &read.chunks), (&graph.nodes, &graph.chunks));
+        assert_eq!(
+            (&read.csr.offsets, &read.csr.targets, &read.csr.weights),
+            (&graph.csr.offsets, &graph.csr.targets, &graph.csr.weights)
+        );
+        assert_eq!((read.synonym_edges, read.largest_component_share), (1, graph.largest_component_share));
+        for node in [1, 2, 3] {
+            assert_eq!(read.node_row(node), graph.node_row(node));
+        }
+        for chunk in [10, 11, 12] {
+            assert_eq!(read.chunk_row(chunk), graph.chunk_row(chunk));
+        }
+        assert_eq!(read.outline_rows(), 2);
+
+        let mut other_version = bytes.clone();
+        other_version[7] ^= 1;
+        let mut more_rows = bytes.clone();
+        more_rows[SNAPSHOT_MAGIC.len() + 16] += 1;
+        let mut bad_target = bytes.clone();
+        let last_target = bytes.len() - 4 * graph.csr.weights.len() - 4;
+        bad_target[last_target..last_target + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        for (damage, bytes) in [
+            ("another version", other_version),
+            ("cut short", bytes[..bytes.len() - 1].to_vec()),
+            ("a row too many", more_rows),
+            ("a target past the rows", bad_target),
+        ] {
+            assert!(PassageGraph::decode(&bytes).is_err(), "{damage} was accepted");
+        }
+    }
 
     /// Issue 34: a long document's passages are linked through its sections and its
     /// document row, each section under its parent.
