@@ -645,10 +645,9 @@ impl Kb {
         })
     }
 
-    /// Indexes `node`, whose provenance was `indexed_chunks` (sorted) before this write:
-    /// the reverse provenance only gains the chunks that are new.
-    /// Indexes a node whose names are indexed already (see [`Kb::index_node_names`]), and
-    /// the chunks it mentions beyond `indexed_chunks`.
+    /// Indexes `node`, whose names are indexed already (see [`Kb::index_node_names`]) and
+    /// whose provenance was `indexed_chunks` (sorted) before this write: the reverse
+    /// provenance only gains the chunks that are new.
     fn index_node_in_memory(&mut self, node: Node, indexed_chunks: &[ChunkId]) {
         for c in sorted_difference(&node.chunks, indexed_chunks) {
             self.chunk_nodes.entry(c).or_default().push(node.id);
