@@ -206,23 +206,52 @@ fn a_kill_after_a_save_opens_from_the_save_and_replays_what_followed() {
     }
 }
 
+/// A KB of 400 documents, saved, and a corpus of 3,000 (the same 400, then 2,600 new) for an
+/// ingest to be killed.
+struct SavedThenMore {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    settings: a2rag::config::Settings,
+    index_dir: PathBuf,
+    later_corpus: PathBuf,
+}
+
+impl SavedThenMore {
+    fn new(store: &TestStore) -> SavedThenMore {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("kb");
+        let settings = store.settings(&data);
+        let (mut kb, pipeline) = open(&settings);
+        ingest(&mut kb, &pipeline, &[write_corpus(dir.path(), 400)]);
+        let index_dir = kb.index_dir();
+        assert!(index_dir.join("manifest.json").is_file(), "the first ingest saved");
+        let later = dir.path().join("later");
+        std::fs::create_dir(&later).unwrap();
+        let later_corpus = write_corpus(&later, 3000);
+        SavedThenMore { _dir: dir, data, settings, index_dir, later_corpus }
+    }
+}
+
+/// `id`'s first chunk is found by its own vector and by BM25 over its text.
+fn assert_found_by_vector_and_bm25(kb: &a2rag::kb::Kb, id: &str) {
+    let doc = kb.doc_by_id(id).unwrap_or_else(|| panic!("{id} is committed"));
+    let chunk = doc.chunks[0];
+    let vector = kb.chunk_index().get(u64::from(chunk)).unwrap();
+    assert_eq!(kb.chunk_index().search(&vector, 1).unwrap()[0].0, u64::from(chunk), "{id} by vector");
+    let text = kb.chunk(chunk).unwrap().text.clone();
+    let query = a2rag::embed::EmbeddedQuery::new(kb.embedder().as_ref(), &text).unwrap();
+    let hits = kb.search(&query, a2rag::kb::SearchMode::Bm25, 3, (&kb.settings().retrieve).into()).unwrap();
+    assert!(hits.iter().any(|(c, _)| *c == chunk), "{id} by BM25: {hits:?}");
+}
+
 fn a_kill_after_a_save_opens_from_the_save_and_replays_what_followed_on(store: &TestStore) {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("kb");
-    let settings = store.settings(&data);
-    let (mut kb, pipeline) = open(&settings);
-    ingest(&mut kb, &pipeline, &[write_corpus(dir.path(), 400)]);
-    assert!(kb.index_dir().join("manifest.json").is_file(), "the first ingest saved");
-    let saved_size = sled_bytes(&data);
-    drop(kb);
-    let later = dir.path().join("later");
-    std::fs::create_dir(&later).unwrap();
-    let corpus = write_corpus(&later, 3000);
-    let mut child = spawn_ingest(store, &data, &corpus);
+    let SavedThenMore { data, settings, later_corpus, .. } = &SavedThenMore::new(store);
+    let saved_size = sled_bytes(data);
+    let mut child = spawn_ingest(store, data, later_corpus);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let location = Location::of(&settings, &KbName::default());
+    let location = Location::of(settings, &KbName::default());
     let committed_enough = || match store {
-        TestStore::Sled => sled_bytes(&data) > saved_size + 400_000,
+        TestStore::Sled => sled_bytes(data) > saved_size + 400_000,
         TestStore::Postgres(_) | TestStore::PostgresTls { .. } => Store::open(&location).unwrap().docs().count() > 600,
     };
     while !committed_enough() && std::time::Instant::now() < deadline {
@@ -231,7 +260,7 @@ fn a_kill_after_a_save_opens_from_the_save_and_replays_what_followed_on(store: &
     child.kill().unwrap();
     assert!(!child.wait().unwrap().success(), "the ingest was killed before it finished");
 
-    let (kb, _) = open(&settings);
+    let (kb, _) = open(settings);
     let replayed = match kb.vectors_at_open() {
         VectorsAtOpen::Mapped { changes_replayed } => changes_replayed,
         other => panic!("the save is mapped, not {other:?}"),
@@ -245,14 +274,7 @@ fn a_kill_after_a_save_opens_from_the_save_and_replays_what_followed_on(store: &
     // The second corpus repeats the first's 400 documents (unchanged) and adds the rest.
     let after_save = kb.docs().map(|d| d.id.clone()).filter(|id| id["doc-".len()..].parse::<usize>().unwrap() >= 400);
     for id in ["doc-3".to_string(), "doc-399".to_string()].into_iter().chain(after_save.take(3)) {
-        let doc = kb.doc_by_id(&id).unwrap_or_else(|| panic!("{id} is committed"));
-        let chunk = u64::from(doc.chunks[0]);
-        let vector = kb.chunk_index().get(chunk).unwrap();
-        assert_eq!(kb.chunk_index().search(&vector, 1).unwrap()[0].0, chunk, "{id} by vector");
-        let text = kb.chunk(doc.chunks[0]).unwrap().text.clone();
-        let query = a2rag::embed::EmbeddedQuery::new(kb.embedder().as_ref(), &text).unwrap();
-        let hits = kb.search(&query, a2rag::kb::SearchMode::Bm25, 3, (&kb.settings().retrieve).into()).unwrap();
-        assert!(hits.iter().any(|(c, _)| *c == doc.chunks[0]), "{id} by BM25: {hits:?}");
+        assert_found_by_vector_and_bm25(&kb, &id);
         found += 1;
     }
     assert_eq!(found, 5, "both sides of the save were probed");
@@ -306,22 +328,14 @@ fn a_kill_while_a_save_writes_its_files_opens_from_the_save_before() {
 }
 
 fn a_kill_while_a_save_writes_its_files_opens_from_the_save_before_on(store: &TestStore) {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("kb");
-    let settings = store.settings(&data);
-    let (mut kb, pipeline) = open(&settings);
-    ingest(&mut kb, &pipeline, &[write_corpus(dir.path(), 400)]);
-    let index_dir = kb.index_dir();
+    let SavedThenMore { data, settings, index_dir, later_corpus, .. } = &SavedThenMore::new(store);
     let manifest_before = std::fs::read(index_dir.join("manifest.json")).unwrap();
-    drop(kb);
-    let later = dir.path().join("later");
-    std::fs::create_dir(&later).unwrap();
     // Commits every document, then saves once: its segments merge with the first save's.
-    let mut child = spawn_ingest(store, &data, &write_corpus(&later, 3000));
+    let mut child = spawn_ingest(store, data, later_corpus);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     let mut caught = None;
     while caught.is_none() && std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none() {
-        caught = std::fs::read_dir(&index_dir)
+        caught = std::fs::read_dir(index_dir)
             .unwrap()
             .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
             .find(|name| name.ends_with(".tmp"));
@@ -335,7 +349,7 @@ fn a_kill_while_a_save_writes_its_files_opens_from_the_save_before_on(store: &Te
     assert!(!status.success(), "the ingest was killed while it wrote {caught}");
     assert_eq!(std::fs::read(index_dir.join("manifest.json")).unwrap(), manifest_before, "the save never committed");
 
-    let (kb, _) = open(&settings);
+    let (kb, _) = open(settings);
     match kb.vectors_at_open() {
         // About one change per document committed after the first save.
         VectorsAtOpen::Mapped { changes_replayed } => assert!(changes_replayed > 2000, "{changes_replayed} replayed"),
@@ -344,14 +358,7 @@ fn a_kill_while_a_save_writes_its_files_opens_from_the_save_before_on(store: &Te
     assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
     assert_eq!(kb.stats().documents, 3000, "every document was committed before the save began");
     for i in (0..3000).step_by(97) {
-        let doc = kb.doc_by_id(&format!("doc-{i}")).unwrap_or_else(|| panic!("doc-{i} is committed"));
-        let chunk = doc.chunks[0];
-        let vector = kb.chunk_index().get(u64::from(chunk)).unwrap();
-        assert_eq!(kb.chunk_index().search(&vector, 1).unwrap()[0].0, u64::from(chunk), "doc-{i} by vector");
-        let text = kb.chunk(chunk).unwrap().text.clone();
-        let query = a2rag::embed::EmbeddedQuery::new(kb.embedder().as_ref(), &text).unwrap();
-        let hits = kb.search(&query, a2rag::kb::SearchMode::Bm25, 3, (&kb.settings().retrieve).into()).unwrap();
-        assert!(hits.iter().any(|(c, _)| *c == chunk), "doc-{i} by BM25: {hits:?}");
+        assert_found_by_vector_and_bm25(&kb, &format!("doc-{i}"));
     }
 }
 
