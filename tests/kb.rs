@@ -280,11 +280,14 @@ fn a_kill_after_a_save_opens_from_the_save_and_replays_what_followed_on(store: &
     assert_eq!(found, 5, "both sides of the save were probed");
 }
 
-/// An ingest run ends with the PPR snapshot saved: the next open reads it instead of building
-/// it, and it is the graph a build gives. A write makes it stale; the next run saves the new.
+/// An ingest run ends with the PPR graph and the pages saved: the next open reads them
+/// instead of building them, and they are what a build gives. A write makes them stale; the
+/// next run saves the new ones.
 #[test]
-fn an_ingest_saves_the_ppr_snapshot_and_the_next_open_reads_it_until_a_write() {
+fn an_ingest_saves_the_snapshots_and_the_next_open_reads_them_until_a_write() {
+    use a2rag::kb::pages::Pages;
     use a2rag::kb::passage_graph::PassageGraph;
+    use a2rag::kb::snapshot::Snapshot;
     let dir = tempfile::tempdir().unwrap();
     let settings = TestStore::Sled.settings(&dir.path().join("kb"));
     let threshold = settings.retrieve.synonym_threshold;
@@ -296,25 +299,52 @@ fn an_ingest_saves_the_ppr_snapshot_and_the_next_open_reads_it_until_a_write() {
             && a.csr.weights == b.csr.weights
     };
     let (mut kb, pipeline) = open(&settings);
-    ingest(&mut kb, &pipeline, &[write_corpus(dir.path(), 120)]);
+    // Enough documents for the run to save its indexes (and with them the snapshots).
+    ingest(&mut kb, &pipeline, &[write_corpus(dir.path(), 300)]);
     drop(kb);
 
+    // A text naming pages: the saved pages must name the same passages where it does.
+    let text = "Town 7 and Town 42 lie in Province 3, near Town 119.";
+    let named = |pages: &Pages| {
+        let mut chunks: Vec<u32> = pages.named_in(text).into_keys().collect();
+        chunks.sort_unstable();
+        chunks
+    };
     let (mut kb, pipeline) = open(&settings);
     let read = kb.passage_graph();
     assert!(read.read_from_save, "the open read the saved snapshot");
     assert!(same(&read, &PassageGraph::build(&kb, threshold)), "the saved snapshot is the one a build gives");
+    let pages = kb.pages();
+    assert!(pages.read_from_save, "the open read the saved pages");
+    assert_eq!(named(&pages), named(&Pages::build_from(&kb)));
+    assert_eq!(named(&pages).len(), 3, "the text names three pages");
     let later = dir.path().join("later");
     std::fs::create_dir(&later).unwrap();
-    ingest(&mut kb, &pipeline, &[write_corpus(&later, 121)]);
-    let chunk = kb.doc_by_id("doc-120").unwrap().chunks[0];
+    ingest(&mut kb, &pipeline, &[write_corpus(&later, 600)]);
+    let chunk = kb.doc_by_id("doc-599").unwrap().chunks[0];
     let after_write = kb.passage_graph();
     assert!(!after_write.read_from_save && after_write.chunk_row(chunk).is_some(), "built again after the write");
-    drop((read, after_write, kb));
+    assert!(!kb.pages().read_from_save, "the pages too");
+    drop((read, after_write, pages, kb));
 
     let (kb, _) = open(&settings);
     let reopened = kb.passage_graph();
     assert!(reopened.read_from_save && reopened.chunk_row(chunk).is_some(), "the second run saved the new snapshot");
     assert!(same(&reopened, &PassageGraph::build(&kb, threshold)));
+    assert!(kb.pages().read_from_save && named(&kb.pages()) == named(&Pages::build_from(&kb)));
+    drop((reopened, kb));
+
+    // A run too small to save leaves the saved snapshots behind the store: never read again.
+    let (mut kb, pipeline) = open(&settings);
+    let small = dir.path().join("small.txt");
+    std::fs::write(&small, "Quiet Bay is a cove in Province 3.").unwrap();
+    ingest(&mut kb, &pipeline, &[small]);
+    let chunk = kb.chunk_ids().max().unwrap();
+    drop(kb);
+    let (kb, _) = open(&settings);
+    let graph = kb.passage_graph();
+    assert!(!graph.read_from_save && graph.chunk_row(chunk).is_some(), "the stale snapshot was not read");
+    assert!(!kb.pages().read_from_save);
 }
 
 /// A kill while a save writes its files (merged segments, graphs, postings) leaves the save

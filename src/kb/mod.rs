@@ -22,12 +22,13 @@ pub mod reindex;
 pub mod relations;
 mod saved;
 mod segment;
+pub mod snapshot;
 pub mod store;
 pub mod vector;
 mod write;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -43,6 +44,7 @@ use name::KbName;
 use pages::Pages;
 use passage_graph::PassageGraph;
 use relations::RelationLabels;
+use snapshot::Lazy;
 use store::{Changed, Family, Location, Store};
 use vector::VectorIndex;
 
@@ -99,12 +101,9 @@ pub struct Kb {
     fact_edges: HashMap<FactKey, BTreeSet<EdgeId>>,
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
-    passage_graph: Mutex<Option<Arc<PassageGraph>>>,
-    /// The saved PPR snapshot while it is current with the store: read by the first
-    /// [`Kb::passage_graph`] instead of building, and named by the next save as it is.
-    saved_passages: Mutex<Option<saved::SavedSnapshot>>,
+    passages: Lazy<PassageGraph>,
     /// Pages by their topic's name (the targets of a text's links), rebuilt lazily after a write.
-    pages: Mutex<Option<Arc<Pages>>>,
+    pages: Lazy<Pages>,
     /// The store's change log is applied up to this change (see [`follow`]).
     applied_change: u64,
     /// The generation of the last save of the HNSW graphs (see [`saved`]).
@@ -234,9 +233,8 @@ impl Kb {
             edges: HashMap::new(),
             rule_edges: 0,
             graph: KnowledgeGraph::default(),
-            passage_graph: Mutex::new(None),
-            saved_passages: Mutex::new(None),
-            pages: Mutex::new(None),
+            passages: Lazy::default(),
+            pages: Lazy::default(),
             applied_change: 0,
             saved_generation: 0,
             instance,
@@ -276,7 +274,7 @@ impl Kb {
         // its graphs are adopted, member by member, as a full read checks them.
         let manifest = saved::Manifest::read(&self.index_dir(), &self.graph_fingerprint()).map(|mut m| {
             if m.store != Some(self.instance) {
-                (m.change, m.bm25, m.passages) = (None, None, None);
+                (m.change, m.bm25, m.passages, m.pages) = (None, None, None, None);
             }
             m
         });
@@ -343,12 +341,10 @@ impl Kb {
         };
         tracing::debug!(ms = started.elapsed().as_millis() as u64, vectors = ?self.vectors_at_open, "loaded vectors");
         // A snapshot is a function of the KB's contents: it holds while the store has not
-        // changed since it was built, under the same synonym threshold.
-        let threshold = self.settings.retrieve.synonym_threshold;
-        *self.saved_passages.get_mut().unwrap_or_else(|e| e.into_inner()) = manifest
-            .as_ref()
-            .and_then(|m| m.passages.clone())
-            .filter(|p| p.change == self.applied_change && p.synonym_threshold == threshold);
+        // changed since it was built.
+        let (passages, pages) = manifest.as_ref().map_or((None, None), |m| (m.passages.as_ref(), m.pages.as_ref()));
+        self.passages.adopt(passages, self.applied_change);
+        self.pages.adopt(pages, self.applied_change);
         self.linked_at_open = self.vector_indexes().iter().map(|i| i.staged_for_linking()).sum();
         if self.linked_at_open > 0 {
             // Minutes on a large KB: say why this open is slow.
@@ -587,7 +583,8 @@ impl Kb {
                 Some(saved::write_labels(&dir, &format!("relations-{generation}"), self.relations.vectors())?);
         }
         manifest.relation_labels = self.labels_saved.clone();
-        manifest.passages = self.passages_to_save(&dir, generation)?;
+        manifest.passages = self.passages.to_save(self, &dir, generation, self.applied_change)?;
+        manifest.pages = self.pages.to_save(self, &dir, generation, self.applied_change)?;
         manifest.commit(&dir)
     }
 
@@ -788,9 +785,8 @@ impl Kb {
     }
 
     fn invalidate_snapshot(&self) {
-        *self.passage_graph.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        *self.saved_passages.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        *self.pages.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.passages.forget();
+        self.pages.forget();
     }
 
     pub fn settings(&self) -> &Settings {
@@ -942,72 +938,30 @@ impl Kb {
     /// The current PPR snapshot (read from the save where it is current, else built, on
     /// first use after an open or a write).
     pub fn passage_graph(&self) -> Arc<PassageGraph> {
-        let mut slot = self.passage_graph.lock().unwrap_or_else(|e| e.into_inner());
-        slot.get_or_insert_with(|| {
-            let started = std::time::Instant::now();
-            if let Some(graph) = self.read_saved_passages() {
-                tracing::debug!(ms = started.elapsed().as_millis() as u64, "read the saved PPR snapshot");
-                return Arc::new(graph);
-            }
-            let graph = PassageGraph::build(self, self.settings.retrieve.synonym_threshold);
-            tracing::debug!(ms = started.elapsed().as_millis() as u64, "built the PPR snapshot");
-            Arc::new(graph)
-        })
-        .clone()
+        self.passages.get(self, &self.index_dir())
     }
 
-    /// The saved snapshot, where it is current; `None` (with a warning, and forgotten) where
-    /// its file is unusable.
-    fn read_saved_passages(&self) -> Option<PassageGraph> {
-        let mut saved = self.saved_passages.lock().unwrap_or_else(|e| e.into_inner());
-        let read = saved::read_snapshot(&self.index_dir(), saved.as_ref()?).and_then(|b| PassageGraph::decode(&b));
-        match read {
-            Ok(graph) => Some(graph),
-            Err(e) => {
-                tracing::warn!(error = %e, "the saved PPR snapshot is unusable; building it");
-                *saved = None;
-                None
-            }
-        }
+    /// The current pages snapshot (read or built like [`Kb::passage_graph`]).
+    pub fn pages(&self) -> Arc<Pages> {
+        self.pages.get(self, &self.index_dir())
     }
 
-    /// The snapshot file the save of `generation` names: the current one's as it is, or the
-    /// snapshot built since written anew; `None` where no current snapshot exists.
-    fn passages_to_save(&self, dir: &std::path::Path, generation: u64) -> Result<Option<saved::SavedSnapshot>> {
-        // Locked in `passage_graph`'s order.
-        let built = self.passage_graph.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut saved = self.saved_passages.lock().unwrap_or_else(|e| e.into_inner());
-        if saved.is_none()
-            && let Some(graph) = built
-        {
-            let threshold = self.settings.retrieve.synonym_threshold;
-            let name = format!("passages-{generation}");
-            *saved = Some(saved::write_snapshot(dir, &name, &graph.encode(), self.applied_change, threshold)?);
-        }
-        Ok(saved.clone())
-    }
-
-    /// Builds the PPR snapshot and saves it with the indexes, so that the next open serves
-    /// its first query without building it (seconds on a large KB): for the end of an ingest
-    /// run. Does nothing where the save holds the current snapshot already.
+    /// Builds the snapshots and adds them to the save, so that the next open serves its
+    /// first query without building them (seconds on a large KB): for the end of an ingest
+    /// run. Only where the save holds everything else as it is now: a run too small to be
+    /// worth a save (see [`Kb::save_indexes_if_worth_it`]) is not worth one for this, and
+    /// its next open builds them as before.
     pub fn save_with_snapshot(&mut self) {
-        if self.is_empty() || self.saved_passages.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        let current = self
+            .vector_indexes()
+            .iter()
+            .all(|index| index.unsaved() == 0 && index.unsaved_vectors() == 0 && index.staged_for_linking() == 0);
+        if self.is_empty() || !current || (self.passages.is_saved() && self.pages.is_saved()) {
             return;
         }
         self.passage_graph();
+        self.pages();
         self.save_indexes_or_warn();
-    }
-
-    /// The current pages snapshot (built on first use after a write).
-    pub fn pages(&self) -> Arc<Pages> {
-        let mut slot = self.pages.lock().unwrap_or_else(|e| e.into_inner());
-        slot.get_or_insert_with(|| {
-            let started = std::time::Instant::now();
-            let pages = Pages::build(self);
-            tracing::debug!(ms = started.elapsed().as_millis() as u64, "built the pages snapshot");
-            Arc::new(pages)
-        })
-        .clone()
     }
 
     /// How many chunks mention `node` (0 for an unknown node): the inverse of a node's

@@ -4,13 +4,16 @@
 //! links to a page. Read off titles and text rather than the extraction, so the links hold
 //! whatever the extractor missed or a curator forgot.
 //!
-//! A snapshot of the KB's documents, rebuilt lazily after a write like the PPR graph.
+//! A snapshot of the KB's documents, rebuilt lazily after a write like the PPR graph, and
+//! saved like it ([`super::snapshot`]).
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use super::Kb;
 use super::model::ChunkId;
+use super::snapshot::{Reader, Snapshot};
+use crate::error::{Error, Result};
 use crate::{lexicon, text};
 
 pub struct Pages {
@@ -19,6 +22,31 @@ pub struct Pages {
     /// Every leading run of words of a topic key ("new", "new york", "new york city"): a
     /// text's words that start none end the search for a name there.
     prefixes: HashSet<String>,
+    /// Read back from a save rather than built.
+    pub read_from_save: bool,
+}
+
+/// The first bytes of saved pages, with the version of what [`Pages::from_titles`] computes.
+const PAGES_MAGIC: &[u8; 8] = b"a2rpages";
+const PAGES_VERSION: u32 = 1;
+
+impl Snapshot for Pages {
+    const NAME: &'static str = "pages";
+
+    fn build_from(kb: &Kb) -> Self {
+        Pages::from_titles(kb.docs.values().map(|doc| {
+            let opening = doc.chunks.first().and_then(|c| kb.chunks.get(c)).map(|c| c.text.as_str());
+            (doc.title.as_str(), opening, doc.chunks.as_slice())
+        }))
+    }
+
+    fn encode(&self, _: &Kb) -> Vec<u8> {
+        self.encoded()
+    }
+
+    fn decode(bytes: &[u8], _: &Kb) -> Result<Self> {
+        Pages::decoded(bytes)
+    }
 }
 
 /// Where a text names a page's topic.
@@ -32,12 +60,51 @@ pub struct Anchor {
 }
 
 impl Pages {
-    /// The snapshot of `kb`'s current documents.
-    pub fn build(kb: &Kb) -> Pages {
-        Pages::from_titles(kb.docs.values().map(|doc| {
-            let opening = doc.chunks.first().and_then(|c| kb.chunks.get(c)).map(|c| c.text.as_str());
-            (doc.title.as_str(), opening, doc.chunks.as_slice())
-        }))
+    /// The magic and version, the topic count (u64), then per topic in key order its key's
+    /// length (u32) and bytes and its passages' count (u32) and ids (u32), little-endian.
+    fn encoded(&self) -> Vec<u8> {
+        let mut topics: Vec<(&String, &Vec<ChunkId>)> = self.by_topic.iter().collect();
+        topics.sort_unstable();
+        let mut out = Vec::new();
+        out.extend_from_slice(PAGES_MAGIC);
+        out.extend_from_slice(&PAGES_VERSION.to_le_bytes());
+        out.extend_from_slice(&(topics.len() as u64).to_le_bytes());
+        for (key, chunks) in topics {
+            out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            out.extend_from_slice(key.as_bytes());
+            out.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
+            chunks.iter().for_each(|c| out.extend_from_slice(&c.to_le_bytes()));
+        }
+        out
+    }
+
+    /// The pages [`Pages::encoded`] wrote; an error for bytes of another version, cut short,
+    /// or that run on.
+    fn decoded(bytes: &[u8]) -> Result<Pages> {
+        let damaged = |what: &str| Error::Index(format!("the saved pages are unusable: {what}"));
+        let rest = bytes.strip_prefix(PAGES_MAGIC).ok_or_else(|| damaged("not a pages file"))?;
+        let mut reader = Reader { rest };
+        if reader.u32() != Some(PAGES_VERSION) {
+            return Err(damaged("another version"));
+        }
+        let topics = reader.u64().ok_or_else(|| damaged("cut short"))?;
+        let mut by_topic = HashMap::new();
+        for _ in 0..topics {
+            let key_len = reader.u32().ok_or_else(|| damaged("cut short"))? as usize;
+            let key =
+                reader.bytes(key_len).and_then(|b| std::str::from_utf8(b).ok()).ok_or_else(|| damaged("a key"))?;
+            let key = key.to_string();
+            let count = reader.u32().ok_or_else(|| damaged("cut short"))? as usize;
+            let ids = reader.bytes(4 * count).ok_or_else(|| damaged("cut short"))?;
+            let chunks = ids.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            by_topic.insert(key, chunks);
+        }
+        if !reader.rest.is_empty() {
+            return Err(damaged("bytes after the last topic"));
+        }
+        let mut pages = Pages::indexed(by_topic);
+        pages.read_from_save = true;
+        Ok(pages)
     }
 
     /// The pages of documents with these titles, opening texts and chunks. A page is found
@@ -61,12 +128,17 @@ impl Pages {
             chunks.sort_unstable();
             chunks.dedup();
         });
+        Pages::indexed(by_topic)
+    }
+
+    /// The pages of these topics, with the prefixes a search for names walks.
+    fn indexed(by_topic: HashMap<String, Vec<ChunkId>>) -> Pages {
         let mut prefixes = HashSet::new();
         for key in by_topic.keys() {
             prefixes.extend(key.match_indices(' ').map(|(at, _)| key[..at].to_string()));
             prefixes.insert(key.clone());
         }
-        Pages { by_topic, prefixes }
+        Pages { by_topic, prefixes, read_from_save: false }
     }
 
     /// The key of the topic a title names: its entity's lower-case words joined by spaces
@@ -155,6 +227,40 @@ mod tests {
         assert!(pages.named_in("").is_empty());
         assert_eq!(Pages::topic_key("Mira (ship)").as_deref(), Some("mira"));
         assert_eq!(Pages::topic_key("It"), None);
+    }
+
+    /// Saved pages name what the built ones name; bytes of another version, cut short or
+    /// running on are refused.
+    #[test]
+    fn saved_pages_read_back_as_built_and_damage_is_refused() {
+        let pages = Pages::from_titles([
+            ("Kell", None, &[1][..]),
+            ("North Kell", None, &[2]),
+            ("Mira (ship)", None, &[3, 6]),
+            ("Ledger service", Some("Ledger is the billing service."), &[7]),
+        ]);
+        let bytes = pages.encoded();
+        let read = Pages::decoded(&bytes).unwrap();
+        assert!(read.read_from_save && !pages.read_from_save);
+        for text in ["Mira sailed from North Kell to Kell.", "Ledger bills.", "nothing here", ""] {
+            let sorted = |p: &Pages| {
+                let mut named: Vec<(ChunkId, Anchor)> = p.named_in(text).into_iter().collect();
+                named.sort_by_key(|(c, _)| *c);
+                named
+            };
+            assert_eq!(sorted(&read), sorted(&pages), "{text}");
+        }
+        assert_eq!(pages.named_in("Mira sailed from North Kell to Kell.").len(), 4);
+        let mut other_version = bytes.clone();
+        other_version[PAGES_MAGIC.len()] += 1;
+        let mut running_on = bytes.clone();
+        running_on.push(0);
+        let cut_short = bytes[..bytes.len() - 2].to_vec();
+        for (damage, bytes) in
+            [("another version", other_version), ("cut short", cut_short), ("running on", running_on)]
+        {
+            assert!(Pages::decoded(&bytes).is_err(), "{damage} was accepted");
+        }
     }
 
     /// Issue 34: a page titled with its subject's kind ("Ledger service") is found by the

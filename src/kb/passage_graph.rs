@@ -32,6 +32,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::Kb;
 use super::graph::Csr;
 use super::model::{Chunk, ChunkId, DocKey, NodeId, SECTION_SEPARATOR};
+use super::snapshot::{Reader, Snapshot};
 use crate::error::{Error, Result};
 use crate::text;
 
@@ -58,7 +59,23 @@ pub struct PassageGraph {
 /// The first bytes of an encoded snapshot, with the version of what [`PassageGraph::build`]
 /// computes: bumped whenever the graph it builds from the same KB changes, so that a save of
 /// an earlier build is built again rather than used.
-const SNAPSHOT_MAGIC: &[u8; 8] = b"a2rpg\x00\x00\x01";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"a2rpg\x00\x00\x02";
+
+impl Snapshot for PassageGraph {
+    const NAME: &'static str = "passages";
+
+    fn build_from(kb: &Kb) -> Self {
+        PassageGraph::build(kb, kb.settings.retrieve.synonym_threshold)
+    }
+
+    fn encode(&self, kb: &Kb) -> Vec<u8> {
+        self.encode_with(kb.settings.retrieve.synonym_threshold)
+    }
+
+    fn decode(bytes: &[u8], kb: &Kb) -> Result<Self> {
+        PassageGraph::decode_with(bytes, kb.settings.retrieve.synonym_threshold)
+    }
+}
 
 impl PassageGraph {
     pub fn node_row(&self, node: NodeId) -> Option<usize> {
@@ -153,16 +170,17 @@ impl PassageGraph {
         }
     }
 
-    /// The snapshot as bytes for [`super::saved::write_snapshot`]: the magic, the counts
-    /// (entities, passages, rows, entries, synonym edges; u64), the largest component's share
-    /// (f32), then entity ids and passage ids (u32), row offsets (u64), targets (u32) and
-    /// weights (f32), little-endian.
-    pub fn encode(&self) -> Vec<u8> {
+    /// The snapshot, built with `synonym_threshold`, as bytes: the magic, the threshold
+    /// (f32), the counts (entities, passages, rows, entries, synonym edges; u64), the largest
+    /// component's share (f32), then entity ids and passage ids (u32), row offsets (u64),
+    /// targets (u32) and weights (f32), little-endian.
+    pub fn encode_with(&self, synonym_threshold: f32) -> Vec<u8> {
         let csr = &self.csr;
         let mut out = Vec::with_capacity(
             64 + 4 * (self.nodes.len() + self.chunks.len()) + 8 * csr.offsets.len() + 8 * csr.targets.len(),
         );
         out.extend_from_slice(SNAPSHOT_MAGIC);
+        out.extend_from_slice(&synonym_threshold.to_le_bytes());
         for count in [self.nodes.len(), self.chunks.len(), csr.len(), csr.targets.len(), self.synonym_edges] {
             out.extend_from_slice(&(count as u64).to_le_bytes());
         }
@@ -174,15 +192,18 @@ impl PassageGraph {
         out
     }
 
-    /// The snapshot [`PassageGraph::encode`] wrote; an error for bytes of another version or
-    /// that do not hold what their counts say.
-    pub fn decode(bytes: &[u8]) -> Result<PassageGraph> {
+    /// The snapshot [`PassageGraph::encode_with`] wrote with `synonym_threshold`; an error
+    /// for bytes of another version or threshold, or that do not hold what their counts say.
+    pub fn decode_with(bytes: &[u8], synonym_threshold: f32) -> Result<PassageGraph> {
         let damaged = |what: &str| Error::Index(format!("the saved PPR snapshot is unusable: {what}"));
         let rest = bytes.strip_prefix(SNAPSHOT_MAGIC).ok_or_else(|| damaged("another version"))?;
-        if rest.len() < 5 * 8 + 4 {
+        if rest.len() < 4 + 5 * 8 + 4 {
             return Err(damaged("truncated"));
         }
         let mut reader = Reader { rest };
+        if f32::from_le_bytes(reader.array()) != synonym_threshold {
+            return Err(damaged("built with another synonym threshold"));
+        }
         let [nodes, chunks, rows, entries, synonym_edges] = [(); 5].map(|_| u64::from_le_bytes(reader.array()));
         let expected =
             4 + 4 * (u128::from(nodes) + u128::from(chunks)) + 8 * (u128::from(rows) + 1) + 8 * u128::from(entries);
@@ -216,20 +237,6 @@ impl PassageGraph {
             largest_component_share,
             read_from_save: true,
         })
-    }
-}
-
-/// Reads fixed-size pieces off the front of a byte slice whose length was checked.
-struct Reader<'a> {
-    rest: &'a [u8],
-}
-
-impl Reader<'_> {
-    /// The next `N` bytes (zeros past the end: the caller checked the length first).
-    fn array<const N: usize>(&mut self) -> [u8; N] {
-        let (piece, rest) = self.rest.split_first_chunk::<N>().map_or(([0; N], &[][..]), |(p, r)| (*p, r));
-        self.rest = rest;
-        piece
     }
 }
 
@@ -446,8 +453,8 @@ mod tests {
             synonyms: &[(1, 3, 0.91)],
         };
         let graph = PassageGraph::assemble(vec![3, 1, 2], vec![12, 10, 11], links, &outline);
-        let bytes = graph.encode();
-        let read = PassageGraph::decode(&bytes).unwrap();
+        let bytes = graph.encode_with(0.8);
+        let read = PassageGraph::decode_with(&bytes, 0.8).unwrap();
         assert!(read.read_from_save && !graph.read_from_save);
         assert_eq!((&read.nodes, &read.chunks), (&graph.nodes, &graph.chunks));
         assert_eq!(
@@ -466,17 +473,18 @@ mod tests {
         let mut other_version = bytes.clone();
         other_version[7] ^= 1;
         let mut more_rows = bytes.clone();
-        more_rows[SNAPSHOT_MAGIC.len() + 16] += 1;
+        more_rows[SNAPSHOT_MAGIC.len() + 4 + 16] += 1;
         let mut bad_target = bytes.clone();
         let last_target = bytes.len() - 4 * graph.csr.weights.len() - 4;
         bad_target[last_target..last_target + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(PassageGraph::decode_with(&bytes, 0.7).is_err(), "another threshold was accepted");
         for (damage, bytes) in [
             ("another version", other_version),
             ("cut short", bytes[..bytes.len() - 1].to_vec()),
             ("a row too many", more_rows),
             ("a target past the rows", bad_target),
         ] {
-            assert!(PassageGraph::decode(&bytes).is_err(), "{damage} was accepted");
+            assert!(PassageGraph::decode_with(&bytes, 0.8).is_err(), "{damage} was accepted");
         }
     }
 

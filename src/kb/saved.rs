@@ -95,21 +95,22 @@ pub struct Manifest {
     /// The relation labels with their vectors, so that an open embeds none it knows.
     #[serde(default)]
     pub relation_labels: Option<SavedLabels>,
-    /// The PPR snapshot, where one was built before the save: current with a change of its
-    /// own, and used only while the store has not changed since.
+    /// The PPR snapshot and the pages by topic ([`super::snapshot`]), where they were built
+    /// before the save: each current with a change of its own, and read only while the store
+    /// has not changed since.
     #[serde(default)]
     pub passages: Option<SavedSnapshot>,
+    #[serde(default)]
+    pub pages: Option<SavedSnapshot>,
 }
 
-/// A file of the PPR snapshot ([`super::passage_graph::PassageGraph::encode`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A snapshot's file ([`super::snapshot::Snapshot::encode`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedSnapshot {
     pub file: String,
     pub crc: u32,
     /// The store change whose contents the snapshot was built from.
     pub change: u64,
-    /// The `retrieve.synonym_threshold` it was built with.
-    pub synonym_threshold: f32,
 }
 
 /// A file of relation labels and their vectors, as the manifest names it.
@@ -132,6 +133,7 @@ impl Manifest {
             bm25: None,
             relation_labels: None,
             passages: None,
+            pages: None,
         }
     }
 
@@ -178,7 +180,7 @@ impl Manifest {
             .chain(self.vectors.values().flat_map(|v| v.segments.iter().map(|s| s.file.as_str())))
             .chain(self.bm25.iter().map(|p| p.file.as_str()))
             .chain(self.relation_labels.iter().map(|l| l.file.as_str()))
-            .chain(self.passages.iter().map(|p| p.file.as_str()))
+            .chain(self.passages.iter().chain(&self.pages).map(|p| p.file.as_str()))
             .collect();
         let entries = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
         for entry in entries.flatten() {
@@ -186,7 +188,7 @@ impl Manifest {
             let Some(name) = name.to_str() else { continue };
             // A file left half-written by a crash ends in `.tmp`.
             let stem = name.strip_suffix(".tmp").unwrap_or(name);
-            let graph_file = [".usearch", ".keys", segment::SUFFIX, postings::SUFFIX, LABELS, PASSAGES]
+            let graph_file = [".usearch", ".keys", segment::SUFFIX, postings::SUFFIX, LABELS, SNAPSHOT]
                 .iter()
                 .any(|s| stem.ends_with(s));
             if graph_file && !named.contains(name) {
@@ -323,18 +325,11 @@ pub fn read_labels(dir: &Path, saved: &SavedLabels, dim: usize) -> Result<HashMa
 /// The suffix of a relation-labels file.
 const LABELS: &str = ".labels";
 
-/// Writes an encoded PPR snapshot, built from store change `change` with `synonym_threshold`,
-/// as `NAME.passages`.
-pub fn write_snapshot(
-    dir: &Path,
-    name: &str,
-    encoded: &[u8],
-    change: u64,
-    synonym_threshold: f32,
-) -> Result<SavedSnapshot> {
-    let file = format!("{name}{PASSAGES}");
+/// Writes an encoded snapshot, built from store change `change`, as `NAME.snapshot`.
+pub fn write_snapshot(dir: &Path, name: &str, encoded: &[u8], change: u64) -> Result<SavedSnapshot> {
+    let file = format!("{name}{SNAPSHOT}");
     write_synced(&dir.join(&file), encoded)?;
-    Ok(SavedSnapshot { file, crc: crc32fast::hash(encoded), change, synonym_threshold })
+    Ok(SavedSnapshot { file, crc: crc32fast::hash(encoded), change })
 }
 
 /// The encoded snapshot `saved` names; an error if the file is damaged.
@@ -342,8 +337,8 @@ pub fn read_snapshot(dir: &Path, saved: &SavedSnapshot) -> Result<Vec<u8>> {
     read_checked(&dir.join(&saved.file), saved.crc)
 }
 
-/// The suffix of a PPR snapshot file.
-const PASSAGES: &str = ".passages";
+/// The suffix of a snapshot's file.
+const SNAPSHOT: &str = ".snapshot";
 
 /// Bytes of a mapped file read before their pages are handed back.
 const RELEASE_WINDOW: usize = 64 << 20;
