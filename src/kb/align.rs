@@ -2,6 +2,9 @@
 //! query phrase aligns with a node. Edit similarity (strsim) and embedding cosine must agree,
 //! except for the acronym rule, which neither measure sees ("CFH" vs "CFH Clearing").
 
+use std::collections::HashMap;
+
+use super::model::NodeId;
 use crate::config::AliasSettings;
 use crate::text::normalize_entity;
 
@@ -84,6 +87,66 @@ impl NameSketch {
         u32::from(self.chars.abs_diff(other.chars)) <= edits
             && (self.letters ^ other.letters).count_ones() <= 2 * edits
             && (self.pairs ^ other.pairs).count_ones() <= 4 * edits
+    }
+}
+
+/// Blocking key -> the nodes with a name or alias carrying it, each with its name's sketch:
+/// alias candidate generation, for the committed KB and for what a write stages. A map per
+/// block: a common key ("w:univ") can hold a large share of all nodes, and indexing or
+/// unindexing one must not scan it.
+#[derive(Default)]
+pub struct AliasBlocks(HashMap<String, HashMap<NodeId, NameSketch>>);
+
+impl AliasBlocks {
+    /// Puts `id`, whose name is sketched as `sketch`, in the blocks of `surface`.
+    pub fn insert(&mut self, surface: &str, id: NodeId, sketch: NameSketch) {
+        for block in blocking_keys(surface) {
+            self.0.entry(block).or_default().insert(id, sketch);
+        }
+    }
+
+    /// Takes `id` out of the blocks of `surface`.
+    pub fn remove(&mut self, surface: &str, id: NodeId) {
+        for block in blocking_keys(surface) {
+            if let Some(ids) = self.0.get_mut(&block) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    self.0.remove(&block);
+                }
+            }
+        }
+    }
+
+    /// The nodes in any of `blocks` whose sketch `keep` accepts, by id, each once.
+    pub fn candidates(&self, blocks: &[String], keep: impl Fn(&NameSketch) -> bool) -> Vec<NodeId> {
+        let mut out: Vec<NodeId> = blocks
+            .iter()
+            .filter_map(|k| self.0.get(k))
+            .flatten()
+            .filter(|(_, sketch)| keep(sketch))
+            .map(|(id, _)| *id)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// The nodes in a block whose key starts with one of `prefixes`, by id, each once.
+    pub fn candidates_by_prefix(&self, prefixes: &[String]) -> Vec<NodeId> {
+        let mut out: Vec<NodeId> = self
+            .0
+            .iter()
+            .filter(|(block, _)| prefixes.iter().any(|p| block.starts_with(p.as_str())))
+            .flat_map(|(_, ids)| ids.keys().copied())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Every block's members.
+    pub fn members(&self) -> impl Iterator<Item = &HashMap<NodeId, NameSketch>> {
+        self.0.values()
     }
 }
 

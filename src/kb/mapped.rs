@@ -57,3 +57,38 @@ pub fn u64_at(bytes: &[u8], at: usize) -> u64 {
     word.copy_from_slice(&bytes[at..at + 8]);
     u64::from_le_bytes(word)
 }
+
+/// Reads a saved file's little-endian fields off the front of its bytes, in order.
+pub struct Reader<'a> {
+    pub rest: &'a [u8],
+}
+
+impl Reader<'_> {
+    /// The next `N` bytes, zeros past the end: for a reader that checked the length first.
+    pub fn array<const N: usize>(&mut self) -> [u8; N] {
+        let (piece, rest) = self.rest.split_first_chunk::<N>().map_or(([0; N], &[][..]), |(p, r)| (*p, r));
+        self.rest = rest;
+        piece
+    }
+
+    /// The next `n` bytes, if there are that many.
+    pub fn bytes(&mut self, n: usize) -> Option<&[u8]> {
+        let (piece, rest) = self.rest.split_at_checked(n)?;
+        self.rest = rest;
+        Some(piece)
+    }
+
+    /// The next little-endian u32, if there is one.
+    pub fn u32(&mut self) -> Option<u32> {
+        let (piece, rest) = self.rest.split_first_chunk::<4>()?;
+        self.rest = rest;
+        Some(u32::from_le_bytes(*piece))
+    }
+
+    /// The next little-endian u64, if there is one.
+    pub fn u64(&mut self) -> Option<u64> {
+        let (piece, rest) = self.rest.split_first_chunk::<8>()?;
+        self.rest = rest;
+        Some(u64::from_le_bytes(*piece))
+    }
+}

@@ -36,7 +36,7 @@ use crate::config::{RetrieveSettings, Settings};
 use crate::embed::{EmbeddedQuery, Embedder};
 use crate::error::{Error, Result};
 use crate::rank::reciprocal_rank_fusion;
-use align::NameSketch;
+use align::{AliasBlocks, NameSketch};
 use bm25::Bm25;
 use graph::KnowledgeGraph;
 use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Link, Node, NodeId, RawTriple, fact_text};
@@ -75,10 +75,8 @@ pub struct Kb {
     nodes: HashMap<NodeId, Node>,
     /// Normalised alias -> node, for every alias of every node.
     node_keys: HashMap<String, NodeId>,
-    /// Blocking key -> nodes with an alias carrying it, each with its name's sketch (alias
-    /// candidate generation). A map: a common key ("w:univ") can hold a large share of all
-    /// nodes, and indexing or re-indexing a node must not scan it.
-    alias_blocks: HashMap<String, HashMap<NodeId, NameSketch>>,
+    /// Blocking key -> nodes with an alias carrying it (alias candidate generation).
+    alias_blocks: AliasBlocks,
     edges: HashMap<EdgeId, Edge>,
     /// Edges extracted by the rule extractor (the rest are imported, LLM-made or curated).
     rule_edges: usize,
@@ -229,7 +227,7 @@ impl Kb {
             chunk_nodes: HashMap::new(),
             nodes: HashMap::new(),
             node_keys: HashMap::new(),
-            alias_blocks: HashMap::new(),
+            alias_blocks: AliasBlocks::default(),
             edges: HashMap::new(),
             rule_edges: 0,
             graph: KnowledgeGraph::default(),
@@ -297,8 +295,10 @@ impl Kb {
         for edge in edges {
             self.index_edge_in_memory(edge, &vectors)?;
         }
-        // Labels embedded here are saved, or the next open embeds them again.
+        // Labels embedded here are saved, or the next open embeds them again. The labels just
+        // indexed are the file's when none was embedded: the next save need not write it again.
         self.labels_saved = manifest.as_ref().and_then(|m| m.relation_labels.clone()).filter(|_| labels_embedded == 0);
+        self.relations.take_changed();
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
         // The changes since the save, read once where the postings are as current as the
         // vectors (the usual case), since after a crash they are every record written since.
@@ -593,15 +593,19 @@ impl Kb {
     /// batch: a daemon taking one document per request saves every few dozen documents, and
     /// an open links at most [`SAVE_AFTER`] vectors per index that no save holds.
     pub fn save_indexes_if_worth_it(&mut self) {
-        let unsaved = self
-            .vector_indexes()
+        if self.most_unsaved() >= SAVE_AFTER {
+            self.save_indexes_or_warn();
+        }
+    }
+
+    /// The most changes any one index holds that the last save does not: keys linked or
+    /// unlinked, vectors to link, vectors written or removed. 0 when the save is current.
+    fn most_unsaved(&self) -> usize {
+        self.vector_indexes()
             .iter()
             .map(|index| (index.unsaved() + index.staged_for_linking()).max(index.unsaved_vectors()))
             .max()
-            .unwrap_or(0);
-        if unsaved >= SAVE_AFTER {
-            self.save_indexes_or_warn();
-        }
+            .unwrap_or(0)
     }
 
     /// [`Kb::save_indexes`] in the middle of a long ingest, once an index holds
@@ -833,41 +837,19 @@ impl Kb {
     /// Committed nodes with an alias carrying one of `blocks` (see [`align::blocking_keys`]):
     /// the only possible alias matches.
     pub fn alias_candidates(&self, blocks: &[String]) -> Vec<NodeId> {
-        self.alias_candidates_where(blocks, |_| true)
+        self.alias_blocks.candidates(blocks, |_| true)
     }
 
     /// [`Kb::alias_candidates`] whose names could be the same entity as one sketched as
     /// `name` (see [`NameSketch::may_be_same`]): the nodes an alias match must read.
     pub fn alias_candidates_like(&self, blocks: &[String], name: &NameSketch) -> Vec<NodeId> {
-        self.alias_candidates_where(blocks, |other| name.may_be_same(other, &self.settings.alias))
-    }
-
-    /// By id, each once.
-    fn alias_candidates_where(&self, blocks: &[String], keep: impl Fn(&NameSketch) -> bool) -> Vec<NodeId> {
-        let mut out: Vec<NodeId> = blocks
-            .iter()
-            .filter_map(|k| self.alias_blocks.get(k))
-            .flatten()
-            .filter(|(_, sketch)| keep(sketch))
-            .map(|(id, _)| *id)
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        out
+        self.alias_blocks.candidates(blocks, |other| name.may_be_same(other, &self.settings.alias))
     }
 
     /// Committed nodes with a blocking key that starts with one of `prefixes`: candidates
     /// for a name still being typed, shorter than a blocking key.
     pub fn alias_candidates_by_prefix(&self, prefixes: &[String]) -> Vec<NodeId> {
-        let mut out: Vec<NodeId> = self
-            .alias_blocks
-            .iter()
-            .filter(|(block, _)| prefixes.iter().any(|p| block.starts_with(p.as_str())))
-            .flat_map(|(_, ids)| ids.keys().copied())
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        out
+        self.alias_blocks.candidates_by_prefix(prefixes)
     }
 
     /// Keys each alias of `node` to it and puts it in its aliases' blocks.
@@ -875,9 +857,7 @@ impl Kb {
         let sketch = NameSketch::of(&node.name, &crate::text::normalize_entity(&node.name));
         for alias in &node.aliases {
             self.node_keys.insert(crate::text::normalize_entity(alias), node.id);
-            for block in align::blocking_keys(alias) {
-                self.alias_blocks.entry(block).or_default().insert(node.id, sketch);
-            }
+            self.alias_blocks.insert(alias, node.id, sketch);
         }
     }
 
@@ -888,14 +868,7 @@ impl Kb {
             if self.node_keys.get(&key) == Some(&node.id) {
                 self.node_keys.remove(&key);
             }
-            for block in align::blocking_keys(alias) {
-                if let Some(ids) = self.alias_blocks.get_mut(&block) {
-                    ids.remove(&node.id);
-                    if ids.is_empty() {
-                        self.alias_blocks.remove(&block);
-                    }
-                }
-            }
+            self.alias_blocks.remove(alias, node.id);
         }
     }
 
@@ -952,11 +925,7 @@ impl Kb {
     /// worth a save (see [`Kb::save_indexes_if_worth_it`]) is not worth one for this, and
     /// its next open builds them as before.
     pub fn save_with_snapshot(&mut self) {
-        let current = self
-            .vector_indexes()
-            .iter()
-            .all(|index| index.unsaved() == 0 && index.unsaved_vectors() == 0 && index.staged_for_linking() == 0);
-        if self.is_empty() || !current || (self.passages.is_saved() && self.pages.is_saved()) {
+        if self.is_empty() || self.most_unsaved() > 0 || (self.passages.is_saved() && self.pages.is_saved()) {
             return;
         }
         self.passage_graph();

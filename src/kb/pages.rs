@@ -11,8 +11,9 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use super::Kb;
+use super::mapped::Reader;
 use super::model::ChunkId;
-use super::snapshot::{Reader, Snapshot};
+use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
 use crate::{lexicon, text};
 

@@ -31,8 +31,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::Kb;
 use super::graph::Csr;
+use super::mapped::Reader;
 use super::model::{Chunk, ChunkId, DocKey, NodeId, SECTION_SEPARATOR};
-use super::snapshot::{Reader, Snapshot};
+use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
 use crate::text;
 
@@ -354,7 +355,7 @@ fn mention_weights(mentions: &[(NodeId, ChunkId)], topics: &[(NodeId, ChunkId)])
 /// least `threshold`, in (a, b) order with a < b, each once.
 pub fn synonym_pairs(kb: &Kb, threshold: f32) -> Vec<(NodeId, NodeId, f32)> {
     let mut pairs: Vec<(NodeId, NodeId)> = Vec::new();
-    for members in kb.alias_blocks.values().filter(|m| (2..=MAX_SYNONYM_BLOCK).contains(&m.len())) {
+    for members in kb.alias_blocks.members().filter(|m| (2..=MAX_SYNONYM_BLOCK).contains(&m.len())) {
         let mut members: Vec<NodeId> = members.keys().copied().collect();
         members.sort_unstable();
         for (i, a) in members.iter().enumerate() {

@@ -307,17 +307,13 @@ pub fn read_labels(dir: &Path, saved: &SavedLabels, dim: usize) -> Result<HashMa
     let bytes = read_checked(&path, saved.crc)?;
     let damaged = || Error::Index(format!("{}: not a list of labels of {dim} dimensions", path.display()));
     let mut labels = HashMap::new();
-    let mut rest = bytes.as_slice();
-    while let Some((len, after)) = rest.split_first_chunk::<4>() {
-        let len = u32::from_le_bytes(*len) as usize;
-        let label = after.get(..len).and_then(|b| std::str::from_utf8(b).ok()).ok_or_else(damaged)?;
-        let floats = after.get(len..len + 4 * dim).ok_or_else(damaged)?;
+    let mut reader = mapped::Reader { rest: &bytes };
+    while !reader.rest.is_empty() {
+        let len = reader.u32().ok_or_else(damaged)? as usize;
+        let label = reader.bytes(len).and_then(|b| std::str::from_utf8(b).ok()).ok_or_else(damaged)?.to_string();
+        let floats = reader.bytes(4 * dim).ok_or_else(damaged)?;
         let vector = floats.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        labels.insert(label.to_string(), vector);
-        rest = &after[len + 4 * dim..];
-    }
-    if !rest.is_empty() {
-        return Err(damaged());
+        labels.insert(label, vector);
     }
     Ok(labels)
 }

@@ -104,39 +104,3 @@ impl<T: Snapshot> Lazy<T> {
         Ok(saved.clone())
     }
 }
-
-/// Reads fixed-size pieces off the front of a snapshot's bytes, whose length the decoder
-/// checked against its counts first.
-pub struct Reader<'a> {
-    pub rest: &'a [u8],
-}
-
-impl Reader<'_> {
-    /// The next `N` bytes (zeros past the end, which a checked length never reaches).
-    pub fn array<const N: usize>(&mut self) -> [u8; N] {
-        let (piece, rest) = self.rest.split_first_chunk::<N>().map_or(([0; N], &[][..]), |(p, r)| (*p, r));
-        self.rest = rest;
-        piece
-    }
-
-    /// The next `n` bytes, if there are that many.
-    pub fn bytes(&mut self, n: usize) -> Option<&[u8]> {
-        let (piece, rest) = self.rest.split_at_checked(n)?;
-        self.rest = rest;
-        Some(piece)
-    }
-
-    /// The next little-endian u32, if there is one.
-    pub fn u32(&mut self) -> Option<u32> {
-        let (piece, rest) = self.rest.split_first_chunk::<4>()?;
-        self.rest = rest;
-        Some(u32::from_le_bytes(*piece))
-    }
-
-    /// The next little-endian u64, if there is one.
-    pub fn u64(&mut self) -> Option<u64> {
-        let (piece, rest) = self.rest.split_first_chunk::<8>()?;
-        self.rest = rest;
-        Some(u64::from_le_bytes(*piece))
-    }
-}

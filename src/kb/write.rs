@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::align::{Mention, NameSketch, same_entity};
+use super::align::{AliasBlocks, Mention, NameSketch, same_entity};
 use super::audit::{Action, AuditEntry, Author};
 use super::model::{
     Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Link, Node, NodeId, RawTriple, fact_text, relation_label,
@@ -94,10 +94,10 @@ struct Staging<'kb> {
     changes: Changes,
     /// Alias keys created in this staging (new nodes and new aliases).
     keys: HashMap<String, NodeId>,
-    /// Blocking keys of the names and aliases of the nodes this staging created, with the
-    /// sketch of each node's name, so that finding a merge target costs the size of one
-    /// block, not of everything staged (a large document creates tens of thousands of nodes).
-    blocks: HashMap<String, Vec<(NodeId, NameSketch)>>,
+    /// The blocks of the names and aliases of the nodes this staging created, so that
+    /// finding a merge target costs the size of one block, not of everything staged (a large
+    /// document creates tens of thousands of nodes).
+    blocks: AliasBlocks,
     /// The sketch of the name of each node this staging created.
     sketches: HashMap<NodeId, NameSketch>,
     /// Edges this write deletes.
@@ -113,7 +113,7 @@ impl<'kb> Staging<'kb> {
             batch: KbBatch::default(),
             changes: Changes::default(),
             keys: HashMap::new(),
-            blocks: HashMap::new(),
+            blocks: AliasBlocks::default(),
             sketches: HashMap::new(),
             removed_edges: HashSet::new(),
             new_facts: HashMap::new(),
@@ -138,12 +138,8 @@ impl<'kb> Staging<'kb> {
     }
 
     fn block_staged(&mut self, id: NodeId, surface: &str) {
-        let Some(sketch) = self.sketches.get(&id).copied() else { return };
-        for key in super::align::blocking_keys(surface) {
-            let ids = self.blocks.entry(key).or_default();
-            if ids.last().map(|(last, _)| *last) != Some(id) {
-                ids.push((id, sketch));
-            }
+        if let Some(sketch) = self.sketches.get(&id) {
+            self.blocks.insert(surface, id, *sketch);
         }
     }
 
@@ -244,15 +240,7 @@ impl<'kb> Staging<'kb> {
         let blocks = super::align::blocking_keys(mention);
         let alias = &self.kb.settings.alias;
         let sketch = NameSketch::of(mention, key);
-        let mut staged: Vec<NodeId> = blocks
-            .iter()
-            .filter_map(|k| self.blocks.get(k))
-            .flatten()
-            .filter(|(_, other)| sketch.may_be_same(other, alias))
-            .map(|(id, _)| *id)
-            .collect();
-        staged.sort_unstable();
-        staged.dedup();
+        let staged = self.blocks.candidates(&blocks, |other| sketch.may_be_same(other, alias));
         let me = Mention { surface: mention, key };
         self.kb.alias_candidates_like(&blocks, &sketch).into_iter().chain(staged).find(|&id| {
             let Some(node) = self.node_ref(id) else {
