@@ -42,7 +42,7 @@ impl SledBackend {
             )));
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let db = sled::Config::new().path(dir.join("db")).open().map_err(|e| match e {
+        let db = open_when_free(&dir.join("db")).map_err(|e| match e {
             sled::Error::Io(io) if held_by_another_process(&io) => Error::InUse(dir.to_path_buf()),
             e => Error::Store(e),
         })?;
@@ -391,6 +391,26 @@ fn restrict_to_owner(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// How long an open waits for another holder of the database's lock to let go.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// Opens sled's database at `path`, waiting up to [`LOCK_WAIT`] while its lock is held. The
+/// lock outlives its holder briefly: sled's background log writes keep the file open for a
+/// moment after the last handle drops, and a child process forked meanwhile holds a copy of
+/// it until it execs. A daemon restarted at once, or a KB reopened by the same process,
+/// would otherwise be told another process holds it.
+fn open_when_free(path: &Path) -> sled::Result<sled::Db> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match sled::Config::new().path(path).open() {
+            Err(sled::Error::Io(io)) if held_by_another_process(&io) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            opened => return opened,
+        }
+    }
+}
+
 /// Is this sled's failure to lock its directory because another process holds it? sled says
 /// so only in words: an `Other` error whose message names the lock and the cause (another
 /// holder, not a file system without locks).
@@ -410,6 +430,19 @@ mod tests {
         let err = SledBackend::open(dir.path()).err().unwrap();
         assert!(matches!(&err, Error::InUse(path) if path == dir.path()), "{err:?}");
         assert!(err.to_string().contains("stop it first, or send"), "{err}");
+    }
+
+    #[test]
+    fn an_open_waits_for_a_lock_let_go_in_a_moment() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = SledBackend::open(dir.path()).unwrap();
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(LOCK_WAIT / 5);
+            drop(held);
+        });
+        let reopened = SledBackend::open(dir.path());
+        release.join().unwrap();
+        assert!(reopened.is_ok(), "{:?}", reopened.err());
     }
 
     #[test]
