@@ -275,6 +275,10 @@ pub struct ServeFigures {
     /// Mean milliseconds per question by stage of a2rag's retrieval.
     pub a2rag_phases: String,
     pub peak_rss_bytes: u64,
+    /// Anonymous memory (heap) resident at the end: the part of the peak the kernel cannot
+    /// drop, where the rest is clean pages of the mapped index files, which it can.
+    #[serde(default)]
+    pub anon_rss_bytes: u64,
 }
 
 /// One size's figures.
@@ -449,6 +453,7 @@ pub fn serve_step(settings: Settings, size: usize, questions: usize, dir: &Path,
         hybrid_recall_at_5: mean(&hybrid_recall),
         a2rag_phases: super::mean_phases(&phases, questions.len()),
         peak_rss_bytes: peak_rss_bytes(),
+        anon_rss_bytes: status_bytes("RssAnon:"),
     };
     serde_json::to_string(&figures).map_err(|e| Error::Internal(e.to_string()))
 }
@@ -467,18 +472,19 @@ fn table(rows: &[Row], questions: usize, dev: bool) -> String {
     };
     let mut out = format!(
         "scale: {what}; each step in its own process\n\
-         | passages | ingest passages/s | ingest CPU s | open s | first query ms | peak RSS serving GB | disk GB | a2rag p50 / p95 ms | hybrid p50 / p95 ms | a2rag/hybrid p50 | R@5 a2rag / hybrid |\n\
+         | passages | ingest passages/s | ingest CPU s | open s | first query ms | peak RSS serving GB (anon at end) | disk GB | a2rag p50 / p95 ms | hybrid p50 / p95 ms | a2rag/hybrid p50 | R@5 a2rag / hybrid |\n\
          |---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     for Row { ingest, disk, serve, .. } in rows {
         let size = ingest.passages;
         out.push_str(&format!(
-            "| {size} | {:.0} | {:.1} | {:.2} | {:.1} | {:.2} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1}x | {:.3} / {:.3} |\n",
+            "| {size} | {:.0} | {:.1} | {:.2} | {:.1} | {:.2} ({:.2}) | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1}x | {:.3} / {:.3} |\n",
             ingest.passages as f64 / ingest.seconds.max(1e-9),
             ingest.cpu_seconds,
             serve.open_seconds,
             serve.first_query_ms,
             gb(serve.peak_rss_bytes),
+            gb(serve.anon_rss_bytes),
             gb(*disk),
             serve.a2rag_p50_ms,
             serve.a2rag_p95_ms,
@@ -545,10 +551,16 @@ fn disk_bytes(dir: &Path) -> Result<u64> {
 
 /// The peak resident set of this process so far (VmHWM), 0 where the platform does not say.
 fn peak_rss_bytes() -> u64 {
+    status_bytes("VmHWM:")
+}
+
+/// The figure of this process's `/proc/self/status` line `field` (in kB there), in bytes; 0
+/// where the platform does not say.
+fn status_bytes(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .find_map(|line| line.strip_prefix(field))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
 }

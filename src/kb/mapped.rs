@@ -17,6 +17,18 @@ pub fn map(path: &Path) -> Result<memmap2::Mmap> {
     unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))
 }
 
+/// Maps the file at `path` read-only for reads scattered over all of it (vector rows, graph
+/// nodes): the kernel is told not to read ahead around each page touched, which would
+/// otherwise bring in (and count as this process's memory) tens of neighbouring rows for
+/// every row a search rescores.
+pub fn map_scattered(path: &Path) -> Result<memmap2::Mmap> {
+    let map = map(path)?;
+    if let Err(e) = map.advise(memmap2::Advice::Random) {
+        tracing::debug!(error = %e, "could not advise a mapped file's access pattern");
+    }
+    Ok(map)
+}
+
 /// Hands a mapped file's pages back to the kernel: reading a whole file (a checksum, usearch
 /// walking a viewed graph's nodes) would otherwise leave all of it counted as this process's
 /// memory. Later reads fault the pages they need in again from the page cache.

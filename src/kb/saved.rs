@@ -270,7 +270,7 @@ fn read_members(dir: &Path, saved: &SavedGraph) -> Result<Members> {
 /// goes (see [`mapped::release`]), so it costs an open time, not resident memory.
 pub fn map_graph(dir: &Path, saved: &SavedGraph) -> Result<(memmap2::Mmap, Members)> {
     let path = dir.join(&saved.file);
-    let map = mapped::map(&path)?;
+    let map = mapped::map_scattered(&path)?;
     let mut crc = crc32fast::Hasher::new();
     for (at, window) in map.chunks(RELEASE_WINDOW).enumerate() {
         crc.update(window);

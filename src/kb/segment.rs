@@ -58,7 +58,7 @@ struct Segment {
 impl Segment {
     fn open(dir: &Path, saved: &SavedSegment, dim: usize) -> Result<Segment> {
         let path = dir.join(&saved.file);
-        let map = mapped::map(&path)?;
+        let map = mapped::map_scattered(&path)?;
         let damaged = |why: &str| Error::Index(format!("{}: {why}", path.display()));
         let lists = HEADER + 8 * (saved.count + saved.dead);
         if map.len() != lists + 4 * dim * saved.count {
