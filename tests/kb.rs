@@ -347,6 +347,90 @@ fn an_ingest_saves_the_snapshots_and_the_next_open_reads_them_until_a_write() {
     assert!(!kb.pages().read_from_save);
 }
 
+/// Every record of a KB, each family in id order: what two opens must agree on.
+fn all_records(
+    kb: &a2rag::kb::Kb,
+) -> (
+    Vec<a2rag::kb::model::Document>,
+    Vec<a2rag::kb::model::Chunk>,
+    Vec<a2rag::kb::model::Node>,
+    Vec<a2rag::kb::model::Edge>,
+) {
+    let mut docs: Vec<_> = kb.docs().cloned().collect();
+    docs.sort_by_key(|d| d.key);
+    let mut chunks: Vec<_> = kb.chunk_ids().filter_map(|id| kb.chunk(id)).cloned().collect();
+    chunks.sort_by_key(|c| c.id);
+    let mut nodes: Vec<_> = kb.nodes().cloned().collect();
+    nodes.sort_by_key(|n| n.id);
+    let mut edges: Vec<_> = kb.edges().cloned().collect();
+    edges.sort_by_key(|e| e.id);
+    (docs, chunks, nodes, edges)
+}
+
+/// An ingest run saves the records in one file; the next open reads that file and takes
+/// from the store only the records written since (new, changed and deleted ones), and ends
+/// with the KB a read of every stored record gives, which is what an open without the file
+/// does (and then saves the file again).
+#[test]
+fn an_open_reads_the_saved_records_and_what_was_written_since() {
+    for store in TestStore::all() {
+        an_open_reads_the_saved_records_and_what_was_written_since_on(&store);
+    }
+}
+
+fn an_open_reads_the_saved_records_and_what_was_written_since_on(store: &TestStore) {
+    use a2rag::kb::RecordsAtOpen;
+    let dir = tempfile::tempdir().unwrap();
+    let settings = store.settings(&dir.path().join("kb"));
+    let (mut kb, pipeline) = open(&settings);
+    ingest(&mut kb, &pipeline, &[write_corpus(dir.path(), 300)]);
+    drop(kb);
+
+    let (mut kb, pipeline) = open(&settings);
+    assert_eq!(kb.records_at_open(), RecordsAtOpen::Saved { changes_replayed: 0 }, "the run saved its records");
+    // Writes too small to save: a new document, a deleted one, and one whose text changed.
+    let doc = |id: &str, text: &str| a2rag::ingest::source::SourceDoc {
+        id: id.into(),
+        title: format!("Note {id}"),
+        text: text.into(),
+        source: "test".into(),
+        links: Vec::new(),
+    };
+    ingest_doc(&mut kb, &pipeline, doc("note-a", "Quiet Bay is a cove near Town 7, founded by Ada Fenwick."));
+    assert!(kb.delete_document("doc-5", &Author::owner()).unwrap());
+    ingest_doc(&mut kb, &pipeline, doc("note-b", "Ada Fenwick moved to Town 9."));
+    ingest_doc(&mut kb, &pipeline, doc("note-b", "Ada Fenwick moved to Town 11, where she ran the ferry."));
+    let expected = all_records(&kb);
+    assert!(expected.0.iter().any(|d| d.id == "note-a") && !expected.0.iter().any(|d| d.id == "doc-5"));
+    drop(kb);
+
+    let (kb, _) = open(&settings);
+    match kb.records_at_open() {
+        RecordsAtOpen::Saved { changes_replayed } => assert!(changes_replayed >= 4, "{changes_replayed} replayed"),
+        other => panic!("the saved records were not read: {other:?}"),
+    }
+    assert!(all_records(&kb) == expected, "the saved records with the writes since are the stored ones");
+    let violations = kb.integrity_violations();
+    assert!(violations.is_empty(), "{violations:?}");
+    let index = kb.index_dir();
+    drop(kb);
+
+    let records_files: Vec<PathBuf> = std::fs::read_dir(&index)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("records-"))
+        .collect();
+    assert_eq!(records_files.len(), 1, "one records file: {records_files:?}");
+    std::fs::write(&records_files[0], b"not the records").unwrap();
+    let (kb, _) = open(&settings);
+    assert_eq!(kb.records_at_open(), RecordsAtOpen::ReadFromStore, "a damaged file is not read");
+    assert!(all_records(&kb) == expected);
+    drop(kb);
+    let (kb, _) = open(&settings);
+    assert_eq!(kb.records_at_open(), RecordsAtOpen::Saved { changes_replayed: 0 }, "the full read saved them again");
+    assert!(all_records(&kb) == expected);
+}
+
 /// A kill while a save writes its files (merged segments, graphs, postings) leaves the save
 /// before it in force: the KB opens from that one, replays what followed, and has every
 /// document the killed ingest committed.

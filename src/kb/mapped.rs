@@ -103,4 +103,16 @@ impl Reader<'_> {
         self.rest = rest;
         Some(u64::from_le_bytes(*piece))
     }
+
+    /// The next text as [`put_str`] wrote it, if it is there whole and UTF-8.
+    pub fn str(&mut self) -> Option<&str> {
+        let len = self.u32()? as usize;
+        std::str::from_utf8(self.bytes(len)?).ok()
+    }
+}
+
+/// Appends `text` as its length (little-endian u32) and its bytes.
+pub fn put_str(out: &mut Vec<u8>, text: &str) {
+    out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
 }

@@ -18,6 +18,7 @@ pub mod name;
 pub mod pages;
 pub mod passage_graph;
 mod postings;
+mod records;
 pub mod reindex;
 pub mod relations;
 mod saved;
@@ -43,7 +44,9 @@ use model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Link, Node, NodeId, 
 use name::KbName;
 use pages::Pages;
 use passage_graph::PassageGraph;
+use records::Records;
 use relations::RelationLabels;
+use saved::SavedSnapshot;
 use snapshot::Lazy;
 use store::{Changed, Family, Location, Store};
 use vector::VectorIndex;
@@ -111,6 +114,10 @@ pub struct Kb {
     /// The relation labels' vectors as the last save wrote them (see [`saved::write_labels`]).
     labels_saved: Option<saved::SavedLabels>,
     vectors_at_open: VectorsAtOpen,
+    /// The records file of the last save (see [`records`]), while the change log still
+    /// reaches back to it.
+    records_saved: Option<SavedSnapshot>,
+    records_at_open: RecordsAtOpen,
     /// Vectors that opening had to link because no saved graph held them.
     linked_at_open: usize,
 }
@@ -123,6 +130,27 @@ pub enum VectorsAtOpen {
     Mapped { changes_replayed: u64 },
     /// Read from the store: no usable save.
     ReadFromStore,
+}
+
+/// Where an open found the records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "from")]
+pub enum RecordsAtOpen {
+    /// Read from the last save's records file, with the records written since taken from the
+    /// store.
+    Saved { changes_replayed: u64 },
+    /// Read from the store: no usable records file.
+    ReadFromStore,
+}
+
+/// Whether a save writes the records file anew (see [`records`]): at the end of an ingest
+/// run and after an open that read every record, not in the middle of an ingest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordsFile {
+    /// Keep the last save's file while the change log reaches it.
+    Keep,
+    /// Write the records as they are now.
+    Write,
 }
 
 /// What makes two edges state the same fact: subject, relation label and object.
@@ -238,6 +266,8 @@ impl Kb {
             instance,
             labels_saved: None,
             vectors_at_open: VectorsAtOpen::ReadFromStore,
+            records_saved: None,
+            records_at_open: RecordsAtOpen::ReadFromStore,
             linked_at_open: 0,
         };
         kb.load()?;
@@ -250,32 +280,21 @@ impl Kb {
         let started = std::time::Instant::now();
         let _snapshot = self.store.snapshot_session()?;
         self.applied_change = self.store.latest_change()?;
-        let store = &self.store;
-        let (nodes, edges) = std::thread::scope(|scope| -> Result<(Vec<Node>, Vec<Edge>)> {
-            // The graph's records decode on another core while this one reads the documents.
-            let graph = scope.spawn(|| -> Result<(Vec<Node>, Vec<Edge>)> {
-                Ok((store.nodes().collect::<Result<_>>()?, store.edges().collect::<Result<_>>()?))
-            });
-            for doc in store.docs() {
-                let doc = doc?;
-                self.doc_ids.insert(doc.id.clone(), doc.key);
-                self.docs.insert(doc.key, doc);
-            }
-            for chunk in store.chunks() {
-                let chunk = chunk?;
-                self.chunks.insert(chunk.id, chunk);
-            }
-            tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded documents and chunks");
-            graph.join().map_err(|_| Error::Internal("reading the nodes and edges panicked".into()))?
-        })?;
         // A save of another store of the same name replays nothing of this one's log: at most
         // its graphs are adopted, member by member, as a full read checks them.
         let manifest = saved::Manifest::read(&self.index_dir(), &self.graph_fingerprint()).map(|mut m| {
             if m.store != Some(self.instance) {
-                (m.change, m.bm25, m.passages, m.pages) = (None, None, None, None);
+                (m.change, m.bm25, m.passages, m.pages, m.records) = (None, None, None, None, None);
             }
             m
         });
+        let Records { docs, chunks, nodes, edges } = self.read_records(manifest.as_ref())?;
+        for doc in docs {
+            self.doc_ids.insert(doc.id.clone(), doc.key);
+            self.docs.insert(doc.key, doc);
+        }
+        self.chunks.extend(chunks.into_iter().map(|chunk| (chunk.id, chunk)));
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, records = ?self.records_at_open, "loaded the records");
         for node in nodes {
             self.index_node_names(&node);
             self.index_node_in_memory(node, &[]);
@@ -353,13 +372,49 @@ impl Kb {
         self.link_staged_vectors()?;
         let all_mapped = matches!(self.vectors_at_open, VectorsAtOpen::Mapped { .. }) && bm25_mapped;
         let labels_unsaved = self.labels_saved.is_none() && !self.relations.is_empty();
-        if (!all_mapped && !self.is_empty()) || self.linked_at_open > 0 || labels_unsaved {
+        let records_read = self.records_at_open == RecordsAtOpen::ReadFromStore && !self.is_empty();
+        if (!all_mapped && !self.is_empty()) || self.linked_at_open > 0 || labels_unsaved || records_read {
             // Save what was just read or linked, or the next open does it again.
-            self.save_indexes_or_warn();
+            self.save_indexes_or_warn(if records_read { RecordsFile::Write } else { RecordsFile::Keep });
         } else {
             self.save_indexes_if_worth_it();
         }
         Ok(())
+    }
+
+    /// Every record as of the store's current change: the save's records file with what was
+    /// written since taken from the store, or, where there is no usable file, every record
+    /// read from the store.
+    fn read_records(&mut self, manifest: Option<&saved::Manifest>) -> Result<Records> {
+        let Some(saved) = manifest.and_then(|m| m.records.as_ref()).filter(|s| s.change <= self.applied_change) else {
+            return Records::read(&self.store);
+        };
+        let from_save = || -> Result<Option<Records>> {
+            let mut records = Records::decoded(&saved::read_snapshot(&self.index_dir(), saved)?)?;
+            match self.store.changes_since(saved.change)? {
+                Changed::Nothing => {}
+                Changed::Everything { .. } => return Ok(None),
+                Changed::Records { records: changed, .. } => records.overlay(&changed)?,
+            }
+            Ok(Some(records))
+        };
+        match from_save() {
+            Ok(Some(records)) => {
+                self.records_saved = Some(saved.clone());
+                self.records_at_open = RecordsAtOpen::Saved { changes_replayed: self.applied_change - saved.change };
+                Ok(records)
+            }
+            Ok(None) => Records::read(&self.store),
+            Err(e) => {
+                tracing::warn!(error = %e, "the saved records are unusable; reading every record from the store");
+                Records::read(&self.store)
+            }
+        }
+    }
+
+    /// Where this open found the records.
+    pub fn records_at_open(&self) -> RecordsAtOpen {
+        self.records_at_open
     }
 
     /// Whether the KB holds nothing yet.
@@ -547,7 +602,7 @@ impl Kb {
     /// Saves the HNSW graphs that changed since the last save (see [`saved`]), so that the
     /// next open reads them instead of linking. Links staged vectors first. Skipped while
     /// another process saves into the same directory.
-    pub fn save_indexes(&mut self) -> Result<()> {
+    pub fn save_indexes(&mut self, records: RecordsFile) -> Result<()> {
         self.link_staged_vectors()?;
         // The change this save is current with must be durable before the save is: a kill
         // between the two would leave a save ahead of its store, which the next open cannot
@@ -585,7 +640,36 @@ impl Kb {
         manifest.relation_labels = self.labels_saved.clone();
         manifest.passages = self.passages.to_save(self, &dir, generation, self.applied_change)?;
         manifest.pages = self.pages.to_save(self, &dir, generation, self.applied_change)?;
+        manifest.records = self.records_to_save(&dir, generation, records)?;
         manifest.commit(&dir)
+    }
+
+    /// The records file the save of `generation` names: written anew where `records` asks;
+    /// otherwise the last one is kept, until it falls so far behind the store that the change
+    /// log would soon stop reaching it, and is then dropped rather than rewritten in the
+    /// middle of an ingest (a large KB's records are hundreds of MB).
+    fn records_to_save(
+        &mut self,
+        dir: &std::path::Path,
+        generation: u64,
+        records: RecordsFile,
+    ) -> Result<Option<SavedSnapshot>> {
+        let behind = |saved: &SavedSnapshot| self.applied_change.saturating_sub(saved.change) > store::CHANGES_KEPT / 2;
+        if self.records_saved.as_ref().is_some_and(behind) {
+            self.records_saved = None;
+        }
+        if records == RecordsFile::Write && !self.records_current() {
+            let encoded =
+                Records::encode(self.docs.values(), self.chunks.values(), self.nodes.values(), self.edges.values());
+            self.records_saved =
+                Some(saved::write_snapshot(dir, &format!("records-{generation}"), &encoded, self.applied_change)?);
+        }
+        Ok(self.records_saved.clone())
+    }
+
+    /// Whether the last save's records file holds the records as they are now.
+    fn records_current(&self) -> bool {
+        self.records_saved.as_ref().is_some_and(|saved| saved.change == self.applied_change)
     }
 
     /// [`Kb::save_indexes`] once enough has changed since the last save to be worth
@@ -594,7 +678,7 @@ impl Kb {
     /// an open links at most [`SAVE_AFTER`] vectors per index that no save holds.
     pub fn save_indexes_if_worth_it(&mut self) {
         if self.most_unsaved() >= SAVE_AFTER {
-            self.save_indexes_or_warn();
+            self.save_indexes_or_warn(RecordsFile::Keep);
         }
     }
 
@@ -614,14 +698,14 @@ impl Kb {
     pub fn save_indexes_if_heavy(&mut self) {
         let heaviest = self.vector_indexes().iter().map(|index| index.unsaved_vectors()).max().unwrap_or(0);
         if heaviest >= SAVE_DURING_INGEST {
-            self.save_indexes_or_warn();
+            self.save_indexes_or_warn(RecordsFile::Keep);
         }
     }
 
     /// [`Kb::save_indexes`] where failing to save must not fail the caller: the store is the
     /// truth, and a missing save costs the next open a link pass.
-    pub fn save_indexes_or_warn(&mut self) {
-        if let Err(e) = self.save_indexes() {
+    pub fn save_indexes_or_warn(&mut self, records: RecordsFile) {
+        if let Err(e) = self.save_indexes(records) {
             tracing::warn!(error = %e, "could not save the vector indexes; the next open links them again");
         }
     }
@@ -919,18 +1003,21 @@ impl Kb {
         self.pages.get(self, &self.index_dir())
     }
 
-    /// Builds the snapshots and adds them to the save, so that the next open serves its
-    /// first query without building them (seconds on a large KB): for the end of an ingest
-    /// run. Only where the save holds everything else as it is now: a run too small to be
+    /// Builds the snapshots and adds them and the records (see [`records`]) to the save, so
+    /// that the next open reads its records from one file and serves its first query without
+    /// building the snapshots (seconds on a large KB): for the end of an ingest run. Only where the save holds everything else as it is now: a run too small to be
     /// worth a save (see [`Kb::save_indexes_if_worth_it`]) is not worth one for this, and
     /// its next open builds them as before.
     pub fn save_with_snapshot(&mut self) {
-        if self.is_empty() || self.most_unsaved() > 0 || (self.passages.is_saved() && self.pages.is_saved()) {
+        if self.is_empty()
+            || self.most_unsaved() > 0
+            || (self.passages.is_saved() && self.pages.is_saved() && self.records_current())
+        {
             return;
         }
         self.passage_graph();
         self.pages();
-        self.save_indexes_or_warn();
+        self.save_indexes_or_warn(RecordsFile::Write);
     }
 
     /// How many chunks mention `node` (0 for an unknown node): the inverse of a node's

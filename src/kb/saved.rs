@@ -102,6 +102,10 @@ pub struct Manifest {
     pub passages: Option<SavedSnapshot>,
     #[serde(default)]
     pub pages: Option<SavedSnapshot>,
+    /// The records ([`super::records`]), rewritten only now and then: current with a change
+    /// of their own, and read with the records written since taken from the store.
+    #[serde(default)]
+    pub records: Option<SavedSnapshot>,
 }
 
 /// A snapshot's file ([`super::snapshot::Snapshot::encode`]).
@@ -134,6 +138,7 @@ impl Manifest {
             relation_labels: None,
             passages: None,
             pages: None,
+            records: None,
         }
     }
 
@@ -180,7 +185,7 @@ impl Manifest {
             .chain(self.vectors.values().flat_map(|v| v.segments.iter().map(|s| s.file.as_str())))
             .chain(self.bm25.iter().map(|p| p.file.as_str()))
             .chain(self.relation_labels.iter().map(|l| l.file.as_str()))
-            .chain(self.passages.iter().chain(&self.pages).map(|p| p.file.as_str()))
+            .chain(self.passages.iter().chain(&self.pages).chain(&self.records).map(|p| p.file.as_str()))
             .collect();
         let entries = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
         for entry in entries.flatten() {

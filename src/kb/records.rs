@@ -1,0 +1,340 @@
+//! The KB's records (documents, chunks, nodes, edges) as one file beside the store, written
+//! by a save and read by the next open instead of the store's records one by one: an open
+//! reads the file, then takes from the store only the records its change log says were
+//! written since, so the file stays usable as the KB grows and is rewritten only now and then.
+//!
+//! The file is a cache of the store, like the rest of `index/`: the store stays the truth,
+//! a file that is damaged, of another version, or older than the change log reaches is
+//! ignored, and the open reads every record from the store as it did before.
+
+use std::collections::{HashMap, HashSet};
+
+use super::mapped::{Reader, put_str};
+use super::model::{Chunk, Document, Edge, EdgeOrigin, Link, Node};
+use super::store::{ChangedRecords, Family, Store};
+use crate::error::{Error, Result};
+
+const MAGIC: &[u8; 8] = b"a2rrecs\0";
+const VERSION: u32 = 1;
+
+/// Every record of a KB, each family in id order (the order a scan of the store gives).
+#[derive(Debug, Default, PartialEq)]
+pub struct Records {
+    pub docs: Vec<Document>,
+    pub chunks: Vec<Chunk>,
+    pub nodes: Vec<Node>,
+    pub edges: Vec<Edge>,
+}
+
+impl Records {
+    /// Every record `store` holds, in one consistent read (the caller holds a snapshot
+    /// session). The graph's records decode on another core while this one reads the
+    /// documents and chunks.
+    pub fn read(store: &Store) -> Result<Records> {
+        std::thread::scope(|scope| {
+            let graph = scope.spawn(|| -> Result<(Vec<Node>, Vec<Edge>)> {
+                Ok((store.nodes().collect::<Result<_>>()?, store.edges().collect::<Result<_>>()?))
+            });
+            let docs = store.docs().collect::<Result<Vec<_>>>()?;
+            let chunks = store.chunks().collect::<Result<Vec<_>>>()?;
+            let (nodes, edges) =
+                graph.join().map_err(|_| Error::Internal("reading the nodes and edges panicked".into()))??;
+            Ok(Records { docs, chunks, nodes, edges })
+        })
+    }
+
+    /// The records in [`Records::decoded`]'s form; relation labels are written once each.
+    pub fn encode<'a>(
+        docs: impl ExactSizeIterator<Item = &'a Document>,
+        chunks: impl ExactSizeIterator<Item = &'a Chunk>,
+        nodes: impl ExactSizeIterator<Item = &'a Node>,
+        edges: impl ExactSizeIterator<Item = &'a Edge> + Clone,
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        let mut docs: Vec<&Document> = docs.collect();
+        docs.sort_unstable_by_key(|d| d.key);
+        out.extend_from_slice(&(docs.len() as u64).to_le_bytes());
+        for doc in docs {
+            out.extend_from_slice(&doc.key.to_le_bytes());
+            for text in [&doc.id, &doc.title, &doc.source, &doc.content_hash, &doc.summary] {
+                put_str(&mut out, text);
+            }
+            put_u32s(&mut out, &doc.chunks);
+            out.extend_from_slice(&(doc.edges.len() as u32).to_le_bytes());
+            doc.edges.iter().for_each(|e| out.extend_from_slice(&e.to_le_bytes()));
+        }
+        let mut chunks: Vec<&Chunk> = chunks.collect();
+        chunks.sort_unstable_by_key(|c| c.id);
+        out.extend_from_slice(&(chunks.len() as u64).to_le_bytes());
+        for chunk in chunks {
+            for field in [chunk.id, chunk.doc, chunk.ordinal] {
+                out.extend_from_slice(&field.to_le_bytes());
+            }
+            put_span(&mut out, chunk.span);
+            put_str(&mut out, &chunk.text);
+            put_str(&mut out, &chunk.section);
+            out.extend_from_slice(&(chunk.links.len() as u32).to_le_bytes());
+            for link in &chunk.links {
+                put_span(&mut out, link.anchor);
+                put_str(&mut out, &link.target);
+            }
+        }
+        let mut nodes: Vec<&Node> = nodes.collect();
+        nodes.sort_unstable_by_key(|n| n.id);
+        out.extend_from_slice(&(nodes.len() as u64).to_le_bytes());
+        for node in nodes {
+            out.extend_from_slice(&node.id.to_le_bytes());
+            put_str(&mut out, &node.name);
+            out.extend_from_slice(&(node.aliases.len() as u32).to_le_bytes());
+            node.aliases.iter().for_each(|alias| put_str(&mut out, alias));
+            put_u32s(&mut out, &node.chunks);
+        }
+        let mut labels: Vec<&str> =
+            edges.clone().map(|e| e.relation.as_str()).collect::<HashSet<_>>().into_iter().collect();
+        labels.sort_unstable();
+        let label_ids: HashMap<&str, u32> = labels.iter().enumerate().map(|(i, l)| (*l, i as u32)).collect();
+        out.extend_from_slice(&(labels.len() as u32).to_le_bytes());
+        labels.iter().for_each(|label| put_str(&mut out, label));
+        let mut edges: Vec<&Edge> = edges.collect();
+        edges.sort_unstable_by_key(|e| e.id);
+        out.extend_from_slice(&(edges.len() as u64).to_le_bytes());
+        for edge in edges {
+            out.extend_from_slice(&edge.id.to_le_bytes());
+            for field in [edge.subject, label_ids[edge.relation.as_str()], edge.object, edge.chunk] {
+                out.extend_from_slice(&field.to_le_bytes());
+            }
+            out.push(origin_code(edge.origin));
+        }
+        out
+    }
+
+    /// The records [`Records::encode`] wrote; an error for bytes of another version, cut
+    /// short, or that run on.
+    pub fn decoded(bytes: &[u8]) -> Result<Records> {
+        let damaged =
+            || Error::Index("the saved records are unusable: not a records file of this version, or damaged".into());
+        let rest = bytes.strip_prefix(MAGIC).ok_or_else(damaged)?;
+        let mut r = Reader { rest };
+        if r.u32() != Some(VERSION) {
+            return Err(damaged());
+        }
+        let decode = |r: &mut Reader| -> Option<Records> {
+            let docs = (0..r.u64()?)
+                .map(|_| {
+                    Some(Document {
+                        key: r.u32()?,
+                        id: r.str()?.to_string(),
+                        title: r.str()?.to_string(),
+                        source: r.str()?.to_string(),
+                        content_hash: r.str()?.to_string(),
+                        summary: r.str()?.to_string(),
+                        chunks: u32s(r)?,
+                        edges: (0..r.u32()?).map(|_| r.u64()).collect::<Option<_>>()?,
+                    })
+                })
+                .collect::<Option<_>>()?;
+            let chunks = (0..r.u64()?)
+                .map(|_| {
+                    Some(Chunk {
+                        id: r.u32()?,
+                        doc: r.u32()?,
+                        ordinal: r.u32()?,
+                        span: span(r)?,
+                        text: r.str()?.to_string(),
+                        section: r.str()?.to_string(),
+                        links: (0..r.u32()?)
+                            .map(|_| Some(Link { anchor: span(r)?, target: r.str()?.to_string() }))
+                            .collect::<Option<_>>()?,
+                    })
+                })
+                .collect::<Option<_>>()?;
+            let nodes = (0..r.u64()?)
+                .map(|_| {
+                    Some(Node {
+                        id: r.u32()?,
+                        name: r.str()?.to_string(),
+                        aliases: (0..r.u32()?).map(|_| r.str().map(str::to_string)).collect::<Option<_>>()?,
+                        chunks: u32s(r)?,
+                    })
+                })
+                .collect::<Option<_>>()?;
+            let labels: Vec<String> = (0..r.u32()?).map(|_| r.str().map(str::to_string)).collect::<Option<_>>()?;
+            let edges = (0..r.u64()?)
+                .map(|_| {
+                    Some(Edge {
+                        id: r.u64()?,
+                        subject: r.u32()?,
+                        relation: labels.get(r.u32()? as usize)?.clone(),
+                        object: r.u32()?,
+                        chunk: r.u32()?,
+                        origin: origin_of(*r.bytes(1)?.first()?)?,
+                    })
+                })
+                .collect::<Option<_>>()?;
+            Some(Records { docs, chunks, nodes, edges })
+        };
+        let records = decode(&mut r).ok_or_else(damaged)?;
+        if !r.rest.is_empty() {
+            return Err(damaged());
+        }
+        Ok(records)
+    }
+
+    /// Brings the records up to date with the store: each record `changed` names takes its
+    /// stored state (written, or gone), and every family stays in id order.
+    pub fn overlay(&mut self, changed: &ChangedRecords) -> Result<()> {
+        overlay(&mut self.docs, changed.records(Family::Doc)?, |d| d.key as u64);
+        overlay(&mut self.chunks, changed.records(Family::Chunk)?, |c| c.id as u64);
+        overlay(&mut self.nodes, changed.records(Family::Node)?, |n| n.id as u64);
+        overlay(&mut self.edges, changed.records(Family::Edge)?, |e| e.id);
+        Ok(())
+    }
+}
+
+fn overlay<T>(records: &mut Vec<T>, changed: Vec<(u64, Option<T>)>, id: impl Fn(&T) -> u64) {
+    if changed.is_empty() {
+        return;
+    }
+    let touched: HashSet<u64> = changed.iter().map(|(id, _)| *id).collect();
+    records.retain(|record| !touched.contains(&id(record)));
+    records.extend(changed.into_iter().filter_map(|(_, record)| record));
+    records.sort_unstable_by_key(|record| id(record));
+}
+
+fn put_u32s(out: &mut Vec<u8>, values: &[u32]) {
+    out.extend_from_slice(&(values.len() as u32).to_le_bytes());
+    values.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+}
+
+fn u32s(r: &mut Reader) -> Option<Vec<u32>> {
+    (0..r.u32()?).map(|_| r.u32()).collect()
+}
+
+fn put_span(out: &mut Vec<u8>, (start, end): (usize, usize)) {
+    out.extend_from_slice(&(start as u64).to_le_bytes());
+    out.extend_from_slice(&(end as u64).to_le_bytes());
+}
+
+fn span(r: &mut Reader) -> Option<(usize, usize)> {
+    Some((usize::try_from(r.u64()?).ok()?, usize::try_from(r.u64()?).ok()?))
+}
+
+fn origin_code(origin: EdgeOrigin) -> u8 {
+    match origin {
+        EdgeOrigin::Extracted => 0,
+        EdgeOrigin::Llm => 1,
+        EdgeOrigin::Imported => 2,
+        EdgeOrigin::Curated => 3,
+    }
+}
+
+fn origin_of(code: u8) -> Option<EdgeOrigin> {
+    [EdgeOrigin::Extracted, EdgeOrigin::Llm, EdgeOrigin::Imported, EdgeOrigin::Curated].get(code as usize).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Records {
+        Records {
+            docs: vec![Document {
+                key: 3,
+                id: "harbour-notes".into(),
+                title: "Harbour notes".into(),
+                source: "notes/harbour.md".into(),
+                content_hash: "ab12".into(),
+                summary: "The harbour opens at dawn.".into(),
+                chunks: vec![7, 8],
+                edges: vec![40, 41],
+            }],
+            chunks: vec![
+                Chunk {
+                    id: 7,
+                    doc: 3,
+                    ordinal: 0,
+                    span: (0, 26),
+                    text: "The harbour opens at dawn.".into(),
+                    section: String::new(),
+                    links: vec![],
+                },
+                Chunk {
+                    id: 8,
+                    doc: 3,
+                    ordinal: 1,
+                    span: (27, 60),
+                    text: "Ferries leave for Quiet Bay › daily.".into(),
+                    section: "Ferries › Times".into(),
+                    links: vec![Link { anchor: (18, 27), target: "quiet-bay".into() }],
+                },
+            ],
+            nodes: vec![
+                Node {
+                    id: 1,
+                    name: "Harbour".into(),
+                    aliases: vec!["Harbour".into(), "the harbour".into()],
+                    chunks: vec![7],
+                },
+                Node { id: 2, name: "Quiet Bay".into(), aliases: vec!["Quiet Bay".into()], chunks: vec![8] },
+            ],
+            edges: vec![
+                Edge {
+                    id: 40,
+                    subject: 1,
+                    relation: "opens at".into(),
+                    object: 1,
+                    chunk: 7,
+                    origin: EdgeOrigin::Extracted,
+                },
+                Edge {
+                    id: 41,
+                    subject: 1,
+                    relation: "serves".into(),
+                    object: 2,
+                    chunk: 8,
+                    origin: EdgeOrigin::Curated,
+                },
+            ],
+        }
+    }
+
+    fn encoded(records: &Records) -> Vec<u8> {
+        Records::encode(records.docs.iter(), records.chunks.iter(), records.nodes.iter(), records.edges.iter())
+    }
+
+    #[test]
+    fn records_read_back_as_written_in_id_order() {
+        let records = sample();
+        assert_eq!(Records::decoded(&encoded(&records)).unwrap(), records);
+        let mut shuffled = sample();
+        shuffled.chunks.reverse();
+        shuffled.edges.reverse();
+        assert_eq!(Records::decoded(&encoded(&shuffled)).unwrap(), records, "written in id order");
+    }
+
+    #[test]
+    fn damaged_or_foreign_bytes_are_refused() {
+        let bytes = encoded(&sample());
+        assert!(Records::decoded(&bytes[..bytes.len() - 1]).is_err(), "cut short");
+        assert!(Records::decoded(&[bytes.as_slice(), &[0]].concat()).is_err(), "runs on");
+        let mut other_version = bytes.clone();
+        other_version[8] ^= 1;
+        assert!(Records::decoded(&other_version).is_err());
+        let mut bad_origin = bytes.clone();
+        *bad_origin.last_mut().unwrap() = 9;
+        assert!(Records::decoded(&bad_origin).is_err(), "an origin no build writes");
+    }
+
+    #[test]
+    fn an_overlay_replaces_removes_and_adds_in_id_order() {
+        let mut records = sample();
+        let renamed = Node { name: "Harbor".into(), ..records.nodes[0].clone() };
+        let added = Node { id: 5, name: "Ferry".into(), aliases: vec!["Ferry".into()], chunks: vec![8] };
+        overlay(&mut records.nodes, vec![(5, Some(added.clone())), (1, Some(renamed.clone())), (2, None)], |n| {
+            n.id as u64
+        });
+        assert_eq!(records.nodes, vec![renamed, added]);
+    }
+}
