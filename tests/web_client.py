@@ -19,6 +19,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -85,7 +86,9 @@ def main():
     print("metrics ok")
 
     driver = browser()
-    wait = WebDriverWait(driver, 20)
+    # The page re-renders a view in place: an element found a moment ago may be gone by the
+    # time it is read, which is a reason to look again, not a failure.
+    wait = WebDriverWait(driver, 20, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
     keys = lambda *k: ActionChains(driver).send_keys(*k).perform()  # noqa: E731
     try:
         driver.get(BASE + "/")
