@@ -963,7 +963,18 @@ fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(store: &Te
             .flat_map(|v| [kb.chunk_index().search(v, 8).unwrap(), kb.node_index().search(v, 8).unwrap()])
             .collect()
     };
+    // The relation labels' own graph is saved and adopted like the KB's indexes.
+    let labels = |kb: &a2rag::kb::Kb| -> Vec<Vec<(String, f32)>> {
+        let relations = kb.relations();
+        let nearest = |v: &Vec<f32>| relations.nearest(v, 3, -1.0).unwrap();
+        probes
+            .iter()
+            .map(|v| nearest(v).into_iter().map(|(label, score)| (label.to_string(), score)).collect())
+            .collect()
+    };
     let before = answers(&kb);
+    let labels_before = labels(&kb);
+    assert!(labels_before.iter().all(|found| found.len() == 3), "{labels_before:?}");
     let generation = || -> u64 {
         let manifest: serde_json::Value =
             serde_json::from_slice(&std::fs::read(index_dir.join("manifest.json")).unwrap()).unwrap();
@@ -987,8 +998,9 @@ fn a_reopened_kb_reads_its_saved_graphs_and_repairs_what_they_miss_on(store: &Te
 
     let (kb, _) = open(&settings);
     assert_eq!(kb.vectors_at_open(), VectorsAtOpen::Mapped { changes_replayed: 0 }, "the open that linked saved");
-    assert_eq!(kb.linked_at_open(), 0, "a clean reopen links nothing");
+    assert_eq!(kb.linked_at_open(), 0, "a clean reopen links nothing, relation labels included");
     assert_eq!(answers(&kb), before, "the saved graphs answer as the ones they were saved from");
+    assert_eq!(labels(&kb), labels_before);
 
     // A write that no save followed (as when a process dies before its batch ends): the
     // next open drops what went and links what came.

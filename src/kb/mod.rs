@@ -143,14 +143,17 @@ pub enum RecordsAtOpen {
     ReadFromStore,
 }
 
-/// Whether a save writes the records file anew (see [`records`]): at the end of an ingest
-/// run and after an open that read every record, not in the middle of an ingest.
+/// How much a save brings up to date. Every save writes the vectors and graphs that changed;
+/// the files an open reads besides them (the records, see [`records`], and BM25's postings)
+/// are large and rewritten whole, so they are rewritten in the middle of an ingest only when
+/// they fall far behind, and made current where the next open is near: at the end of an
+/// ingest run and after an open that had to read every record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecordsFile {
-    /// Keep the last save's file while the change log reaches it.
-    Keep,
-    /// Write the records as they are now.
-    Write,
+pub enum SaveScope {
+    /// Keep the last records file and postings while the change log reaches them.
+    Incremental,
+    /// Make every file an open reads current with the store.
+    Complete,
 }
 
 /// What makes two edges state the same fact: subject, relation label and object.
@@ -318,6 +321,14 @@ impl Kb {
         // indexed are the file's when none was embedded: the next save need not write it again.
         self.labels_saved = manifest.as_ref().and_then(|m| m.relation_labels.clone()).filter(|_| labels_embedded == 0);
         self.relations.take_changed();
+        if let Some(files) = manifest.as_ref().and_then(|m| m.indexes.get(relations::GRAPHS)) {
+            match self.relations.restore(&self.index_dir(), files) {
+                Ok(adopted) => tracing::debug!(adopted, "restored the relation labels' saved graphs"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the relation labels' saved graph is unusable; linking them again")
+                }
+            }
+        }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
         // The changes since the save, read once where the postings are as current as the
         // vectors (the usual case), since after a crash they are every record written since.
@@ -364,7 +375,8 @@ impl Kb {
         let (passages, pages) = manifest.as_ref().map_or((None, None), |m| (m.passages.as_ref(), m.pages.as_ref()));
         self.passages.adopt(passages, self.applied_change);
         self.pages.adopt(pages, self.applied_change);
-        self.linked_at_open = self.vector_indexes().iter().map(|i| i.staged_for_linking()).sum();
+        self.linked_at_open = self.vector_indexes().iter().map(|i| i.staged_for_linking()).sum::<usize>()
+            + self.relations.staged_for_linking();
         if self.linked_at_open > 0 {
             // Minutes on a large KB: say why this open is slow.
             tracing::info!(vectors = self.linked_at_open, "linking the vectors no saved graph holds");
@@ -375,7 +387,7 @@ impl Kb {
         let records_read = self.records_at_open == RecordsAtOpen::ReadFromStore && !self.is_empty();
         if (!all_mapped && !self.is_empty()) || self.linked_at_open > 0 || labels_unsaved || records_read {
             // Save what was just read or linked, or the next open does it again.
-            self.save_indexes_or_warn(if records_read { RecordsFile::Write } else { RecordsFile::Keep });
+            self.save_indexes_or_warn(if records_read { SaveScope::Complete } else { SaveScope::Incremental });
         } else {
             self.save_indexes_if_worth_it();
         }
@@ -602,7 +614,7 @@ impl Kb {
     /// Saves the HNSW graphs that changed since the last save (see [`saved`]), so that the
     /// next open reads them instead of linking. Links staged vectors first. Skipped while
     /// another process saves into the same directory.
-    pub fn save_indexes(&mut self, records: RecordsFile) -> Result<()> {
+    pub fn save_indexes(&mut self, scope: SaveScope) -> Result<()> {
         self.link_staged_vectors()?;
         // The change this save is current with must be durable before the save is: a kill
         // between the two would leave a save ahead of its store, which the next open cannot
@@ -628,8 +640,16 @@ impl Kb {
                 manifest.indexes.insert(name.to_string(), files);
             }
         }
+        let label_graphs = self.relations.save_graphs(&dir, generation)?;
+        if !label_graphs.is_empty() {
+            manifest.indexes.insert(relations::GRAPHS.to_string(), label_graphs);
+        }
         // Rewritten before an open could no longer replay its changes from the log.
-        if self.bm25.worth_rewriting(self.applied_change, store::CHANGES_KEPT / 2) {
+        let stale_after = match scope {
+            SaveScope::Incremental => store::CHANGES_KEPT / 2,
+            SaveScope::Complete => 0,
+        };
+        if self.bm25.worth_rewriting(self.applied_change, stale_after) {
             self.bm25.rewrite(&dir, &format!("bm25-{generation}"), self.applied_change)?;
         }
         manifest.bm25 = self.bm25.saved().cloned();
@@ -640,11 +660,11 @@ impl Kb {
         manifest.relation_labels = self.labels_saved.clone();
         manifest.passages = self.passages.to_save(self, &dir, generation, self.applied_change)?;
         manifest.pages = self.pages.to_save(self, &dir, generation, self.applied_change)?;
-        manifest.records = self.records_to_save(&dir, generation, records)?;
+        manifest.records = self.records_to_save(&dir, generation, scope)?;
         manifest.commit(&dir)
     }
 
-    /// The records file the save of `generation` names: written anew where `records` asks;
+    /// The records file the save of `generation` names: written anew in a complete save;
     /// otherwise the last one is kept, until it falls so far behind the store that the change
     /// log would soon stop reaching it, and is then dropped rather than rewritten in the
     /// middle of an ingest (a large KB's records are hundreds of MB).
@@ -652,13 +672,13 @@ impl Kb {
         &mut self,
         dir: &std::path::Path,
         generation: u64,
-        records: RecordsFile,
+        scope: SaveScope,
     ) -> Result<Option<SavedSnapshot>> {
         let behind = |saved: &SavedSnapshot| self.applied_change.saturating_sub(saved.change) > store::CHANGES_KEPT / 2;
         if self.records_saved.as_ref().is_some_and(behind) {
             self.records_saved = None;
         }
-        if records == RecordsFile::Write && !self.records_current() {
+        if scope == SaveScope::Complete && !self.records_current() {
             let encoded =
                 Records::encode(self.docs.values(), self.chunks.values(), self.nodes.values(), self.edges.values());
             self.records_saved =
@@ -678,7 +698,7 @@ impl Kb {
     /// an open links at most [`SAVE_AFTER`] vectors per index that no save holds.
     pub fn save_indexes_if_worth_it(&mut self) {
         if self.most_unsaved() >= SAVE_AFTER {
-            self.save_indexes_or_warn(RecordsFile::Keep);
+            self.save_indexes_or_warn(SaveScope::Incremental);
         }
     }
 
@@ -698,14 +718,14 @@ impl Kb {
     pub fn save_indexes_if_heavy(&mut self) {
         let heaviest = self.vector_indexes().iter().map(|index| index.unsaved_vectors()).max().unwrap_or(0);
         if heaviest >= SAVE_DURING_INGEST {
-            self.save_indexes_or_warn(RecordsFile::Keep);
+            self.save_indexes_or_warn(SaveScope::Incremental);
         }
     }
 
     /// [`Kb::save_indexes`] where failing to save must not fail the caller: the store is the
     /// truth, and a missing save costs the next open a link pass.
-    pub fn save_indexes_or_warn(&mut self, records: RecordsFile) {
-        if let Err(e) = self.save_indexes(records) {
+    pub fn save_indexes_or_warn(&mut self, scope: SaveScope) {
+        if let Err(e) = self.save_indexes(scope) {
             tracing::warn!(error = %e, "could not save the vector indexes; the next open links them again");
         }
     }
@@ -1009,15 +1029,16 @@ impl Kb {
     /// worth a save (see [`Kb::save_indexes_if_worth_it`]) is not worth one for this, and
     /// its next open builds them as before.
     pub fn save_with_snapshot(&mut self) {
-        if self.is_empty()
-            || self.most_unsaved() > 0
-            || (self.passages.is_saved() && self.pages.is_saved() && self.records_current())
-        {
+        let complete = self.passages.is_saved()
+            && self.pages.is_saved()
+            && self.records_current()
+            && !self.bm25.worth_rewriting(self.applied_change, 0);
+        if self.is_empty() || self.most_unsaved() > 0 || complete {
             return;
         }
         self.passage_graph();
         self.pages();
-        self.save_indexes_or_warn(RecordsFile::Write);
+        self.save_indexes_or_warn(SaveScope::Complete);
     }
 
     /// How many chunks mention `node` (0 for an unknown node): the inverse of a node's

@@ -3,7 +3,9 @@
 //! search rather than a scan of every label (MuSiQue's OpenIE graph has 5,000 of them).
 
 use std::collections::HashMap;
+use std::path::Path;
 
+use super::saved::SavedGraph;
 use super::vector::VectorIndex;
 use crate::config::IndexSettings;
 use crate::embed::Embedding;
@@ -17,8 +19,9 @@ struct Label {
 pub struct RelationLabels {
     labels: HashMap<String, Label>,
     names: HashMap<u64, String>,
+    /// Keyed by [`label_key`]: the same label has the same key in every process, so a saved
+    /// graph of the labels can be adopted by the next open (see [`RelationLabels::restore`]).
     vectors: VectorIndex,
-    next_id: u64,
     /// Whether a label came or went since [`RelationLabels::take_changed`] last asked.
     changed: bool,
 }
@@ -29,7 +32,6 @@ impl RelationLabels {
             labels: HashMap::new(),
             names: HashMap::new(),
             vectors: VectorIndex::new(dim, settings)?,
-            next_id: 0,
             changed: false,
         })
     }
@@ -53,8 +55,12 @@ impl RelationLabels {
             return Ok(());
         }
         let vector = embed()?;
-        let id = self.next_id;
-        self.next_id += 1;
+        let mut id = label_key(label);
+        // Two labels with one key (1 in 10^10 for 20,000 labels): the later takes the next
+        // free key, which only costs a saved graph its member.
+        while self.names.contains_key(&id) {
+            id = id.wrapping_add(1);
+        }
         self.vectors.upsert(id, &vector)?;
         self.labels.insert(label.to_string(), Label { id, count: 1 });
         self.names.insert(id, label.to_string());
@@ -105,9 +111,36 @@ impl RelationLabels {
         self.vectors.staged()
     }
 
+    /// Label vectors the next link pass will link (none while few enough to scan).
+    pub fn staged_for_linking(&self) -> usize {
+        self.vectors.staged_for_linking()
+    }
+
     pub fn link_staged(&mut self) -> Result<()> {
         self.vectors.link_staged()
     }
+
+    /// Saves the graphs of the label vectors that changed since the last save, as
+    /// [`VectorIndex::save`] does for the KB's indexes.
+    pub(super) fn save_graphs(&mut self, dir: &Path, generation: u64) -> Result<Vec<SavedGraph>> {
+        self.vectors.save(dir, GRAPHS, generation)
+    }
+
+    /// Adopts the saved graphs of the label vectors once every label is known, instead of
+    /// linking them again (seconds for the tens of thousands of labels of an OpenIE graph);
+    /// see [`VectorIndex::restore`].
+    pub(super) fn restore(&mut self, dir: &Path, files: &[SavedGraph]) -> Result<usize> {
+        self.vectors.restore(dir, files)
+    }
+}
+
+/// The name the label vectors' graphs are saved under.
+pub(super) const GRAPHS: &str = "relations";
+
+/// A label's key in the vector index: FNV-1a of its bytes, the same in every process and
+/// build.
+fn label_key(label: &str) -> u64 {
+    label.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 #[cfg(test)]
