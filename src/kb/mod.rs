@@ -292,6 +292,15 @@ impl Kb {
             m
         });
         let Records { docs, chunks, nodes, edges } = self.read_records(manifest.as_ref())?;
+        // Sized once: growing them a record at a time rehashes every table several times.
+        self.docs.reserve(docs.len());
+        self.doc_ids.reserve(docs.len());
+        self.chunks.reserve(chunks.len());
+        self.chunk_nodes.reserve(chunks.len());
+        self.nodes.reserve(nodes.len());
+        self.node_keys.reserve(nodes.len());
+        self.edges.reserve(edges.len());
+        self.fact_edges.reserve(edges.len());
         for doc in docs {
             self.doc_ids.insert(doc.id.clone(), doc.key);
             self.docs.insert(doc.key, doc);
