@@ -291,7 +291,8 @@ impl Kb {
             }
             m
         });
-        let Records { docs, chunks, nodes, edges } = self.read_records(manifest.as_ref())?;
+        let log = self.log_since_save(manifest.as_ref())?;
+        let Records { docs, chunks, nodes, edges } = self.read_records(manifest.as_ref(), &log)?;
         // Sized once: growing them a record at a time rehashes every table several times.
         self.docs.reserve(docs.len());
         self.doc_ids.reserve(docs.len());
@@ -339,23 +340,14 @@ impl Kb {
             }
         }
         tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
-        // The changes since the save, read once where the postings are as current as the
-        // vectors (the usual case), since after a crash they are every record written since.
-        let saved_change = manifest.as_ref().and_then(|m| m.change).filter(|change| *change <= self.applied_change);
-        let since_save = saved_change.map(|change| self.store.changes_since(change)).transpose()?;
+        let saved_change = manifest.as_ref().and_then(|m| m.change).filter(|change| log.contains_key(change));
+        let since_save = saved_change.and_then(|change| log.get(&change));
         let bm25_mapped = match manifest.as_ref().and_then(|m| m.bm25.as_ref()) {
-            Some(saved) if saved.change <= self.applied_change => {
-                let since_postings;
-                let changed = match &since_save {
-                    Some(changed) if saved_change == Some(saved.change) => changed,
-                    _ => {
-                        since_postings = self.store.changes_since(saved.change)?;
-                        &since_postings
-                    }
-                };
-                self.adopt_bm25(saved, changed)?
-            }
-            _ => false,
+            Some(saved) => match log.get(&saved.change) {
+                Some(changed) => self.adopt_bm25(saved, changed)?,
+                None => false,
+            },
+            None => false,
         };
         if !bm25_mapped {
             self.bm25 = Bm25::new(&self.settings.bm25);
@@ -367,7 +359,7 @@ impl Kb {
         if let Some(manifest) = &manifest {
             self.saved_generation = manifest.generation;
         }
-        let adopted = match (&manifest, saved_change, &since_save) {
+        let adopted = match (&manifest, saved_change, since_save) {
             (Some(manifest), Some(change), Some(changed)) => self.adopt_save(manifest, change, changed)?,
             _ => None,
         };
@@ -403,19 +395,36 @@ impl Kb {
         Ok(())
     }
 
+    /// The store's changes since each change a file of the save is current with (the
+    /// vectors', the postings', the records'), read once per distinct change: usually they
+    /// are one, and after a crash the changes are every record written since. A change the
+    /// store has not reached (a save ahead of it) has none: its file is not used.
+    fn log_since_save(&self, manifest: Option<&saved::Manifest>) -> Result<HashMap<u64, Changed>> {
+        let mut log = HashMap::new();
+        let Some(m) = manifest else { return Ok(log) };
+        for change in [m.change, m.bm25.as_ref().map(|b| b.change), m.records.as_ref().map(|r| r.change)] {
+            if let Some(change) = change.filter(|c| *c <= self.applied_change && !log.contains_key(c)) {
+                log.insert(change, self.store.changes_since(change)?);
+            }
+        }
+        Ok(log)
+    }
+
     /// Every record as of the store's current change: the save's records file with what was
-    /// written since taken from the store, or, where there is no usable file, every record
-    /// read from the store.
-    fn read_records(&mut self, manifest: Option<&saved::Manifest>) -> Result<Records> {
-        let Some(saved) = manifest.and_then(|m| m.records.as_ref()).filter(|s| s.change <= self.applied_change) else {
+    /// written since (`log`, see [`Kb::log_since_save`]) taken from the store, or, where
+    /// there is no usable file, every record read from the store.
+    fn read_records(&mut self, manifest: Option<&saved::Manifest>, log: &HashMap<u64, Changed>) -> Result<Records> {
+        let Some((saved, changed)) =
+            manifest.and_then(|m| m.records.as_ref()).and_then(|s| Some((s, log.get(&s.change)?)))
+        else {
             return Records::read(&self.store);
         };
         let from_save = || -> Result<Option<Records>> {
             let mut records = Records::decoded(&saved::read_snapshot(&self.index_dir(), saved)?)?;
-            match self.store.changes_since(saved.change)? {
+            match changed {
                 Changed::Nothing => {}
                 Changed::Everything { .. } => return Ok(None),
-                Changed::Records { records: changed, .. } => records.overlay(&changed)?,
+                Changed::Records { records: changed, .. } => records.overlay(changed)?,
             }
             Ok(Some(records))
         };
@@ -1034,9 +1043,10 @@ impl Kb {
 
     /// Builds the snapshots and adds them and the records (see [`records`]) to the save, so
     /// that the next open reads its records from one file and serves its first query without
-    /// building the snapshots (seconds on a large KB): for the end of an ingest run. Only where the save holds everything else as it is now: a run too small to be
-    /// worth a save (see [`Kb::save_indexes_if_worth_it`]) is not worth one for this, and
-    /// its next open builds them as before.
+    /// building the snapshots (seconds on a large KB): for the end of an ingest run. Only
+    /// where the save holds everything else as it is now: a run too small to be worth a save
+    /// (see [`Kb::save_indexes_if_worth_it`]) is not worth one for this, and its next open
+    /// builds them as before.
     pub fn save_with_snapshot(&mut self) {
         let complete = self.passages.is_saved()
             && self.pages.is_saved()
