@@ -109,6 +109,19 @@ impl Reader<'_> {
         let len = self.u32()? as usize;
         std::str::from_utf8(self.bytes(len)?).ok()
     }
+
+    /// The next list of u32s as [`put_u32s`] wrote it, if it is there whole.
+    pub fn u32s(&mut self) -> Option<Vec<u32>> {
+        let count = self.u32()? as usize;
+        let bytes = self.bytes(count.checked_mul(4)?)?;
+        Some(bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+    }
+}
+
+/// Appends `values` as their count (little-endian u32) and each value.
+pub fn put_u32s(out: &mut Vec<u8>, values: &[u32]) {
+    out.extend_from_slice(&(values.len() as u32).to_le_bytes());
+    values.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
 }
 
 /// Appends `text` as its length (little-endian u32) and its bytes.

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use super::Kb;
-use super::mapped::{Reader, put_str};
+use super::mapped::{Reader, put_str, put_u32s};
 use super::model::ChunkId;
 use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
@@ -72,8 +72,7 @@ impl Pages {
         out.extend_from_slice(&(topics.len() as u64).to_le_bytes());
         for (key, chunks) in topics {
             put_str(&mut out, key);
-            out.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
-            chunks.iter().for_each(|c| out.extend_from_slice(&c.to_le_bytes()));
+            put_u32s(&mut out, chunks);
         }
         out
     }
@@ -91,9 +90,7 @@ impl Pages {
         let mut by_topic = HashMap::new();
         for _ in 0..topics {
             let key = reader.str().ok_or_else(|| damaged("a key"))?.to_string();
-            let count = reader.u32().ok_or_else(|| damaged("cut short"))? as usize;
-            let ids = reader.bytes(4 * count).ok_or_else(|| damaged("cut short"))?;
-            let chunks = ids.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            let chunks = reader.u32s().ok_or_else(|| damaged("cut short"))?;
             by_topic.insert(key, chunks);
         }
         if !reader.rest.is_empty() {

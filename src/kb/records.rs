@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::mapped::{Reader, put_str};
+use super::mapped::{Reader, put_str, put_u32s};
 use super::model::{Chunk, Document, Edge, EdgeOrigin, Link, Node};
 use super::store::{ChangedRecords, Family, Store};
 use crate::error::{Error, Result};
@@ -45,10 +45,10 @@ impl Records {
 
     /// The records in [`Records::decoded`]'s form; relation labels are written once each.
     pub fn encode<'a>(
-        docs: impl ExactSizeIterator<Item = &'a Document>,
-        chunks: impl ExactSizeIterator<Item = &'a Chunk>,
-        nodes: impl ExactSizeIterator<Item = &'a Node>,
-        edges: impl ExactSizeIterator<Item = &'a Edge> + Clone,
+        docs: impl Iterator<Item = &'a Document>,
+        chunks: impl Iterator<Item = &'a Chunk>,
+        nodes: impl Iterator<Item = &'a Node>,
+        edges: impl Iterator<Item = &'a Edge> + Clone,
     ) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
@@ -130,7 +130,7 @@ impl Records {
                         source: r.str()?.to_string(),
                         content_hash: r.str()?.to_string(),
                         summary: r.str()?.to_string(),
-                        chunks: u32s(r)?,
+                        chunks: r.u32s()?,
                         edges: (0..r.u32()?).map(|_| r.u64()).collect::<Option<_>>()?,
                     })
                 })
@@ -156,7 +156,7 @@ impl Records {
                         id: r.u32()?,
                         name: r.str()?.to_string(),
                         aliases: (0..r.u32()?).map(|_| r.str().map(str::to_string)).collect::<Option<_>>()?,
-                        chunks: u32s(r)?,
+                        chunks: r.u32s()?,
                     })
                 })
                 .collect::<Option<_>>()?;
@@ -201,15 +201,6 @@ fn overlay<T>(records: &mut Vec<T>, changed: Vec<(u64, Option<T>)>, id: impl Fn(
     records.retain(|record| !touched.contains(&id(record)));
     records.extend(changed.into_iter().filter_map(|(_, record)| record));
     records.sort_unstable_by_key(|record| id(record));
-}
-
-fn put_u32s(out: &mut Vec<u8>, values: &[u32]) {
-    out.extend_from_slice(&(values.len() as u32).to_le_bytes());
-    values.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
-}
-
-fn u32s(r: &mut Reader) -> Option<Vec<u32>> {
-    (0..r.u32()?).map(|_| r.u32()).collect()
 }
 
 fn put_span(out: &mut Vec<u8>, (start, end): (usize, usize)) {

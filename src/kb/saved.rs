@@ -296,8 +296,7 @@ pub fn write_labels<'a>(
 ) -> Result<SavedLabels> {
     let mut bytes = Vec::new();
     for (label, vector) in labels {
-        bytes.extend_from_slice(&(label.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(label.as_bytes());
+        mapped::put_str(&mut bytes, label);
         vector.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes()));
     }
     let file = format!("{name}{LABELS}");
@@ -314,8 +313,7 @@ pub fn read_labels(dir: &Path, saved: &SavedLabels, dim: usize) -> Result<HashMa
     let mut labels = HashMap::new();
     let mut reader = mapped::Reader { rest: &bytes };
     while !reader.rest.is_empty() {
-        let len = reader.u32().ok_or_else(damaged)? as usize;
-        let label = reader.bytes(len).and_then(|b| std::str::from_utf8(b).ok()).ok_or_else(damaged)?.to_string();
+        let label = reader.str().ok_or_else(damaged)?.to_string();
         let floats = reader.bytes(4 * dim).ok_or_else(damaged)?;
         let vector = floats.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         labels.insert(label, vector);
