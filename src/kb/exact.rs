@@ -23,10 +23,10 @@ pub struct ExactCodes {
 }
 
 impl ExactCodes {
-    pub fn new<'a>(dim: usize, vectors: impl Iterator<Item = (u64, &'a [f32])>) -> ExactCodes {
+    pub fn new<V: AsRef<[f32]>>(dim: usize, vectors: impl Iterator<Item = (u64, V)>) -> ExactCodes {
         let mut codes = ExactCodes { dim, ..ExactCodes::default() };
         for (key, v) in vectors {
-            codes.upsert(key, v);
+            codes.upsert(key, v.as_ref());
         }
         codes
     }

@@ -101,7 +101,7 @@ impl Kb {
     /// Every touched record leaves memory and, where it still exists, comes back as stored.
     fn changes_from(&self, records: &ChangedRecords) -> Result<Changes> {
         let vector = |family: Family, id: u64| {
-            records.vector(family, id).ok_or_else(|| Error::Corrupt {
+            records.vector(family, id)?.ok_or_else(|| Error::Corrupt {
                 key: format!("{family:?}/{id}"),
                 message: "a record was written without its vector".into(),
             })
@@ -134,7 +134,7 @@ impl Kb {
                 changes.edges_removed.push(id);
             }
             if let Some(edge) = edge {
-                if let Some(vector) = records.vector(Family::FactVec, id) {
+                if let Some(vector) = records.vector(Family::FactVec, id)? {
                     changes.fact_vectors.insert(id, vector);
                 }
                 changes.edges_added.push(edge);

@@ -15,6 +15,7 @@ pub mod graph;
 mod mapped;
 pub mod model;
 pub mod name;
+mod packed;
 pub mod pages;
 pub mod passage_graph;
 mod postings;
@@ -485,7 +486,8 @@ impl Kb {
             (Family::SummaryVec, &mut self.summary_index),
             (Family::NodeVec, &mut self.node_index),
         ] {
-            for (id, vector) in records.vectors(family) {
+            for entry in records.vectors(family) {
+                let (id, vector) = entry?;
                 match vector {
                     Some(v) => index.upsert(id, &v)?,
                     None => index.remove(id)?,
@@ -493,10 +495,9 @@ impl Kb {
             }
         }
         // A fact is indexed under the edge that represents it now, as a full read indexes it.
-        let touched: BTreeSet<u64> =
-            records.vectors(Family::FactVec).map(|(id, _)| id).chain(records.ids(Family::Edge)).collect();
+        let touched: BTreeSet<u64> = records.ids(Family::FactVec).chain(records.ids(Family::Edge)).collect();
         for id in touched {
-            match records.vector(Family::FactVec, id) {
+            match records.vector(Family::FactVec, id)? {
                 Some(v) if self.represents_fact(id) => self.fact_index.upsert(id, &v)?,
                 _ => self.fact_index.remove(id)?,
             }

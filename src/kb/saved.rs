@@ -34,7 +34,7 @@ use super::segment::{self, SavedSegment};
 use crate::error::{Error, Result};
 
 /// Bumped when the files' meaning changes; a manifest of another format is ignored.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 const MANIFEST: &str = "manifest.json";
 const LOCK: &str = "lock";
 

@@ -14,21 +14,25 @@
 //! Segments are never rewritten in place (a merge writes a new file), so a mapped file never
 //! changes under a reader, and the manifest ([`super::saved`]) names the files of one save.
 //!
-//! File layout, little-endian, 64-byte header: magic `A2RVEC01`, dimension (u32), zero (u32),
+//! File layout, little-endian, 64-byte header: magic `A2RVEC02`, dimension (u32), zero (u32),
 //! live count `n` (u64), dead count `d` (u64), zero padding; then `n` sorted keys (u64), `d`
-//! sorted dead keys (u64), then `n` rows of `dim` f32. The manifest holds the CRC-32 of the
-//! header and both key lists, checked at every open; the rows are not checksummed (reading
-//! gigabytes at open is what this file exists to avoid).
+//! sorted dead keys (u64), `n + 1` row offsets (u64, from the first row), then the `n` rows,
+//! each a vector as [`super::packed`] stores it, padded to four bytes: a dense row is `dim`
+//! f32 read in place, a mostly-zero one (the hash embedder's names and facts) a tenth of that.
+//! The manifest holds the CRC-32 of the header, both key lists and the offsets, checked at
+//! every open; the rows are not checksummed (reading gigabytes at open is what this file
+//! exists to avoid).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::mapped;
+use super::{mapped, packed};
 use crate::error::{Error, Result};
 
-const MAGIC: &[u8; 8] = b"A2RVEC01";
+const MAGIC: &[u8; 8] = b"A2RVEC02";
 const HEADER: usize = 64;
 /// The file suffix the manifest's clean-up recognises.
 pub const SUFFIX: &str = ".vectors";
@@ -42,7 +46,7 @@ compile_error!("saved vector segments are little-endian");
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedSegment {
     pub file: String,
-    /// CRC-32 of the header and the two key lists.
+    /// CRC-32 of the header, the two key lists and the row offsets.
     pub crc: u32,
     pub count: usize,
     pub dead: usize,
@@ -60,8 +64,8 @@ impl Segment {
         let path = dir.join(&saved.file);
         let map = mapped::map_scattered(&path)?;
         let damaged = |why: &str| Error::Index(format!("{}: {why}", path.display()));
-        let lists = HEADER + 8 * (saved.count + saved.dead);
-        if map.len() != lists + 4 * dim * saved.count {
+        let lists = HEADER + 8 * (saved.count + saved.dead + saved.count + 1);
+        if map.len() < lists || map.len() - lists != mapped::u64_at(&map, lists - 8) as usize {
             return Err(damaged("its size does not match its counts"));
         }
         if &map[..8] != MAGIC
@@ -86,13 +90,35 @@ impl Segment {
         bytemuck::cast_slice(&self.map[start..start + 8 * self.saved.dead])
     }
 
-    fn row(&self, row: usize) -> &[f32] {
-        let start = HEADER + 8 * (self.saved.count + self.saved.dead) + 4 * self.dim * row;
-        bytemuck::cast_slice(&self.map[start..start + 4 * self.dim])
+    fn offsets(&self) -> &[u64] {
+        let start = HEADER + 8 * (self.saved.count + self.saved.dead);
+        bytemuck::cast_slice(&self.map[start..start + 8 * (self.saved.count + 1)])
     }
 
-    fn get(&self, key: u64) -> Option<&[f32]> {
-        self.keys().binary_search(&key).ok().map(|row| self.row(row))
+    /// Row `row`'s bytes as written: a vector, padded.
+    fn row_bytes(&self, row: usize) -> &[u8] {
+        let rows = HEADER + 8 * (self.saved.count + self.saved.dead + self.saved.count + 1);
+        let offsets = self.offsets();
+        let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+        self.map.get(rows + start..rows + end).unwrap_or_default()
+    }
+
+    /// Row `row`'s vector; `None` where the row is damaged (rows are not checksummed), which
+    /// reads as absent rather than as a wrong vector.
+    fn row(&self, row: usize) -> Option<Cow<'_, [f32]>> {
+        let vector = packed::read_padded(self.row_bytes(row), self.dim);
+        if vector.is_none() {
+            tracing::warn!(file = %self.saved.file, row, "a saved vector is damaged; `a2rag reindex` writes them again");
+        }
+        vector
+    }
+
+    fn get(&self, key: u64) -> Option<Cow<'_, [f32]>> {
+        self.keys().binary_search(&key).ok().and_then(|row| self.row(row))
+    }
+
+    fn holds(&self, key: u64) -> bool {
+        self.keys().binary_search(&key).is_ok()
     }
 
     fn hides(&self, key: u64) -> bool {
@@ -151,22 +177,24 @@ impl VectorStore {
         self.fresh.len() + self.dropped.len()
     }
 
-    pub fn get(&self, key: u64) -> Option<&[f32]> {
+    /// The vector of `key`: borrowed where it is on the heap or stored dense, decoded where a
+    /// segment stores it sparse.
+    pub fn get(&self, key: u64) -> Option<Cow<'_, [f32]>> {
         if let Some(v) = self.fresh.get(&key) {
-            return Some(v);
+            return Some(Cow::Borrowed(v));
         }
         if self.dropped.contains(&key) {
             return None;
         }
-        self.in_segments(key, self.segments.len())
+        self.holder(key).and_then(|segment| segment.get(key))
     }
 
-    /// The vector of `key` as the newest `count` segments' elder ones (the first `count`)
-    /// hold it.
-    fn in_segments(&self, key: u64, count: usize) -> Option<&[f32]> {
-        for segment in self.segments[..count].iter().rev() {
-            if let Some(v) = segment.get(key) {
-                return Some(v);
+    /// The segment whose row of `key` counts: the newest that holds it, unless a newer one
+    /// lists it dead.
+    fn holder(&self, key: u64) -> Option<&Segment> {
+        for segment in self.segments.iter().rev() {
+            if segment.holds(key) {
+                return Some(segment);
             }
             if segment.hides(key) {
                 return None;
@@ -176,7 +204,7 @@ impl VectorStore {
     }
 
     pub fn contains(&self, key: u64) -> bool {
-        self.get(key).is_some()
+        self.fresh.contains_key(&key) || (!self.dropped.contains(&key) && self.holder(key).is_some())
     }
 
     pub fn insert(&mut self, key: u64, v: &[f32]) {
@@ -193,7 +221,7 @@ impl VectorStore {
             return;
         }
         self.fresh.remove(&key);
-        if self.in_segments(key, self.segments.len()).is_some() {
+        if self.holder(key).is_some() {
             self.dropped.insert(key);
         }
         self.len -= 1;
@@ -205,15 +233,15 @@ impl VectorStore {
     }
 
     /// Every live vector, each once (order unspecified).
-    pub fn iter(&self) -> impl Iterator<Item = (u64, &[f32])> + '_ {
-        let fresh = self.fresh.iter().map(|(key, v)| (*key, v.as_slice()));
+    pub fn iter(&self) -> impl Iterator<Item = (u64, Cow<'_, [f32]>)> + '_ {
+        let fresh = self.fresh.iter().map(|(key, v)| (*key, Cow::Borrowed(v.as_slice())));
         let saved = self.segments.iter().enumerate().flat_map(move |(at, segment)| {
             segment.keys().iter().enumerate().filter_map(move |(row, key)| {
                 // A key counts in the newest place that knows it.
                 let shadowed = self.fresh.contains_key(key)
                     || self.dropped.contains(key)
-                    || self.segments[at + 1..].iter().any(|newer| newer.get(*key).is_some() || newer.hides(*key));
-                (!shadowed).then(|| (*key, segment.row(row)))
+                    || self.segments[at + 1..].iter().any(|newer| newer.holds(*key) || newer.hides(*key));
+                if shadowed { None } else { Some((*key, segment.row(row)?)) }
             })
         });
         fresh.chain(saved)
@@ -232,7 +260,7 @@ impl VectorStore {
             written += 1;
             format!("{stem}-{}{SUFFIX}", written - 1)
         };
-        let mut entries: Vec<(u64, &[f32])> = self.fresh.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        let mut entries: Vec<(u64, Row)> = self.fresh.iter().map(|(k, v)| (*k, Row::Vector(v))).collect();
         entries.sort_unstable_by_key(|(k, _)| *k);
         let mut dead: Vec<u64> = self.dropped.iter().copied().collect();
         dead.sort_unstable();
@@ -243,8 +271,8 @@ impl VectorStore {
             kept -= 1;
             let elder = &self.segments[kept];
             let (rows, dead) = merge(elder, &newest, kept == 0);
-            let rows: Vec<(u64, &[f32])> =
-                rows.iter().map(|(k, from, row)| (*k, pick(elder, &newest, *from, *row))).collect();
+            let rows: Vec<(u64, Row)> =
+                rows.iter().map(|(k, from, row)| (*k, Row::Stored(pick(elder, &newest, *from, *row)))).collect();
             let saved = write_segment(dir, &next_name(), self.dim, &rows, &dead)?;
             drop(rows);
             newest = Segment::open(dir, &saved, self.dim)?;
@@ -305,33 +333,61 @@ fn merge(elder: &Segment, newer: &Segment, oldest: bool) -> Merged {
     (rows, dead)
 }
 
-fn pick<'a>(elder: &'a Segment, newer: &'a Segment, from: From, row: usize) -> &'a [f32] {
+fn pick<'a>(elder: &'a Segment, newer: &'a Segment, from: From, row: usize) -> &'a [u8] {
     match from {
-        From::Elder => elder.row(row),
-        From::Newer => newer.row(row),
+        From::Elder => elder.row_bytes(row),
+        From::Newer => newer.row_bytes(row),
+    }
+}
+
+/// A row to write: a vector from the heap, or a saved row's bytes, copied as they are.
+enum Row<'a> {
+    Vector(&'a [f32]),
+    Stored(&'a [u8]),
+}
+
+impl Row<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Row::Vector(v) => packed::padded_len(v),
+            Row::Stored(bytes) => bytes.len(),
+        }
     }
 }
 
 /// Writes one segment (entries sorted by key, dead keys sorted) under a temporary name,
 /// syncs it and renames it into place.
-fn write_segment(dir: &Path, name: &str, dim: usize, entries: &[(u64, &[f32])], dead: &[u64]) -> Result<SavedSegment> {
+fn write_segment(dir: &Path, name: &str, dim: usize, entries: &[(u64, Row)], dead: &[u64]) -> Result<SavedSegment> {
     let mut header = [0u8; HEADER];
     header[..8].copy_from_slice(MAGIC);
     header[8..12].copy_from_slice(&(dim as u32).to_le_bytes());
     header[16..24].copy_from_slice(&(entries.len() as u64).to_le_bytes());
     header[24..32].copy_from_slice(&(dead.len() as u64).to_le_bytes());
-    if let Some((key, v)) = entries.iter().find(|(_, v)| v.len() != dim) {
+    if let Some((key, Row::Vector(v))) = entries.iter().find(|(_, row)| matches!(row, Row::Vector(v) if v.len() != dim))
+    {
         return Err(Error::Internal(format!("vector {key} has {} dimensions, not {dim}", v.len())));
     }
+    let offsets = std::iter::once(0).chain(entries.iter().scan(0u64, |end, (_, row)| {
+        *end += row.len() as u64;
+        Some(*end)
+    }));
     let mut crc = crc32fast::Hasher::new();
     crc.update(&header);
     mapped::write_aside(dir, name, |out| {
         out.write_all(&header)?;
-        for key in entries.iter().map(|(k, _)| k).chain(dead) {
-            crc.update(&key.to_le_bytes());
-            out.write_all(&key.to_le_bytes())?;
+        for word in entries.iter().map(|(k, _)| *k).chain(dead.iter().copied()).chain(offsets) {
+            crc.update(&word.to_le_bytes());
+            out.write_all(&word.to_le_bytes())?;
         }
-        entries.iter().try_for_each(|(_, v)| out.write_all(bytemuck::cast_slice(v)))
+        let mut encoded = Vec::with_capacity(4 * dim + 8);
+        entries.iter().try_for_each(|(_, row)| match row {
+            Row::Vector(v) => {
+                encoded.clear();
+                packed::write_padded(v, &mut encoded);
+                out.write_all(&encoded)
+            }
+            Row::Stored(bytes) => out.write_all(bytes),
+        })
     })?;
     Ok(SavedSegment { file: name.to_string(), crc: crc.finalize(), count: entries.len(), dead: dead.len() })
 }
@@ -342,19 +398,23 @@ mod tests {
 
     use super::*;
 
+    const DIM: usize = 8;
+
+    /// Dense for even seeds, one component set (stored sparse) for odd ones, so that a
+    /// segment mixes both kinds of row.
     fn vector(seed: u64) -> Vec<f32> {
-        (0..4).map(|i| (seed * 10 + i) as f32).collect()
+        (0..DIM as u64).map(|i| if seed % 2 == 1 && i > 0 { 0.0 } else { (seed * 10 + i + 1) as f32 }).collect()
     }
 
     /// The store's contents, sorted, as owned vectors.
     fn contents(store: &VectorStore) -> BTreeMap<u64, Vec<f32>> {
-        store.iter().map(|(k, v)| (k, v.to_vec())).collect()
+        store.iter().map(|(k, v)| (k, v.into_owned())).collect()
     }
 
     #[test]
     fn saved_segments_answer_like_the_writes_they_hold_across_merges_and_reopens() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = VectorStore::new(4);
+        let mut store = VectorStore::new(DIM);
         let mut truth: BTreeMap<u64, Vec<f32>> = BTreeMap::new();
         let mut state = 7u64;
         for save in 0..12u64 {
@@ -374,10 +434,14 @@ mod tests {
             let saved = store.save(dir.path(), &format!("chunks-{save}")).unwrap();
             assert_eq!(store.unsaved(), 0);
             assert_eq!((store.len(), contents(&store)), (truth.len(), truth.clone()), "after save {save}");
-            let reopened = VectorStore::open(dir.path(), &saved, 4, store.len()).unwrap();
+            let reopened = VectorStore::open(dir.path(), &saved, DIM, store.len()).unwrap();
             assert_eq!((reopened.len(), contents(&reopened)), (truth.len(), truth.clone()), "reopened {save}");
             for key in 0..120 {
-                assert_eq!(reopened.get(key), truth.get(&key).map(Vec::as_slice), "key {key} after save {save}");
+                assert_eq!(
+                    reopened.get(key).as_deref(),
+                    truth.get(&key).map(Vec::as_slice),
+                    "key {key} after save {save}"
+                );
             }
             assert!(saved.len() <= 6, "the binary counter keeps few segments: {}", saved.len());
         }
@@ -386,7 +450,7 @@ mod tests {
     #[test]
     fn the_oldest_segment_keeps_no_dead_keys() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = VectorStore::new(4);
+        let mut store = VectorStore::new(DIM);
         for key in 0..10 {
             store.insert(key, &vector(key));
         }
@@ -398,23 +462,30 @@ mod tests {
         let saved = store.save(dir.path(), "b").unwrap();
         assert_eq!(saved.len(), 1, "the change was as large as the base: merged");
         assert_eq!((saved[0].count, saved[0].dead), (1, 0));
-        assert_eq!(store.get(3), Some(vector(99).as_slice()));
+        assert_eq!(store.get(3).as_deref(), Some(vector(99).as_slice()));
     }
 
     #[test]
     fn a_damaged_or_mismatched_segment_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = VectorStore::new(4);
+        let mut store = VectorStore::new(DIM);
         store.insert(1, &vector(1));
         let saved = store.save(dir.path(), "s").unwrap();
-        assert!(VectorStore::open(dir.path(), &saved, 8, 1).is_err(), "another dimension");
+        assert!(VectorStore::open(dir.path(), &saved, 2 * DIM, 1).is_err(), "another dimension");
         let path = dir.path().join(&saved[0].file);
         let mut bytes = std::fs::read(&path).unwrap();
+        // The row (sparse) names another dimension: not checksummed, read as absent.
+        let row = HEADER + 8 * 3;
+        bytes[row] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let damaged_row = VectorStore::open(dir.path(), &saved, DIM, 1).unwrap();
+        assert_eq!(damaged_row.get(1), None);
+        bytes[row] ^= 1;
         bytes[HEADER] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
-        let err = VectorStore::open(dir.path(), &saved, 4, 1).err().unwrap().to_string();
+        let err = VectorStore::open(dir.path(), &saved, DIM, 1).err().unwrap().to_string();
         assert!(err.contains("checksum"), "{err}");
         std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
-        assert!(VectorStore::open(dir.path(), &saved, 4, 1).is_err(), "a truncated file");
+        assert!(VectorStore::open(dir.path(), &saved, DIM, 1).is_err(), "a truncated file");
     }
 }

@@ -24,6 +24,7 @@
 //!   one unbounded graph made a large document's ingest super-linear. Bounded graphs keep the
 //!   cost per linked vector flat; a search costs one small-graph search per graph.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
@@ -251,7 +252,7 @@ impl VectorIndex {
                             let vector = vectors
                                 .get(*key)
                                 .ok_or_else(|| Error::Internal(format!("vector {key} staged but not stored")))?;
-                            graph.add(*key, vector).map_err(index_error)
+                            graph.add(*key, &vector).map_err(index_error)
                         })
                     })
                 })
@@ -274,7 +275,7 @@ impl VectorIndex {
             let hits = codes
                 .candidates(query, k)
                 .into_iter()
-                .filter_map(|key| self.vectors.get(key).map(|v| (key, cosine(query, v))))
+                .filter_map(|key| self.vectors.get(key).map(|v| (key, cosine(query, &v))))
                 .collect();
             return Ok(top_k(hits, k));
         }
@@ -288,7 +289,7 @@ impl VectorIndex {
             candidates.extend(found.into_iter().filter(|key| self.home.get(key) == Some(at)));
         }
         let hits: Vec<(u64, f32)> =
-            candidates.into_iter().filter_map(|key| self.vectors.get(key).map(|v| (key, cosine(query, v)))).collect();
+            candidates.into_iter().filter_map(|key| self.vectors.get(key).map(|v| (key, cosine(query, &v)))).collect();
         Ok(top_k(hits, k))
     }
 
@@ -299,7 +300,7 @@ impl VectorIndex {
 
     /// The stored vector of `key`, if any.
     pub fn get(&self, key: u64) -> Option<Vec<f32>> {
-        self.vectors.get(key).map(<[f32]>::to_vec)
+        self.vectors.get(key).map(Cow::into_owned)
     }
 
     /// Whether a vector is stored under `key`.
@@ -309,7 +310,7 @@ impl VectorIndex {
 
     /// Cosine between `query` and the vector of `key`, without copying it.
     pub fn similarity(&self, key: u64, query: &[f32]) -> Option<f32> {
-        self.vectors.get(key).map(|v| cosine(query, v))
+        self.vectors.get(key).map(|v| cosine(query, &v))
     }
 
     /// Keys linked into or removed from the graphs since the last save: what an open would
@@ -325,7 +326,7 @@ impl VectorIndex {
         let mut members: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.graphs.len()];
         for (key, at) in &self.home {
             if let (None, Some(vector)) = (&self.graphs[*at].saved, self.vectors.get(*key)) {
-                members[*at].push((*key, saved::fingerprint(vector)));
+                members[*at].push((*key, saved::fingerprint(&vector)));
             }
         }
         let mut files = Vec::new();
@@ -455,7 +456,7 @@ impl VectorIndex {
             for (key, print) in members {
                 let current = self.staged.contains(&key)
                     && !home.contains_key(&key)
-                    && self.vectors.get(key).is_some_and(|v| saved::fingerprint(v) == print);
+                    && self.vectors.get(key).is_some_and(|v| saved::fingerprint(&v) == print);
                 if current {
                     home.insert(key, at);
                 } else {

@@ -28,6 +28,7 @@ use serde::de::DeserializeOwned;
 
 use super::model::{Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Node, NodeId};
 use super::name::KbName;
+use super::packed;
 use crate::config::{Settings, StoreBackend, StoreSettings};
 use crate::error::{Error, Result};
 
@@ -40,8 +41,9 @@ pub const OWNER: &str = "owner";
 /// Bump when the on-disk layout changes so that an older build would misread it (a newer
 /// build reads every older layout). 2: one fact vector per distinct fact, not per edge. 3: a
 /// sled store logs its changes, and saved vectors replay that log: an older build would write
-/// without logging, and the next open would trust vectors that no longer match the store.
-pub const SCHEMA_VERSION: u32 = 3;
+/// without logging, and the next open would trust vectors that no longer match the store. 4:
+/// mostly-zero vectors are stored sparse (`kb::packed`), which an older build would misread.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Changes a back end keeps in its log (each entry a few hundred bytes): a daemon further
 /// behind loads the KB again, and an open whose save is older reads the whole store.
@@ -387,7 +389,8 @@ impl Store {
 
     /// The vector stored for `id` in `family`, if any.
     pub fn get_vector(&self, family: Family, id: u64) -> Result<Option<Vec<f32>>> {
-        Ok(self.backend.get(Space::Kb, &family.key(id))?.map(|raw| bytes_to_vec(&raw)))
+        let key = family.key(id);
+        self.backend.get(Space::Kb, &key)?.map(|raw| bytes_to_vec(&key, &raw)).transpose()
     }
 
     /// All vectors of one family as (id, vector).
@@ -399,7 +402,7 @@ impl Store {
                 key: String::from_utf8_lossy(&k).into_owned(),
                 message: "bad vector key".into(),
             })?;
-            Ok((u64::from_be_bytes(id_bytes), bytes_to_vec(&v)))
+            Ok((u64::from_be_bytes(id_bytes), bytes_to_vec(&k, &v)?))
         })
     }
 
@@ -518,13 +521,18 @@ impl ChangedRecords {
     }
 
     /// The vector of `family` stored for `id` now, if any.
-    pub fn vector(&self, family: Family, id: u64) -> Option<Vec<f32>> {
-        self.by_family.get(&family)?.get(&id)?.as_deref().map(bytes_to_vec)
+    pub fn vector(&self, family: Family, id: u64) -> Result<Option<Vec<f32>>> {
+        let Some(Some(raw)) = self.by_family.get(&family).and_then(|ids| ids.get(&id)) else {
+            return Ok(None);
+        };
+        bytes_to_vec(&family.key(id), raw).map(Some)
     }
 
     /// The vectors of `family` written since: each id with its vector now (`None`: removed).
-    pub fn vectors(&self, family: Family) -> impl Iterator<Item = (u64, Option<Vec<f32>>)> + '_ {
-        self.raw(family).map(|(id, value)| (*id, value.as_deref().map(bytes_to_vec)))
+    pub fn vectors(&self, family: Family) -> impl Iterator<Item = Result<(u64, Option<Vec<f32>>)>> + '_ {
+        self.raw(family).map(move |(id, value)| {
+            Ok((*id, value.as_deref().map(|raw| bytes_to_vec(&family.key(*id), raw)).transpose()?))
+        })
     }
 
     /// The ids of `family` touched since, written or removed.
@@ -599,11 +607,14 @@ fn decode<T: DeserializeOwned>(key: &[u8], raw: &[u8]) -> Result<T> {
 }
 
 fn vec_to_bytes(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    packed::encode(v)
 }
 
-fn bytes_to_vec(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+fn bytes_to_vec(key: &[u8], raw: &[u8]) -> Result<Vec<f32>> {
+    packed::decode(raw).ok_or_else(|| Error::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        message: format!("{} bytes that encode no vector", raw.len()),
+    })
 }
 
 /// Typed writes that land together or not at all.
@@ -753,9 +764,20 @@ mod tests {
         let store = sled_store(dir.path());
         let mut b = KbBatch::default();
         b.put_vector(Family::ChunkVec, 7, &[0.5, -1.25, 3.0]);
+        let mut mostly_zero = vec![0.0; 512];
+        mostly_zero[17] = 0.75;
+        mostly_zero[400] = -0.5;
+        b.put_vector(Family::ChunkVec, 8, &mostly_zero);
         store.commit(b).unwrap();
         let all: Vec<_> = store.scan_vectors(Family::ChunkVec).collect::<Result<_>>().unwrap();
-        assert_eq!(all, vec![(7, vec![0.5, -1.25, 3.0])]);
+        assert_eq!(all, vec![(7, vec![0.5, -1.25, 3.0]), (8, mostly_zero.clone())]);
+        assert_eq!(store.get_vector(Family::ChunkVec, 8).unwrap(), Some(mostly_zero));
+        let stored = store.backend.get(Space::Kb, &Family::ChunkVec.key(8)).unwrap().unwrap();
+        assert!(stored.len() < 100, "stored sparse: {} bytes", stored.len());
+        // A value that encodes no vector is reported, not read as one.
+        store.backend.insert(Space::Kb, &Family::ChunkVec.key(9), &[1, 2, 3]).unwrap();
+        let err = store.get_vector(Family::ChunkVec, 9).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
     }
 
     #[test]
@@ -800,8 +822,8 @@ mod tests {
             panic!("one change since 1")
         };
         assert_eq!(latest, 2);
-        assert_eq!(records.vectors(Family::NodeVec).collect::<Vec<_>>(), vec![(4, Some(vec![2.0]))]);
-        assert_eq!(records.vector(Family::FactVec, 9), Some(vec![0.5]), "ahead writes are logged too");
+        assert_eq!(records.vectors(Family::NodeVec).collect::<Result<Vec<_>>>().unwrap(), vec![(4, Some(vec![2.0]))]);
+        assert_eq!(records.vector(Family::FactVec, 9).unwrap(), Some(vec![0.5]), "ahead writes are logged too");
         assert!(records.ids(Family::Doc).next().is_none(), "the first change is not repeated");
         let Changed::Records { records, .. } = store.changes_since(0).unwrap() else { panic!("two changes") };
         assert_eq!(records.ids(Family::Doc).collect::<Vec<_>>(), vec![1]);

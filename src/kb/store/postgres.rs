@@ -64,6 +64,9 @@ const MIGRATIONS: &[&str] = &[
          created_at timestamptz NOT NULL DEFAULT now()
      );
      ALTER TABLE a2rag_changes ADD COLUMN author text NOT NULL DEFAULT '';",
+    // 4: mostly-zero vectors stored sparse (`kb::packed`). No table changes; the version
+    // keeps an older build, which would misread them, off the database.
+    "COMMENT ON TABLE a2rag_entries IS 'a2rag KB records; schema 4: sparse vectors where most components are zero'",
 ];
 
 /// The notification channel commits announce themselves on (payload: the KB's name).

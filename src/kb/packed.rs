@@ -1,0 +1,188 @@
+//! Vectors as they are kept on disk, in the store and in saved segments: either every f32
+//! component, or, where most components are zero, a bitmap of the nonzero ones and their
+//! values. The hash embedder's vectors of names and facts set a few dozen of 512 components,
+//! so they take a tenth of the bytes; a dense vector (MiniLM's) stays as it was. Lossless to
+//! the bit, so a vector read back has the same fingerprint and the same scores.
+//!
+//! Layout, little-endian. Dense: the components as f32, `4 * dim` bytes. Sparse: the
+//! dimension (u16), `ceil(dim / 32)` u32 words of bitmap (bit `i` set: component `i` is not
+//! +0.0), then the set components' values as f32 in order. A sparse encoding is `2` modulo
+//! `4` bytes long and a dense one `0`, which is how a reader tells them apart; a vector is
+//! encoded sparse only where that is shorter.
+
+use std::borrow::Cow;
+
+/// Bytes of the sparse form's dimension field.
+const DIM_FIELD: usize = 2;
+
+fn bitmap_words(dim: usize) -> usize {
+    dim.div_ceil(32)
+}
+
+/// Bytes of `v` encoded sparse, with `nonzero` components set.
+fn sparse_len(dim: usize, nonzero: usize) -> usize {
+    DIM_FIELD + 4 * bitmap_words(dim) + 4 * nonzero
+}
+
+fn nonzero(v: &[f32]) -> usize {
+    v.iter().filter(|x| x.to_bits() != 0).count()
+}
+
+/// Whether `v` is stored sparse: where that is shorter by more than the bytes a segment pads
+/// a row with, so that a padded sparse row is never as long as a dense one.
+fn is_sparse(v: &[f32]) -> bool {
+    u16::try_from(v.len()).is_ok() && sparse_len(v.len(), nonzero(v)) + SEGMENT_PADDING < 4 * v.len()
+}
+
+/// `v` as it is stored: sparse where that is shorter, dense otherwise.
+pub fn encode(v: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 * v.len());
+    write(v, &mut out);
+    out
+}
+
+fn write(v: &[f32], out: &mut Vec<u8>) {
+    if !is_sparse(v) {
+        out.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+        return;
+    }
+    out.extend_from_slice(&(v.len() as u16).to_le_bytes());
+    for word in v.chunks(32) {
+        let bits = word.iter().enumerate().fold(0u32, |bits, (i, x)| bits | (u32::from(x.to_bits() != 0) << i));
+        out.extend_from_slice(&bits.to_le_bytes());
+    }
+    out.extend(v.iter().filter(|x| x.to_bits() != 0).flat_map(|x| x.to_le_bytes()));
+}
+
+/// The bytes a segment pads a sparse row with: its rows start at multiples of four bytes, so
+/// that a dense row is read in place.
+const SEGMENT_PADDING: usize = 2;
+
+/// The length of `v` as a segment stores it.
+pub fn padded_len(v: &[f32]) -> usize {
+    if is_sparse(v) { sparse_len(v.len(), nonzero(v)) + SEGMENT_PADDING } else { 4 * v.len() }
+}
+
+/// Appends `v` as a segment stores it: encoded, then padded to a multiple of four bytes.
+pub fn write_padded(v: &[f32], out: &mut Vec<u8>) {
+    write(v, out);
+    if !out.len().is_multiple_of(4) {
+        out.extend_from_slice(&[0; SEGMENT_PADDING]);
+    }
+}
+
+/// A row of a segment with `dim` dimensions, as [`write_padded`] wrote it: read in place where
+/// it is dense (and aligned), decoded where it is sparse; `None` where it is neither.
+pub fn read_padded(bytes: &[u8], dim: usize) -> Option<Cow<'_, [f32]>> {
+    if bytes.len() == 4 * dim {
+        return Some(match bytemuck::try_cast_slice(bytes) {
+            Ok(v) => Cow::Borrowed(v),
+            Err(_) => Cow::Owned(bytes.chunks_exact(4).map(f32_at).collect()),
+        });
+    }
+    let v = decode(bytes.get(..bytes.len().checked_sub(SEGMENT_PADDING)?)?)?;
+    (v.len() == dim).then_some(Cow::Owned(v))
+}
+
+/// The vector `bytes` encode; `None` where they are no encoding [`encode`] writes.
+pub fn decode(bytes: &[u8]) -> Option<Vec<f32>> {
+    if bytes.len().is_multiple_of(4) {
+        return Some(bytes.chunks_exact(4).map(f32_at).collect());
+    }
+    let dim = usize::from(u16::from_le_bytes(bytes.get(..DIM_FIELD)?.try_into().ok()?));
+    let words = bytes.get(DIM_FIELD..DIM_FIELD + 4 * bitmap_words(dim))?;
+    let values = &bytes[DIM_FIELD + words.len()..];
+    let set = words.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]).count_ones() as usize);
+    if values.len() != 4 * set.sum::<usize>() {
+        return None;
+    }
+    let mut values = values.chunks_exact(4).map(f32_at);
+    let mut v = vec![0f32; dim];
+    for (w, word) in words.chunks_exact(4).enumerate() {
+        let mut bits = u32::from_le_bytes(word.try_into().ok()?);
+        while bits != 0 {
+            let i = w * 32 + bits.trailing_zeros() as usize;
+            *v.get_mut(i)? = values.next()?;
+            bits &= bits - 1;
+        }
+    }
+    Some(v)
+}
+
+fn f32_at(bytes: &[u8]) -> f32 {
+    f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mostly_zero(dim: usize, set: &[(usize, f32)]) -> Vec<f32> {
+        let mut v = vec![0.0; dim];
+        for (i, x) in set {
+            v[*i] = *x;
+        }
+        v
+    }
+
+    #[test]
+    fn a_mostly_zero_vector_is_stored_short_and_read_back_to_the_bit() {
+        let v = mostly_zero(512, &[(0, 0.25), (31, -1.5), (32, f32::MIN_POSITIVE), (300, -0.0), (511, 7.0)]);
+        let bytes = encode(&v);
+        assert_eq!(bytes.len() % 4, 2, "sparse");
+        assert!(bytes.len() < 100, "{} bytes", bytes.len());
+        let back = decode(&bytes).unwrap();
+        assert_eq!(
+            back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_dense_vector_is_stored_as_its_components() {
+        let v: Vec<f32> = (0..384).map(|i| (i as f32 - 100.0) / 7.0).collect();
+        let bytes = encode(&v);
+        assert_eq!(bytes.len(), 4 * 384);
+        assert_eq!(decode(&bytes).unwrap(), v);
+        // Components written by an earlier build, which stored every vector this way.
+        assert_eq!(decode(&[0, 0, 128, 63, 0, 0, 0, 0]).unwrap(), vec![1.0, 0.0]);
+    }
+
+    #[test]
+    fn dimensions_that_do_not_fill_a_bitmap_word_round_trip() {
+        for dim in [1, 5, 33, 100] {
+            let v = mostly_zero(dim, &[(dim - 1, 2.0)]);
+            assert_eq!(decode(&encode(&v)).unwrap(), v, "dimension {dim}");
+        }
+    }
+
+    #[test]
+    fn a_segment_row_is_read_in_place_when_dense_and_decoded_when_sparse() {
+        let dense: Vec<f32> = (0..64).map(|i| i as f32 + 0.5).collect();
+        let sparse = mostly_zero(64, &[(9, 3.0)]);
+        let mut rows = Vec::new();
+        write_padded(&sparse, &mut rows);
+        assert_eq!(rows.len(), padded_len(&sparse));
+        assert_eq!(rows.len() % 4, 0);
+        write_padded(&dense, &mut rows);
+        assert_eq!(rows.len(), padded_len(&sparse) + padded_len(&dense));
+        let (first, second) = rows.split_at(padded_len(&sparse));
+        assert_eq!(read_padded(first, 64).unwrap().as_ref(), sparse.as_slice());
+        assert_eq!(read_padded(second, 64).unwrap().as_ref(), dense.as_slice());
+        assert!(read_padded(first, 32).is_none(), "another dimension");
+    }
+
+    #[test]
+    fn a_sparse_vector_of_the_wrong_length_is_refused() {
+        let v = mostly_zero(64, &[(3, 1.0), (40, -2.0)]);
+        let mut bytes = encode(&v);
+        assert_eq!(decode(&bytes[..bytes.len() - 4]), None, "a value missing");
+        bytes.extend_from_slice(&[0, 0, 0, 0]);
+        assert_eq!(decode(&bytes), None, "a value too many");
+        assert_eq!(decode(&[1]), None);
+        // A bitmap naming a component past the dimension.
+        let mut wrong = encode(&mostly_zero(40, &[(1, 1.0)]));
+        wrong[DIM_FIELD + 4..DIM_FIELD + 8].copy_from_slice(&0x80u32.to_le_bytes());
+        assert_eq!(decode(&wrong), None);
+    }
+}
