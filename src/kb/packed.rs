@@ -12,6 +12,8 @@
 
 use std::borrow::Cow;
 
+use crate::embed::cosine;
+
 /// Bytes of the sparse form's dimension field.
 const DIM_FIELD: usize = 2;
 
@@ -84,29 +86,76 @@ pub fn read_padded(bytes: &[u8], dim: usize) -> Option<Cow<'_, [f32]>> {
     (v.len() == dim).then_some(Cow::Owned(v))
 }
 
+/// [`crate::embed::cosine`] of `query` and the vector of a segment row `bytes` (as
+/// [`read_padded`] reads it), to the bit, without decoding a sparse row: its set components
+/// go to the lanes their index gives, in order, as the dense sum adds them (the zeros it adds
+/// change no sum). `None` where the row is damaged or has another dimension.
+pub fn cosine_padded(query: &[f32], bytes: &[u8]) -> Option<f32> {
+    const LANES: usize = 8;
+    let dim = query.len();
+    if bytes.len() == 4 * dim || !dim.is_multiple_of(LANES) {
+        return read_padded(bytes, dim).map(|v| cosine(query, &v));
+    }
+    let sparse = Sparse::parse(bytes.get(..bytes.len().checked_sub(SEGMENT_PADDING)?)?)?;
+    if sparse.dim != dim {
+        return None;
+    }
+    let mut partial = [0f32; LANES];
+    for (i, x) in sparse.components() {
+        partial[i % LANES] += query[i] * x;
+    }
+    Some(partial.iter().sum())
+}
+
 /// The vector `bytes` encode; `None` where they are no encoding [`encode`] writes.
 pub fn decode(bytes: &[u8]) -> Option<Vec<f32>> {
     if bytes.len().is_multiple_of(4) {
         return Some(bytes.chunks_exact(4).map(f32_at).collect());
     }
-    let dim = usize::from(u16::from_le_bytes(bytes.get(..DIM_FIELD)?.try_into().ok()?));
-    let words = bytes.get(DIM_FIELD..DIM_FIELD + 4 * bitmap_words(dim))?;
-    let values = &bytes[DIM_FIELD + words.len()..];
-    let set = words.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]).count_ones() as usize);
-    if values.len() != 4 * set.sum::<usize>() {
-        return None;
-    }
-    let mut values = values.chunks_exact(4).map(f32_at);
-    let mut v = vec![0f32; dim];
-    for (w, word) in words.chunks_exact(4).enumerate() {
-        let mut bits = u32::from_le_bytes(word.try_into().ok()?);
-        while bits != 0 {
-            let i = w * 32 + bits.trailing_zeros() as usize;
-            *v.get_mut(i)? = values.next()?;
-            bits &= bits - 1;
-        }
+    let sparse = Sparse::parse(bytes)?;
+    let mut v = vec![0f32; sparse.dim];
+    for (i, x) in sparse.components() {
+        v[i] = x;
     }
     Some(v)
+}
+
+/// A sparse encoding's parts, checked against each other.
+struct Sparse<'a> {
+    dim: usize,
+    words: &'a [u8],
+    values: &'a [u8],
+}
+
+impl<'a> Sparse<'a> {
+    /// `None` unless the bitmap fits the dimension and sets one bit per value.
+    fn parse(bytes: &'a [u8]) -> Option<Sparse<'a>> {
+        let dim = usize::from(u16::from_le_bytes(bytes.get(..DIM_FIELD)?.try_into().ok()?));
+        let words = bytes.get(DIM_FIELD..DIM_FIELD + 4 * bitmap_words(dim))?;
+        let values = &bytes[DIM_FIELD + words.len()..];
+        let set: usize = words.chunks_exact(4).map(|w| word(w).count_ones() as usize).sum();
+        let past_dim = words.chunks_exact(4).last().is_some_and(|w| dim % 32 != 0 && word(w) >> (dim % 32) != 0);
+        (values.len() == 4 * set && !past_dim).then_some(Sparse { dim, words, values })
+    }
+
+    /// The set components as (index, value), in index order.
+    fn components(&self) -> impl Iterator<Item = (usize, f32)> + 'a {
+        let indices = self.words.chunks_exact(4).enumerate().flat_map(|(w, bytes)| {
+            let mut bits = word(bytes);
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let i = w * 32 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    i
+                })
+            })
+        });
+        indices.zip(self.values.chunks_exact(4).map(f32_at))
+    }
+}
+
+fn word(bytes: &[u8]) -> u32 {
+    u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
 }
 
 fn f32_at(bytes: &[u8]) -> f32 {
@@ -170,6 +219,31 @@ mod tests {
         assert_eq!(read_padded(first, 64).unwrap().as_ref(), sparse.as_slice());
         assert_eq!(read_padded(second, 64).unwrap().as_ref(), dense.as_slice());
         assert!(read_padded(first, 32).is_none(), "another dimension");
+    }
+
+    #[test]
+    fn the_cosine_of_a_stored_row_is_the_dense_cosine_to_the_bit() {
+        let mut state = 11u64;
+        let mut next = move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state >> 33
+        };
+        for dim in [64, 384, 512] {
+            let query: Vec<f32> = (0..dim).map(|_| next() as f32 / 1e9 - 1.0).collect();
+            for set in [1, 5, 40, dim / 3, dim] {
+                let mut v = vec![0.0; dim];
+                for _ in 0..set {
+                    v[next() as usize % dim] = next() as f32 / 3e9 - 0.5;
+                }
+                let mut row = Vec::new();
+                write_padded(&v, &mut row);
+                let stored = cosine_padded(&query, &row).unwrap();
+                assert_eq!(stored.to_bits(), cosine(&query, &v).to_bits(), "dimension {dim}, {set} set");
+            }
+        }
+        let mut row = Vec::new();
+        write_padded(&mostly_zero(64, &[(1, 1.0)]), &mut row);
+        assert_eq!(cosine_padded(&[1.0; 32], &row), None, "another dimension");
     }
 
     #[test]

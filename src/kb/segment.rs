@@ -103,18 +103,27 @@ impl Segment {
         self.map.get(rows + start..rows + end).unwrap_or_default()
     }
 
-    /// Row `row`'s vector; `None` where the row is damaged (rows are not checksummed), which
-    /// reads as absent rather than as a wrong vector.
-    fn row(&self, row: usize) -> Option<Cow<'_, [f32]>> {
-        let vector = packed::read_padded(self.row_bytes(row), self.dim);
-        if vector.is_none() {
+    /// What `read` makes of row `row`'s bytes; `None` where the row is damaged (rows are not
+    /// checksummed), which reads as absent rather than as a wrong vector.
+    fn read<'a, T>(&'a self, row: usize, read: impl FnOnce(&'a [u8]) -> Option<T>) -> Option<T> {
+        let found = read(self.row_bytes(row));
+        if found.is_none() {
             tracing::warn!(file = %self.saved.file, row, "a saved vector is damaged; `a2rag reindex` writes them again");
         }
-        vector
+        found
+    }
+
+    fn row(&self, row: usize) -> Option<Cow<'_, [f32]>> {
+        self.read(row, |bytes| packed::read_padded(bytes, self.dim))
     }
 
     fn get(&self, key: u64) -> Option<Cow<'_, [f32]>> {
         self.keys().binary_search(&key).ok().and_then(|row| self.row(row))
+    }
+
+    fn cosine(&self, key: u64, query: &[f32]) -> Option<f32> {
+        let row = self.keys().binary_search(&key).ok()?;
+        self.read(row, |bytes| packed::cosine_padded(query, bytes))
     }
 
     fn holds(&self, key: u64) -> bool {
@@ -187,6 +196,18 @@ impl VectorStore {
             return None;
         }
         self.holder(key).and_then(|segment| segment.get(key))
+    }
+
+    /// The cosine of `query` and the vector of `key` (see [`crate::embed::cosine`]), read in
+    /// place: a sparse row is not decoded.
+    pub fn cosine(&self, key: u64, query: &[f32]) -> Option<f32> {
+        if let Some(v) = self.fresh.get(&key) {
+            return Some(crate::embed::cosine(query, v));
+        }
+        if self.dropped.contains(&key) {
+            return None;
+        }
+        self.holder(key)?.cosine(key, query)
     }
 
     /// The segment whose row of `key` counts: the newest that holds it, unless a newer one

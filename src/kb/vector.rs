@@ -35,7 +35,6 @@ use super::mapped;
 use super::saved::{self, SavedGraph, SavedVectors};
 use super::segment::VectorStore;
 use crate::config::{IndexSettings, Quantization};
-use crate::embed::cosine;
 use crate::error::{Error, Result};
 use crate::rank::top_k;
 
@@ -275,7 +274,7 @@ impl VectorIndex {
             let hits = codes
                 .candidates(query, k)
                 .into_iter()
-                .filter_map(|key| self.vectors.get(key).map(|v| (key, cosine(query, &v))))
+                .filter_map(|key| self.vectors.cosine(key, query).map(|score| (key, score)))
                 .collect();
             return Ok(top_k(hits, k));
         }
@@ -288,8 +287,10 @@ impl VectorIndex {
             // A viewed graph still holds the keys unlinked from it since it was saved.
             candidates.extend(found.into_iter().filter(|key| self.home.get(key) == Some(at)));
         }
-        let hits: Vec<(u64, f32)> =
-            candidates.into_iter().filter_map(|key| self.vectors.get(key).map(|v| (key, cosine(query, &v)))).collect();
+        let hits: Vec<(u64, f32)> = candidates
+            .into_iter()
+            .filter_map(|key| self.vectors.cosine(key, query).map(|score| (key, score)))
+            .collect();
         Ok(top_k(hits, k))
     }
 
@@ -310,7 +311,7 @@ impl VectorIndex {
 
     /// Cosine between `query` and the vector of `key`, without copying it.
     pub fn similarity(&self, key: u64, query: &[f32]) -> Option<f32> {
-        self.vectors.get(key).map(|v| cosine(query, &v))
+        self.vectors.cosine(key, query)
     }
 
     /// Keys linked into or removed from the graphs since the last save: what an open would
@@ -511,6 +512,7 @@ fn index_error(e: impl std::fmt::Display) -> Error {
 mod tests {
     use super::*;
     use crate::config::Settings;
+    use crate::embed::cosine;
 
     /// An index that links every vector into its graph (no exact-search range).
     fn index(dim: usize) -> VectorIndex {
