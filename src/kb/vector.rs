@@ -489,8 +489,8 @@ impl VectorIndex {
 }
 
 /// Candidates to ask each of `graphs` graphs for, for `k` hits. One graph gets the whole
-/// oversampled budget. Several split it: a wide search (the global stage's 1,024 dense seeds)
-/// would otherwise ask every graph for 2,056 candidates, which made its cost grow with the
+/// oversampled budget. Several split it: a wide search (the global stage's 256 dense seeds)
+/// would otherwise ask every graph for 520 candidates, which made its cost grow with the
 /// number of graphs; but no graph is asked for less than the full budget of a search of
 /// [`SPLIT_FLOOR`] hits, so a search of up to that many hits is as exact as with one graph,
 /// and a wide one keeps every graph's best candidates.
