@@ -401,31 +401,14 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(1500);
 /// would otherwise be told another process holds it.
 fn open_when_free(path: &Path) -> sled::Result<sled::Db> {
     let deadline = std::time::Instant::now() + LOCK_WAIT;
-    let segment_size = segment_size_of(path).unwrap_or(SEGMENT_SIZE);
     loop {
-        match sled::Config::new().path(path).segment_size(segment_size).open() {
+        match sled::Config::new().path(path).open() {
             Err(sled::Error::Io(io)) if held_by_another_process(&io) && std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(25));
             }
             opened => return opened,
         }
     }
-}
-
-/// The segment size of a database this build creates. sled writes its log in segments and
-/// rewrites a segment's live pages elsewhere once enough of them are stale; with its default
-/// of 512 KiB, an ingest left its database at about five times the bytes it holds (2.1x for
-/// the same entries written in one pass). At 8 MiB the database is half that size, at the
-/// same ingest speed (`a2rag bench scale`).
-const SEGMENT_SIZE: usize = 8 << 20;
-
-/// The segment size the database at `path` was created with, which sled refuses to open it
-/// with any other; `None` for a database not created yet (or a record sled would not read
-/// either). sled 0.34 records it as a `segment_size: N` line of its `conf` file.
-fn segment_size_of(path: &Path) -> Option<usize> {
-    let conf = std::fs::read(path.join("conf")).ok()?;
-    let text = String::from_utf8_lossy(&conf);
-    text.lines().find_map(|line| line.strip_prefix("segment_size: ")?.trim().parse().ok())
 }
 
 /// Is this sled's failure to lock its directory because another process holds it? sled says
@@ -460,24 +443,6 @@ mod tests {
         let reopened = SledBackend::open(dir.path());
         release.join().unwrap();
         assert!(reopened.is_ok(), "{:?}", reopened.err());
-    }
-
-    #[test]
-    fn a_new_database_gets_large_segments_and_an_older_one_keeps_its_own() {
-        let dir = tempfile::tempdir().unwrap();
-        drop(SledBackend::open(dir.path()).unwrap());
-        assert_eq!(segment_size_of(&dir.path().join("db")), Some(SEGMENT_SIZE));
-        let older = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(older.path().join("db")).unwrap();
-        let default_segments = sled::Config::new().path(older.path().join("db")).open().unwrap();
-        default_segments.insert(b"k", b"v").unwrap();
-        default_segments.flush().unwrap();
-        drop(default_segments);
-        let sled_default = segment_size_of(&older.path().join("db")).unwrap();
-        assert_ne!(sled_default, SEGMENT_SIZE);
-        let reopened = SledBackend::open(older.path()).unwrap();
-        assert_eq!(reopened.db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
-        assert_eq!(segment_size_of(&older.path().join("db")), Some(sled_default));
     }
 
     #[test]
