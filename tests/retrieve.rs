@@ -85,6 +85,41 @@ fn bridge_stage_finds_the_node_between_two_seeds_with_its_paths() {
 }
 
 #[test]
+fn the_bridge_search_reaches_a_hub_but_does_not_walk_through_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = settings_in(&dir.path().join("kb"));
+    let (mut kb, mut pipeline) = open(&settings);
+    let docs = dir.path().join("docs.jsonl");
+    std::fs::write(
+        &docs,
+        [
+            r#"{"id":"d1","title":"Club","text":"The Harbour Club has many members."}"#,
+            r#"{"id":"d2","title":"Ann","text":"Ann Quill joined the Harbour Club. Ben Roe met Member Seven."}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    // 1,200 members make the club a hub; Ann is one hop from it, Ben one hop from a member.
+    let mut triples: Vec<String> = (0..1200)
+        .map(|i| {
+            format!(r#"{{"doc_title":"Club","subject":"Member {i}","relation":"member of","object":"Harbour Club"}}"#)
+        })
+        .collect();
+    triples.push(r#"{"doc_title":"Ann","subject":"Ann Quill","relation":"member of","object":"Harbour Club"}"#.into());
+    triples.push(r#"{"doc_title":"Ann","subject":"Ben Roe","relation":"met","object":"Member 7"}"#.into());
+    let path = dir.path().join("t.jsonl");
+    std::fs::write(&path, triples.join("\n")).unwrap();
+    pipeline.triples = Some(TripleImport::load(&path).unwrap());
+    ingest(&mut kb, &pipeline, &[docs]);
+    let [ann, ben, club, member] =
+        ["Ann Quill", "Ben Roe", "Harbour Club", "Member 7"].map(|name| kb.node_by_alias(name).unwrap());
+    let params = bridge::BridgeParams { hops: 2, max_bridges: 5, max_paths: 3 };
+    let found: Vec<_> = bridge::find_bridges(&kb, &[ann, ben], &params).into_iter().map(|b| b.node).collect();
+    assert!(found.contains(&club), "the hub itself joins the seeds: {found:?}");
+    assert!(!found.contains(&member), "reached from Ann only through the hub: {found:?}");
+}
+
+#[test]
 fn map_back_ranks_chunks_by_their_evidence_and_escalation_is_monotonic() {
     let dir = tempfile::tempdir().unwrap();
     let kb = graph_kb(dir.path());

@@ -11,6 +11,12 @@ use crate::kb::model::{EdgeId, NodeId};
 /// Nodes visited per seed before the search stops widening (hubs explode at 2 hops).
 const MAX_VISITED_PER_SEED: usize = 20_000;
 
+/// Steps above which a node the search reaches is not walked through: a hub one hop from a
+/// seed (a country, a year, a shared employer) would bring in thousands of nodes the next hop,
+/// each joined to the seed by nothing in particular, and a search's cost would grow with the
+/// KB. The hub itself can still be a bridge.
+const HUB_STEPS: usize = 1_000;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bridge {
     pub node: NodeId,
@@ -40,7 +46,11 @@ fn bfs(kb: &Kb, seed: NodeId, params: &BridgeParams) -> HashMap<NodeId, Reach> {
         if d == params.hops || reach.len() >= MAX_VISITED_PER_SEED {
             continue;
         }
-        for step in kb.graph().steps(node) {
+        let steps = kb.graph().steps(node);
+        if d > 0 && steps.len() > HUB_STEPS {
+            continue;
+        }
+        for step in steps {
             match reach.get_mut(&step.to) {
                 Some(r) if r.distance == d + 1 && r.parents.len() < params.max_paths => r.parents.push((node, step)),
                 Some(_) => {}
