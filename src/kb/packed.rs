@@ -12,6 +12,7 @@
 
 use std::borrow::Cow;
 
+use super::mapped;
 use crate::embed::cosine;
 
 /// Bytes of the sparse form's dimension field.
@@ -82,8 +83,13 @@ pub fn read_padded(bytes: &[u8], dim: usize) -> Option<Cow<'_, [f32]>> {
             Err(_) => Cow::Owned(bytes.chunks_exact(4).map(f32_at).collect()),
         });
     }
-    let v = decode(bytes.get(..bytes.len().checked_sub(SEGMENT_PADDING)?)?)?;
+    let v = decode(unpadded(bytes)?)?;
     (v.len() == dim).then_some(Cow::Owned(v))
+}
+
+/// A padded sparse row's encoding, without its padding.
+fn unpadded(bytes: &[u8]) -> Option<&[u8]> {
+    bytes.get(..bytes.len().checked_sub(SEGMENT_PADDING)?)
 }
 
 /// [`crate::embed::cosine`] of `query` and the vector of a segment row `bytes` (as
@@ -96,7 +102,7 @@ pub fn cosine_padded(query: &[f32], bytes: &[u8]) -> Option<f32> {
     if bytes.len() == 4 * dim || !dim.is_multiple_of(LANES) {
         return read_padded(bytes, dim).map(|v| cosine(query, &v));
     }
-    let sparse = Sparse::parse(bytes.get(..bytes.len().checked_sub(SEGMENT_PADDING)?)?)?;
+    let sparse = Sparse::parse(unpadded(bytes)?)?;
     if sparse.dim != dim {
         return None;
     }
@@ -133,15 +139,16 @@ impl<'a> Sparse<'a> {
         let dim = usize::from(u16::from_le_bytes(bytes.get(..DIM_FIELD)?.try_into().ok()?));
         let words = bytes.get(DIM_FIELD..DIM_FIELD + 4 * bitmap_words(dim))?;
         let values = &bytes[DIM_FIELD + words.len()..];
-        let set: usize = words.chunks_exact(4).map(|w| word(w).count_ones() as usize).sum();
-        let past_dim = words.chunks_exact(4).last().is_some_and(|w| dim % 32 != 0 && word(w) >> (dim % 32) != 0);
+        let set: usize = words.chunks_exact(4).map(|w| mapped::u32_at(w, 0).count_ones() as usize).sum();
+        let past_dim =
+            words.chunks_exact(4).last().is_some_and(|w| dim % 32 != 0 && mapped::u32_at(w, 0) >> (dim % 32) != 0);
         (values.len() == 4 * set && !past_dim).then_some(Sparse { dim, words, values })
     }
 
     /// The set components as (index, value), in index order.
     fn components(&self) -> impl Iterator<Item = (usize, f32)> + 'a {
         let indices = self.words.chunks_exact(4).enumerate().flat_map(|(w, bytes)| {
-            let mut bits = word(bytes);
+            let mut bits = mapped::u32_at(bytes, 0);
             std::iter::from_fn(move || {
                 (bits != 0).then(|| {
                     let i = w * 32 + bits.trailing_zeros() as usize;
@@ -152,10 +159,6 @@ impl<'a> Sparse<'a> {
         });
         indices.zip(self.values.chunks_exact(4).map(f32_at))
     }
-}
-
-fn word(bytes: &[u8]) -> u32 {
-    u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
 }
 
 fn f32_at(bytes: &[u8]) -> f32 {

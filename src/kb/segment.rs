@@ -117,17 +117,13 @@ impl Segment {
         self.read(row, |bytes| packed::read_padded(bytes, self.dim))
     }
 
-    fn get(&self, key: u64) -> Option<Cow<'_, [f32]>> {
-        self.keys().binary_search(&key).ok().and_then(|row| self.row(row))
-    }
-
-    fn cosine(&self, key: u64, query: &[f32]) -> Option<f32> {
-        let row = self.keys().binary_search(&key).ok()?;
-        self.read(row, |bytes| packed::cosine_padded(query, bytes))
+    /// The row holding `key`, if this segment holds it.
+    fn row_of(&self, key: u64) -> Option<usize> {
+        self.keys().binary_search(&key).ok()
     }
 
     fn holds(&self, key: u64) -> bool {
-        self.keys().binary_search(&key).is_ok()
+        self.row_of(key).is_some()
     }
 
     fn hides(&self, key: u64) -> bool {
@@ -189,33 +185,38 @@ impl VectorStore {
     /// The vector of `key`: borrowed where it is on the heap or stored dense, decoded where a
     /// segment stores it sparse.
     pub fn get(&self, key: u64) -> Option<Cow<'_, [f32]>> {
-        if let Some(v) = self.fresh.get(&key) {
-            return Some(Cow::Borrowed(v));
+        match self.locate(key)? {
+            Place::Heap(v) => Some(Cow::Borrowed(v)),
+            Place::Saved(segment, row) => segment.row(row),
         }
-        if self.dropped.contains(&key) {
-            return None;
-        }
-        self.holder(key).and_then(|segment| segment.get(key))
     }
 
     /// The cosine of `query` and the vector of `key` (see [`crate::embed::cosine`]), read in
     /// place: a sparse row is not decoded.
     pub fn cosine(&self, key: u64, query: &[f32]) -> Option<f32> {
+        match self.locate(key)? {
+            Place::Heap(v) => Some(crate::embed::cosine(query, v)),
+            Place::Saved(segment, row) => segment.read(row, |bytes| packed::cosine_padded(query, bytes)),
+        }
+    }
+
+    /// Where the live vector of `key` is, if anywhere.
+    fn locate(&self, key: u64) -> Option<Place<'_>> {
         if let Some(v) = self.fresh.get(&key) {
-            return Some(crate::embed::cosine(query, v));
+            return Some(Place::Heap(v));
         }
         if self.dropped.contains(&key) {
             return None;
         }
-        self.holder(key)?.cosine(key, query)
+        self.holder(key).map(|(segment, row)| Place::Saved(segment, row))
     }
 
-    /// The segment whose row of `key` counts: the newest that holds it, unless a newer one
-    /// lists it dead.
-    fn holder(&self, key: u64) -> Option<&Segment> {
+    /// The segment, and its row, whose row of `key` counts: the newest that holds it, unless a
+    /// newer one lists it dead.
+    fn holder(&self, key: u64) -> Option<(&Segment, usize)> {
         for segment in self.segments.iter().rev() {
-            if segment.holds(key) {
-                return Some(segment);
+            if let Some(row) = segment.row_of(key) {
+                return Some((segment, row));
             }
             if segment.hides(key) {
                 return None;
@@ -225,7 +226,7 @@ impl VectorStore {
     }
 
     pub fn contains(&self, key: u64) -> bool {
-        self.fresh.contains_key(&key) || (!self.dropped.contains(&key) && self.holder(key).is_some())
+        self.locate(key).is_some()
     }
 
     pub fn insert(&mut self, key: u64, v: &[f32]) {
@@ -309,6 +310,12 @@ impl VectorStore {
     pub fn saved(&self) -> Vec<SavedSegment> {
         self.segments.iter().map(|s| s.saved.clone()).collect()
     }
+}
+
+/// Where a live vector is: written since the last save, or a segment's row.
+enum Place<'a> {
+    Heap(&'a [f32]),
+    Saved(&'a Segment, usize),
 }
 
 /// Which of a merge's two segments a row comes from.

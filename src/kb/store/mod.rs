@@ -606,10 +606,6 @@ fn decode<T: DeserializeOwned>(key: &[u8], raw: &[u8]) -> Result<T> {
         .map_err(|e| Error::Corrupt { key: String::from_utf8_lossy(key).into_owned(), message: e.to_string() })
 }
 
-fn vec_to_bytes(v: &[f32]) -> Vec<u8> {
-    packed::encode(v)
-}
-
 fn bytes_to_vec(key: &[u8], raw: &[u8]) -> Result<Vec<f32>> {
     packed::decode(raw).ok_or_else(|| Error::Corrupt {
         key: String::from_utf8_lossy(key).into_owned(),
@@ -703,10 +699,10 @@ impl KbBatch {
     /// several times over. A crash in between leaves vectors that no edge owns, which
     /// loading skips and `reindex` removes.
     pub fn put_fact_vector_ahead(&mut self, id: EdgeId, v: &[f32]) {
-        self.ahead.push(Write { space: Space::Kb, key: Family::FactVec.key(id), value: Some(vec_to_bytes(v)) });
+        self.ahead.push(Write { space: Space::Kb, key: Family::FactVec.key(id), value: Some(packed::encode(v)) });
     }
     pub fn put_vector(&mut self, family: Family, id: u64, v: &[f32]) {
-        self.insert(family.key(id), vec_to_bytes(v));
+        self.insert(family.key(id), packed::encode(v));
     }
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.ahead.is_empty()
