@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use super::model::{Chunk, ChunkId, DocKey, Document, Edge, Node, NodeId};
+use super::model::{Chunk, ChunkId, DocKey, Document, Edge, NodeId};
 use super::store::{Changed, ChangedRecords, Family};
 use super::write::Changes;
 use super::{Kb, SharedKb};
@@ -123,7 +123,7 @@ impl Kb {
                 changes.chunks_added.push((chunk, vector(Family::ChunkVec, id)?));
             }
         }
-        for (id, node) in records.records::<Node>(Family::Node)? {
+        for (id, node) in records.nodes(|id| self.nodes.get(&id).map(|n| n.chunks.as_slice()))? {
             if node.is_some() {
                 changes.node_vectors.insert(id as NodeId, vector(Family::NodeVec, id)?);
             }

@@ -58,7 +58,9 @@ pub struct Node {
     /// Every distinct surface form merged into this node, `name` included.
     pub aliases: Vec<String>,
     /// Provenance: chunks that mention this entity (sorted, unique). Invariant: a superset of
-    /// the chunks of every incident edge, so a node without chunks has no edges.
+    /// the chunks of every incident edge, so a node without chunks has no edges. The store
+    /// keeps them as mention keys, beside the record (see `kb::store`).
+    #[serde(default)]
     pub chunks: Vec<ChunkId>,
 }
 

@@ -187,7 +187,11 @@ impl Records {
     pub fn overlay(&mut self, changed: &ChangedRecords) -> Result<()> {
         overlay(&mut self.docs, changed.records(Family::Doc)?, |d| d.key as u64);
         overlay(&mut self.chunks, changed.records(Family::Chunk)?, |c| c.id as u64);
-        overlay(&mut self.nodes, changed.records(Family::Node)?, |n| n.id as u64);
+        let nodes = changed.nodes(|id| {
+            let at = self.nodes.binary_search_by_key(&id, |n| n.id).ok()?;
+            Some(self.nodes[at].chunks.as_slice())
+        })?;
+        overlay(&mut self.nodes, nodes, |n| n.id as u64);
         overlay(&mut self.edges, changed.records(Family::Edge)?, |e| e.id);
         Ok(())
     }

@@ -173,9 +173,13 @@ impl<'kb> Staging<'kb> {
             let Some(node) = self.node_mut(node_id) else {
                 continue;
             };
-            node.chunks.retain(|c| !removed.contains(c));
+            let (lost, kept): (Vec<ChunkId>, Vec<ChunkId>) = node.chunks.iter().partition(|c| removed.contains(c));
+            node.chunks = kept;
             if node.chunks.is_empty() {
                 self.changes.nodes.insert(node_id, None);
+            }
+            for chunk in lost {
+                self.batch.remove_mention(node_id, chunk);
             }
         }
         self.batch.remove_doc(doc);
@@ -204,8 +208,15 @@ impl<'kb> Staging<'kb> {
         if new_alias {
             node.aliases.push(mention.to_string());
         }
-        if let Err(pos) = node.chunks.binary_search(&chunk) {
-            node.chunks.insert(pos, chunk);
+        let new_mention = match node.chunks.binary_search(&chunk) {
+            Ok(_) => false,
+            Err(pos) => {
+                node.chunks.insert(pos, chunk);
+                true
+            }
+        };
+        if new_mention {
+            self.batch.put_mention(id, chunk);
         }
         if new_alias && created_here {
             self.block_staged(id, mention);
@@ -339,7 +350,13 @@ impl<'kb> Staging<'kb> {
         text_vectors.retain(|text, _| labels.contains(text.as_str()));
         for (id, node) in &self.changes.nodes {
             match node {
-                Some(node) => self.batch.put_node(node),
+                // Most touched nodes only gained a mention, written as it was staged.
+                Some(node) => {
+                    let committed = self.kb.nodes.get(id);
+                    if committed.is_none_or(|c| c.name != node.name || c.aliases != node.aliases) {
+                        self.batch.put_node(node);
+                    }
+                }
                 None => self.batch.remove_node(*id),
             }
         }

@@ -42,8 +42,9 @@ pub const OWNER: &str = "owner";
 /// build reads every older layout). 2: one fact vector per distinct fact, not per edge. 3: a
 /// sled store logs its changes, and saved vectors replay that log: an older build would write
 /// without logging, and the next open would trust vectors that no longer match the store. 4:
-/// mostly-zero vectors are stored sparse (`kb::packed`), which an older build would misread.
-pub const SCHEMA_VERSION: u32 = 4;
+/// mostly-zero vectors are stored sparse (`kb::packed`), which an older build would misread. 5:
+/// a node's chunks are stored one key per mention ([`MENTION_PREFIX`]), not in its record.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Changes a back end keeps in its log (each entry a few hundred bytes): a daemon further
 /// behind loads the KB again, and an open whose save is older reads the whole store.
@@ -54,6 +55,9 @@ const MIGRATE_AUTHOR: &str = "migrate";
 
 const META_EMBEDDER: &[u8] = b"meta/embedder";
 const META_INSTANCE: &[u8] = b"meta/instance";
+/// Set once the chunk lists that records of schema 4 and older keep inside each node have
+/// moved to mention keys (see [`Store::split_node_mentions`]).
+const META_MENTIONS: &[u8] = b"meta/mentions";
 /// Keys under this prefix describe the store itself (schema, id offset, embedder); they are
 /// not KB records and are not copied as such by [`copy_kb`].
 const META_PREFIX: &[u8] = b"meta/";
@@ -134,6 +138,33 @@ impl Family {
             Family::DocId => None,
         }
     }
+}
+
+/// A node's provenance, one key with an empty value per chunk that mentions it: the node's
+/// id then the chunk's, big-endian, so a prefix scan lists one node's chunks in order. A
+/// chunk naming a node writes one small key, and the node's record keeps only its names: a
+/// record holding the list was rewritten whole by every document naming the node, so a hub's
+/// record grew with the corpus and ingest wrote quadratically many bytes (a node named by a
+/// sixth of 50,000 pages wrote a gigabyte of versions of itself).
+const MENTION_PREFIX: &[u8] = b"mention/";
+
+fn mention_key(node: NodeId, chunk: ChunkId) -> Vec<u8> {
+    [MENTION_PREFIX, &node.to_be_bytes()[..], &chunk.to_be_bytes()[..]].concat()
+}
+
+/// The node and chunk of a mention key; `None` for any other key.
+fn parse_mention(key: &[u8]) -> Option<(NodeId, ChunkId)> {
+    let ids: [u8; 8] = key.strip_prefix(MENTION_PREFIX)?.try_into().ok()?;
+    let (node, chunk) = ids.split_at(4);
+    Some((NodeId::from_be_bytes(node.try_into().ok()?), ChunkId::from_be_bytes(chunk.try_into().ok()?)))
+}
+
+/// What a node's record stores: its names. Its chunks are mention keys.
+#[derive(Serialize)]
+struct NodeRecord<'a> {
+    id: NodeId,
+    name: &'a str,
+    aliases: &'a [String],
 }
 
 /// Keyspaces beside the knowledge base proper: curation's records (see `curate`). A
@@ -306,7 +337,37 @@ impl Store {
             Location::Sled(dir) => Arc::new(sled_backend::SledBackend::open(dir)?),
             Location::Postgres { store, kb } => Arc::new(postgres::PgBackend::open(store, kb)?),
         };
-        Ok(Store { backend, location: location.clone() })
+        let store = Store { backend, location: location.clone() };
+        store.split_node_mentions()?;
+        Ok(store)
+    }
+
+    /// Moves the chunk lists that node records of schema 4 and older hold into mention keys,
+    /// in one atomic batch with the mark that says it is done, under the write lock: an open
+    /// that crashes half-way leaves the old layout whole, and no write of this build meets a
+    /// record whose list it would not keep up to date.
+    fn split_node_mentions(&self) -> Result<()> {
+        if self.backend.get(Space::Kb, META_MENTIONS)?.is_some() {
+            return Ok(());
+        }
+        let _session = self.backend.begin_write()?;
+        let mut batch = KbBatch::default();
+        for node in self.scan::<Node>(Family::Node) {
+            let node = node?;
+            if node.chunks.is_empty() {
+                continue;
+            }
+            batch.put_node(&node);
+            for chunk in &node.chunks {
+                batch.put_mention(node.id, *chunk);
+            }
+        }
+        if batch.is_empty() {
+            return self.backend.insert(Space::Kb, META_MENTIONS, &[1]);
+        }
+        tracing::info!(store = %self.location, "moving node provenance to one key per mention (once)");
+        batch.insert(META_MENTIONS.to_vec(), vec![1]);
+        self.commit(batch).map(drop)
     }
 
     pub fn location(&self) -> &Location {
@@ -435,19 +496,31 @@ impl Store {
             ChangeLog::Since { latest, keys } => (latest, keys),
         };
         let mut ids: Vec<(Family, u64)> = Vec::new();
+        let mut mentions: Vec<(NodeId, ChunkId)> = Vec::new();
         for key in &touched {
             if let Some((family, id)) = Family::parse(key) {
                 ids.push((family, id));
                 ids.extend(family.companion().map(|c| (c, id)));
+            } else if let Some((node, chunk)) = parse_mention(key) {
+                // The node comes back whole: its record, its vector and its chunks then.
+                ids.extend([(Family::Node, node as u64), (Family::NodeVec, node as u64)]);
+                mentions.push((node, chunk));
             }
         }
         ids.sort_unstable_by_key(|(f, id)| (f.prefix(), *id));
         ids.dedup();
-        let keys: Vec<Vec<u8>> = ids.iter().map(|(f, id)| f.key(*id)).collect();
+        mentions.sort_unstable();
+        mentions.dedup();
+        let mut keys: Vec<Vec<u8>> = ids.iter().map(|(f, id)| f.key(*id)).collect();
+        keys.extend(mentions.iter().map(|(node, chunk)| mention_key(*node, *chunk)));
         let mut values = self.backend.get_many(Space::Kb, &keys)?;
         let mut records = ChangedRecords::default();
         for ((family, id), key) in ids.into_iter().zip(&keys) {
             records.by_family.entry(family).or_default().insert(id, values.remove(key));
+        }
+        let mention_keys = &keys[keys.len() - mentions.len()..];
+        for (mention, key) in mentions.into_iter().zip(mention_keys) {
+            records.mentions.insert(mention, values.contains_key(key));
         }
         Ok(Changed::Records { latest, records })
     }
@@ -478,8 +551,39 @@ impl Store {
     pub fn chunks(&self) -> impl Iterator<Item = Result<Chunk>> + '_ {
         self.scan(Family::Chunk)
     }
+    /// Every node with its chunks: the records and the mention keys, both in node order, read
+    /// side by side.
     pub fn nodes(&self) -> impl Iterator<Item = Result<Node>> + '_ {
-        self.scan(Family::Node)
+        let mut mentions = self
+            .backend
+            .scan(Space::Kb, MENTION_PREFIX)
+            .map(|item| {
+                let (key, _) = item?;
+                parse_mention(&key).ok_or_else(|| Error::Corrupt {
+                    key: String::from_utf8_lossy(&key).into_owned(),
+                    message: "a mention key that names no node and chunk".into(),
+                })
+            })
+            .peekable();
+        self.scan::<Node>(Family::Node).map(move |node| {
+            let mut node = node?;
+            // A record of the old layout may still list chunks (see `split_node_mentions`).
+            loop {
+                if let Some(Err(e)) = mentions.next_if(Result::is_err) {
+                    return Err(e);
+                }
+                // Mentions of a node with no record (none are written) are passed over.
+                let Some(Ok((owner, chunk))) = mentions.next_if(|m| matches!(m, Ok((n, _)) if *n <= node.id)) else {
+                    break;
+                };
+                if owner == node.id {
+                    node.chunks.push(chunk);
+                }
+            }
+            node.chunks.sort_unstable();
+            node.chunks.dedup();
+            Ok(node)
+        })
     }
     pub fn edges(&self) -> impl Iterator<Item = Result<Edge>> + '_ {
         self.scan(Family::Edge)
@@ -510,6 +614,8 @@ pub struct ChangedRecords {
     /// By id, so a large change (a big document's thousands of edges) looks each vector up
     /// without a scan.
     by_family: HashMap<Family, std::collections::BTreeMap<u64, StoredValue>>,
+    /// Each mention written or removed since, with whether it is stored now.
+    mentions: std::collections::BTreeMap<(NodeId, ChunkId), bool>,
 }
 
 impl ChangedRecords {
@@ -518,6 +624,31 @@ impl ChangedRecords {
         self.raw(family)
             .map(|(id, value)| Ok((*id, value.as_deref().map(|raw| decode(&family.key(*id), raw)).transpose()?)))
             .collect()
+    }
+
+    /// The nodes touched since, each as it is now (`None`: removed): its stored names, and
+    /// its chunks as `before` gives them (the node's chunks when the changes began; `None` for
+    /// a node that did not exist) with the mentions written since added and those removed
+    /// taken away.
+    pub fn nodes<'b>(&self, before: impl Fn(NodeId) -> Option<&'b [ChunkId]>) -> Result<Vec<(u64, Option<Node>)>> {
+        let mut nodes = self.records::<Node>(Family::Node)?;
+        for (id, node) in &mut nodes {
+            let Some(node) = node else {
+                continue;
+            };
+            let id = *id as NodeId;
+            // Joining what a record of the old layout lists itself.
+            node.chunks.extend_from_slice(before(id).unwrap_or_default());
+            let changed = self.mentions.range((id, ChunkId::MIN)..=(id, ChunkId::MAX));
+            node.chunks.extend(changed.clone().filter(|(_, stored)| **stored).map(|((_, chunk), _)| *chunk));
+            node.chunks.sort_unstable();
+            node.chunks.dedup();
+            let removed: Vec<ChunkId> = changed.filter(|(_, stored)| !**stored).map(|((_, chunk), _)| *chunk).collect();
+            if !removed.is_empty() {
+                node.chunks.retain(|chunk| removed.binary_search(chunk).is_err());
+            }
+        }
+        Ok(nodes)
     }
 
     /// The vector of `family` stored for `id` now, if any.
@@ -674,9 +805,20 @@ impl KbBatch {
         self.remove(Family::Chunk.key(id as u64));
         self.remove(Family::ChunkVec.key(id as u64));
     }
+    /// Writes the node's names; its chunks are written as mentions ([`KbBatch::put_mention`]).
     pub fn put_node(&mut self, node: &Node) {
-        self.put(Family::Node.key(node.id as u64), node);
+        let record = NodeRecord { id: node.id, name: &node.name, aliases: &node.aliases };
+        self.put(Family::Node.key(node.id as u64), &record);
     }
+    /// Records that `chunk` mentions `node`.
+    pub fn put_mention(&mut self, node: NodeId, chunk: ChunkId) {
+        self.insert(mention_key(node, chunk), Vec::new());
+    }
+    pub fn remove_mention(&mut self, node: NodeId, chunk: ChunkId) {
+        self.remove(mention_key(node, chunk));
+    }
+    /// Removes the node's record and vector; its mentions go with its chunks
+    /// ([`KbBatch::remove_mention`]).
     pub fn remove_node(&mut self, id: NodeId) {
         self.remove(Family::Node.key(id as u64));
         self.remove(Family::NodeVec.key(id as u64));
@@ -849,6 +991,70 @@ mod tests {
         assert!(err.contains("meta/log/3"), "{err}");
     }
 
+    fn node(id: NodeId, name: &str, chunks: Vec<ChunkId>) -> Node {
+        Node { id, name: name.into(), aliases: vec![name.into()], chunks }
+    }
+
+    fn stored_node(store: &Store, id: NodeId) -> Vec<u8> {
+        store.backend.get(Space::Kb, &Family::Node.key(id as u64)).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_node_record_keeps_its_names_and_each_mention_is_a_key_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sled_store(dir.path());
+        let mut b = KbBatch::default();
+        b.put_node(&node(5, "Harbour Board", vec![]));
+        b.put_node(&node(6, "Quiet Bay", vec![]));
+        for (n, c) in [(5, 10), (5, 11), (6, 11)] {
+            b.put_mention(n, c);
+        }
+        let first = store.commit(b).unwrap().unwrap();
+        let record = stored_node(&store, 5);
+        // Hundreds of chunks naming the node write a key each and leave its record alone.
+        for chunk in 12..300 {
+            let mut b = KbBatch::default();
+            b.put_mention(5, chunk);
+            store.commit(b).unwrap();
+        }
+        let mut b = KbBatch::default();
+        b.remove_mention(5, 10);
+        b.remove_mention(6, 11);
+        b.remove_node(6);
+        store.commit(b).unwrap();
+        assert_eq!(stored_node(&store, 5), record);
+        let nodes: Vec<Node> = store.nodes().collect::<Result<_>>().unwrap();
+        assert_eq!(nodes, vec![node(5, "Harbour Board", (11..300).collect())]);
+        // Following the log from the first change: the chunks then, with what changed since.
+        let Changed::Records { records, .. } = store.changes_since(first).unwrap() else { panic!("changes") };
+        let then = [10, 11];
+        let now = records.nodes(|id| (id == 5).then_some(&then[..])).unwrap();
+        assert_eq!(now, vec![(5, Some(node(5, "Harbour Board", (11..300).collect()))), (6, None)]);
+    }
+
+    #[test]
+    fn an_old_layout_node_moves_its_chunks_to_mention_keys_once_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = node(3, "Lantern Street", vec![4, 9, 20]);
+        {
+            let store = sled_store(dir.path());
+            store.backend.insert(Space::Kb, &Family::Node.key(3), &serde_json::to_vec(&old).unwrap()).unwrap();
+            // As a store an older build wrote: no mark.
+            let mut b = KbBatch::default();
+            b.remove(META_MENTIONS.to_vec());
+            store.commit(b).unwrap();
+            assert_eq!(store.nodes().collect::<Result<Vec<_>>>().unwrap(), vec![old.clone()], "read as it is");
+            store.flush().unwrap();
+        }
+        let store = sled_store(dir.path());
+        assert!(!String::from_utf8_lossy(&stored_node(&store, 3)).contains("chunks"));
+        assert_eq!(store.backend.scan(Space::Kb, MENTION_PREFIX).count(), 3);
+        assert_eq!(store.nodes().collect::<Result<Vec<_>>>().unwrap(), vec![old]);
+        let latest = store.latest_change().unwrap();
+        drop(store);
+        assert_eq!(sled_store(dir.path()).latest_change().unwrap(), latest, "moved once");
+    }
+
     #[test]
     fn numeric_keys_parse_back_and_name_their_companions() {
         for family in Family::NUMERIC {
@@ -858,6 +1064,8 @@ mod tests {
         }
         assert_eq!(Family::parse(&Family::DocId.str_key("doc")), None);
         assert_eq!(Family::parse(META_EMBEDDER), None);
+        assert_eq!(parse_mention(&mention_key(7, u32::MAX)), Some((7, u32::MAX)));
+        assert_eq!(Family::parse(&mention_key(7, 8)), None);
     }
 
     #[test]

@@ -67,6 +67,9 @@ const MIGRATIONS: &[&str] = &[
     // 4: mostly-zero vectors stored sparse (`kb::packed`). No table changes; the version
     // keeps an older build, which would misread them, off the database.
     "COMMENT ON TABLE a2rag_entries IS 'a2rag KB records; schema 4: sparse vectors where most components are zero'",
+    // 5: a node's chunks stored one key per mention (`kb::store::Family::Mention`), not in
+    // its record; an older build would read nodes without provenance.
+    "COMMENT ON TABLE a2rag_entries IS 'a2rag KB records; schema 5: one key per mention, not the chunk list in the node'",
 ];
 
 /// The notification channel commits announce themselves on (payload: the KB's name).
