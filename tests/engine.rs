@@ -122,12 +122,12 @@ fn reindex_re_embeds_a_closed_kb_for_an_admin() {
 
     let report = retry(|| runtime.block_on(engine.reindex(&Caller::owner(), &default))).unwrap();
     assert_eq!((report.previous_embedder.as_deref(), report.embedder.as_str()), (Some("hash-256"), "hash-512"));
-    assert_eq!(report.summaries, DOCS.len());
     drop(engine);
 
     let engine = retry(|| Engine::open(changed.clone(), None)).unwrap();
     let stats = runtime.block_on(engine.stats(&Caller::owner(), &default)).unwrap();
     assert_eq!((stats.embedder.as_str(), stats.documents), ("hash-512", DOCS.len()));
+    assert_eq!((report.chunks, report.summaries), (stats.chunks, stats.summary_vectors));
     let open = runtime.block_on(engine.reindex(&Caller::owner(), &default)).unwrap_err();
     assert!(matches!(open, Error::Conflict(_)) && open.to_string().contains("open in this process"), "{open}");
 }

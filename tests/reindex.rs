@@ -98,7 +98,10 @@ fn vectors_by_content(kb: &Kb) -> HashMap<String, Vec<f32>> {
         out.insert(format!("chunk {} {}", doc.id, chunk.ordinal), kb.chunk_index().get(id as u64).unwrap());
     }
     for doc in kb.docs() {
-        out.insert(format!("summary {}", doc.id), kb.summary_index().get(doc.key as u64).unwrap());
+        // A one-chunk document's summary vector is its chunk's.
+        if let Some(summary) = kb.summary_index().get(doc.key as u64) {
+            out.insert(format!("summary {}", doc.id), summary);
+        }
     }
     for node in kb.nodes() {
         out.insert(format!("node {}", node.name), kb.node_index().get(node.id as u64).unwrap());
@@ -123,7 +126,6 @@ fn reindex_switches_embedder_and_matches_fresh_ingest() {
     let report = reindex_retry(&new, &new_embedder).unwrap();
     assert_eq!(report.previous_embedder.as_deref(), Some("hash-512"));
     assert_eq!(report.embedder, "hash-256");
-    assert_eq!(report.summaries, DOCS.len());
     assert_eq!(report.orphans_removed, 0);
 
     let kb = open(&new, &new_embedder).unwrap();
@@ -133,7 +135,9 @@ fn reindex_switches_embedder_and_matches_fresh_ingest() {
     assert!(stats.chunks > DOCS.len(), "documents should span several chunks");
     assert_eq!(report.nodes, stats.nodes);
     assert_eq!(stats.chunk_vectors, stats.chunks);
-    assert_eq!(stats.summary_vectors, DOCS.len());
+    let apart = kb.docs().filter(|d| d.chunks.len() > 1).count();
+    assert!(apart > 0, "some documents should have a summary embedded apart");
+    assert_eq!((report.summaries, stats.summary_vectors), (apart, apart));
     assert_eq!(stats.entity_vectors, stats.nodes);
 
     let hits = kb
@@ -243,4 +247,43 @@ fn fact_vectors_no_edge_owns_are_skipped_on_open_and_removed_by_reindex() {
     let kb = open(&s, &e).unwrap();
     assert_eq!(stored(&kb), facts);
     assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+}
+
+/// A one-chunk document's chunk vector stands for its summary: none is stored apart and the
+/// KB checks clean; the copy an older build stored is no orphan, and reindex drops it.
+#[test]
+fn a_one_chunk_document_has_no_summary_vector_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(dir.path(), 512);
+    let e: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(512));
+    ingest(&s, e.clone());
+    let mut kb = open(&s, &e).unwrap();
+    let pipeline = Pipeline::from_settings(&s, e.clone(), None, &a2rag::net::Remote::new()).unwrap();
+    let short = SourceDoc {
+        id: "bay".into(),
+        title: "Quiet Bay".into(),
+        text: "Quiet Bay lies north of the harbour.".into(),
+        source: "bay.txt".into(),
+        links: Vec::new(),
+    };
+    kb.commit_document(pipeline.prepare(short).unwrap(), &Author::owner()).unwrap();
+    let doc = kb.doc_by_id("bay").unwrap().clone();
+    assert_eq!(doc.chunks.len(), 1);
+    assert!(kb.summary_index().get(doc.key as u64).is_none());
+    assert_eq!(kb.stats().summary_vectors, DOCS.len());
+    assert_eq!(kb.integrity_violations(), Vec::<String>::new());
+
+    let copy = kb.chunk_index().get(doc.chunks[0] as u64).unwrap();
+    let mut batch = a2rag::kb::store::KbBatch::default();
+    batch.put_vector(a2rag::kb::store::Family::SummaryVec, doc.key as u64, &copy);
+    kb.store().commit(batch).unwrap();
+    drop(kb);
+    let kb = open(&s, &e).unwrap();
+    assert_eq!(kb.stats().summary_vectors, DOCS.len() + 1);
+    assert_eq!(kb.integrity_violations(), Vec::<String>::new());
+    drop(kb);
+    assert_eq!(reindex_retry(&s, &e).unwrap().summaries, DOCS.len());
+    let kb = open(&s, &e).unwrap();
+    assert_eq!(kb.stats().summary_vectors, DOCS.len());
+    assert_eq!(kb.integrity_violations(), Vec::<String>::new());
 }

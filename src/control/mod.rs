@@ -515,13 +515,15 @@ pub fn first_retrieval(settings: &Settings) -> RetrieveOptions {
     RetrieveOptions { strategy: Strategy::Adaptive, min_stage: Stage::Local, top_k: settings.retrieve.top_k }
 }
 
+/// The question's best cosine with a document's summary, or its share of words the KB
+/// knows. The summary index holds the summaries embedded apart; a one-chunk document's
+/// summary vector is its chunk's, so the chunk index is asked too, and with it the passages
+/// of longer documents: a question that close to a passage is about the collection.
 fn gate_similarity(kb: &Kb, question: &EmbeddedQuery) -> f32 {
-    let cosine = kb
-        .summary_index()
-        .search(&question.vector, 1)
-        .ok()
-        .and_then(|hits| hits.first().map(|(_, s)| *s))
-        .unwrap_or(0.0);
+    let cosine = [kb.summary_index(), kb.chunk_index()]
+        .into_iter()
+        .filter_map(|index| index.search(&question.vector, 1).ok()?.first().map(|(_, s)| *s))
+        .fold(0.0, f32::max);
     let terms = text::content_terms(&question.text);
     let known = terms.iter().filter(|t| kb.bm25().knows(t)).count();
     let coverage = if terms.is_empty() { 0.0 } else { known as f32 / terms.len() as f32 };

@@ -156,7 +156,7 @@ impl Pipeline {
                 source: doc.source,
                 content_hash,
                 summary,
-                summary_vector: Vec::new(),
+                summary_vector: None,
                 chunks,
                 triples,
                 text_vectors: Default::default(),
@@ -193,10 +193,9 @@ impl Pipeline {
             for chunk in &mut doc.chunks {
                 chunk.vector = passage_vectors.next().ok_or_else(missing_vector)?;
             }
-            doc.summary_vector = match doc.chunks.as_slice() {
-                [whole] => whole.vector.clone(),
-                _ => passage_vectors.next().ok_or_else(missing_vector)?,
-            };
+            if summary_embedded_apart(doc.chunks.len()) {
+                doc.summary_vector = Some(passage_vectors.next().ok_or_else(missing_vector)?);
+            }
             for text in short_texts {
                 let vector = short_vectors.next().ok_or_else(missing_vector)?;
                 doc.text_vectors.insert(text, vector);
@@ -730,7 +729,10 @@ mod tests {
             assert_eq!(got.id, alone.id);
             // The same vectors up to float rounding (the hash embedder's sums depend on its batch).
             let same = |a: &[f32], b: &[f32]| crate::embed::cosine(a, b) > 1.0 - 1e-6;
-            assert!(same(&got.summary_vector, &alone.summary_vector));
+            assert_eq!(got.summary_vector.is_some(), alone.summary_vector.is_some());
+            if let (Some(a), Some(b)) = (&got.summary_vector, &alone.summary_vector) {
+                assert!(same(a, b));
+            }
             assert!(!got.chunks.is_empty());
             for (a, b) in got.chunks.iter().zip(&alone.chunks) {
                 assert!(same(&a.vector, &b.vector));
@@ -745,7 +747,7 @@ mod tests {
         assert_eq!(time.passage_texts, 5 + 5, "one chunk per document, which is also its summary vector, twice");
         for doc in &together {
             assert_eq!(doc.chunks.len(), 1);
-            assert_eq!(doc.summary_vector, doc.chunks[0].vector, "a one-chunk document is its chunk");
+            assert_eq!(doc.summary_vector, None, "a one-chunk document's summary is its chunk");
         }
         assert!(time.short_texts > 0);
     }

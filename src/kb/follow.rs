@@ -112,7 +112,7 @@ impl Kb {
                 changes.docs_removed.push(old.clone());
             }
             if let Some(doc) = doc {
-                changes.docs_added.push((doc, vector(Family::SummaryVec, key)?));
+                changes.docs_added.push((doc, records.vector(Family::SummaryVec, key)?));
             }
         }
         for (id, chunk) in records.records::<Chunk>(Family::Chunk)? {

@@ -65,15 +65,10 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
 
     let mut chunks = 0;
     let mut pending: Vec<(u64, String)> = Vec::with_capacity(RECORDS_PER_COMMIT);
-    // A one-chunk document's summary vector is its chunk's (as ingest embeds it).
-    let mut whole_documents: HashMap<DocKey, String> = HashMap::new();
     for chunk in store.chunks() {
         let chunk: Chunk = chunk?;
         let doc = docs.get(&chunk.doc);
         let text = passage_text(doc.map_or("", |d| d.title.as_str()), &chunk.section, &chunk.text);
-        if doc.is_some_and(|d| !summary_embedded_apart(d.chunks.len())) {
-            whole_documents.insert(chunk.doc, text.clone());
-        }
         pending.push((chunk.id as u64, text));
         if pending.len() == RECORDS_PER_COMMIT {
             chunks += write_vectors(&store, embedder.as_ref(), Family::ChunkVec, &mut pending, dim)?;
@@ -84,15 +79,22 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
     let mut summaries = 0;
     let mut keys: Vec<&DocKey> = docs.keys().collect();
     keys.sort_unstable();
+    // A one-chunk document's chunk vector stands for its summary (as ingest stores it); the
+    // copy an older build stored goes.
+    let mut copies = KbBatch::default();
     for key in keys {
         let doc = &docs[key];
-        let text = whole_documents.remove(key).unwrap_or_else(|| doc.summary.clone());
-        pending.push((doc.key as u64, text));
+        if !summary_embedded_apart(doc.chunks.len()) {
+            copies.remove_vector(Family::SummaryVec, doc.key as u64);
+            continue;
+        }
+        pending.push((doc.key as u64, doc.summary.clone()));
         if pending.len() == RECORDS_PER_COMMIT {
             summaries += write_vectors(&store, embedder.as_ref(), Family::SummaryVec, &mut pending, dim)?;
         }
     }
     summaries += write_vectors(&store, embedder.as_ref(), Family::SummaryVec, &mut pending, dim)?;
+    store.commit(copies)?;
 
     let mut nodes = 0;
     for node in store.nodes() {
@@ -134,7 +136,7 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
     for item in store.scan_vectors(Family::FactVec) {
         let (id, _) = item?;
         if !representatives.contains(&id) {
-            stale.remove_fact_vector(id);
+            stale.remove_vector(Family::FactVec, id);
             fact_orphans += usize::from(!edge_ids.contains(&id));
         }
     }

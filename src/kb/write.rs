@@ -26,7 +26,10 @@ pub struct PreparedDoc {
     pub source: String,
     pub content_hash: String,
     pub summary: String,
-    pub summary_vector: Vec<f32>,
+    /// The summary's vector where it is embedded apart (`model::summary_embedded_apart`);
+    /// `None` for a one-chunk document, whose chunk's vector stands for it and is stored and
+    /// indexed once, as the chunk's.
+    pub summary_vector: Option<Vec<f32>>,
     pub chunks: Vec<PreparedChunk>,
     pub triples: Vec<PreparedTriple>,
     /// Embeddings of the short texts the commit may need (entity mentions, triple ends,
@@ -68,7 +71,7 @@ pub enum IngestOutcome {
 #[derive(Default)]
 pub(super) struct Changes {
     pub(super) docs_removed: Vec<Document>,
-    pub(super) docs_added: Vec<(Document, Vec<f32>)>,
+    pub(super) docs_added: Vec<(Document, Option<Vec<f32>>)>,
     /// Documents whose record changed but whose chunks and summary did not.
     pub(super) docs_updated: Vec<Document>,
     pub(super) chunks_removed: Vec<ChunkId>,
@@ -293,7 +296,7 @@ impl<'kb> Staging<'kb> {
                 };
                 self.batch.put_fact_vector_ahead(edge.id, &vector);
                 if let Some(first) = first_kept {
-                    self.batch.remove_fact_vector(first);
+                    self.batch.remove_vector(Family::FactVec, first);
                 }
                 self.changes.fact_vectors.insert(edge.id, vector);
             }
@@ -426,7 +429,9 @@ impl Kb {
         let action = if previous.is_some() { Action::Replace } else { Action::Ingest };
         staging.batch.put_audit(&AuditEntry::document(self.store.next_id()?, author, action, &document.id))?;
         staging.batch.put_doc(&document);
-        staging.batch.put_vector(Family::SummaryVec, key as u64, &doc.summary_vector);
+        if let Some(summary) = &doc.summary_vector {
+            staging.batch.put_vector(Family::SummaryVec, key as u64, summary);
+        }
         staging.changes.docs_added.push((document, doc.summary_vector));
         let changes = staging.finish()?;
         self.apply(changes)?;
@@ -548,7 +553,9 @@ impl Kb {
             self.summary_index.remove(doc.key as u64)?;
         }
         for (doc, summary) in changes.docs_added {
-            self.summary_index.upsert(doc.key as u64, &summary)?;
+            if let Some(summary) = summary {
+                self.summary_index.upsert(doc.key as u64, &summary)?;
+            }
             self.doc_ids.insert(doc.id.clone(), doc.key);
             self.docs.insert(doc.key, doc);
         }

@@ -830,10 +830,10 @@ impl KbBatch {
         self.remove(Family::Edge.key(id));
         self.remove(Family::FactVec.key(id));
     }
-    /// Drops the stored fact vector of edge `id`, which stays: the fact's vector moved to an
-    /// edge that now comes first (see `Kb::fact_edges`).
-    pub fn remove_fact_vector(&mut self, id: EdgeId) {
-        self.remove(Family::FactVec.key(id));
+    /// Drops the vector stored for `id` in `family`, whose record stays (a fact's vector
+    /// moved to an edge that now comes first (see `Kb::fact_edges`), an orphan, a copy).
+    pub fn remove_vector(&mut self, family: Family, id: u64) {
+        self.remove(family.key(id));
     }
     /// The fact vector of an edge this batch creates. Nothing reads it before the edge
     /// exists, so a back end may commit it ahead of the batch, in parts: a large document's
