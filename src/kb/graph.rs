@@ -11,9 +11,18 @@ use super::model::{EdgeId, NodeId};
 
 #[derive(Default)]
 pub struct KnowledgeGraph {
-    g: StableDiGraph<NodeId, EdgeId>,
+    g: StableDiGraph<Entity, EdgeId>,
     nodes: HashMap<NodeId, NodeIndex>,
     edges: HashMap<EdgeId, EdgeIndex>,
+}
+
+/// A node of the graph with its degree, kept as edges come and go: retrieval weighs steps by
+/// the degree of where they lead, and counting a hub's edges (a third of a million at a
+/// million pages) on every step that reaches it would cost a query as much as the hub is big.
+struct Entity {
+    id: NodeId,
+    /// Incident edges, both directions; a loop counts twice.
+    degree: usize,
 }
 
 /// One step from a node: the edge taken, the node reached, and whether the edge was
@@ -40,14 +49,14 @@ impl KnowledgeGraph {
 
     pub fn add_node(&mut self, node: NodeId) {
         if !self.nodes.contains_key(&node) {
-            let ix = self.g.add_node(node);
+            let ix = self.g.add_node(Entity { id: node, degree: 0 });
             self.nodes.insert(node, ix);
         }
     }
 
     /// Removes the node and every incident edge.
     pub fn remove_node(&mut self, node: NodeId) {
-        if let Some(ix) = self.nodes.remove(&node) {
+        if let Some(&ix) = self.nodes.get(&node) {
             let incident: Vec<EdgeId> = self
                 .g
                 .edges_directed(ix, Direction::Outgoing)
@@ -55,8 +64,9 @@ impl KnowledgeGraph {
                 .map(|e| *e.weight())
                 .collect();
             for e in incident {
-                self.edges.remove(&e);
+                self.remove_edge(e);
             }
+            self.nodes.remove(&node);
             self.g.remove_node(ix);
         }
     }
@@ -67,12 +77,19 @@ impl KnowledgeGraph {
         }
         self.add_node(subject);
         self.add_node(object);
-        let ix = self.g.add_edge(self.nodes[&subject], self.nodes[&object], id);
+        let (from, to) = (self.nodes[&subject], self.nodes[&object]);
+        let ix = self.g.add_edge(from, to, id);
         self.edges.insert(id, ix);
+        self.g[from].degree += 1;
+        self.g[to].degree += 1;
     }
 
     pub fn remove_edge(&mut self, id: EdgeId) {
         if let Some(ix) = self.edges.remove(&id) {
+            if let Some((from, to)) = self.g.edge_endpoints(ix) {
+                self.g[from].degree -= 1;
+                self.g[to].degree -= 1;
+            }
             self.g.remove_edge(ix);
         }
     }
@@ -84,22 +101,20 @@ impl KnowledgeGraph {
         };
         let out = self.g.edges_directed(ix, Direction::Outgoing).map(|e| Step {
             edge: *e.weight(),
-            to: self.g[e.target()],
+            to: self.g[e.target()].id,
             forward: true,
         });
         let inc = self.g.edges_directed(ix, Direction::Incoming).map(|e| Step {
             edge: *e.weight(),
-            to: self.g[e.source()],
+            to: self.g[e.source()].id,
             forward: false,
         });
         out.chain(inc).collect()
     }
 
+    /// Incident edges in both directions (the number of [`KnowledgeGraph::steps`]).
     pub fn degree(&self, node: NodeId) -> usize {
-        self.nodes.get(&node).map_or(0, |&ix| {
-            self.g.edges_directed(ix, Direction::Outgoing).count()
-                + self.g.edges_directed(ix, Direction::Incoming).count()
-        })
+        self.nodes.get(&node).map_or(0, |&ix| self.g[ix].degree)
     }
 
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
@@ -187,8 +202,13 @@ mod tests {
         steps.sort_by_key(|s| s.edge);
         assert_eq!(steps, vec![Step { edge: 10, to: 2, forward: true }, Step { edge: 11, to: 3, forward: false }]);
         assert_eq!(g.degree(1), 2);
+        g.add_edge(12, 2, 2);
+        assert_eq!((g.degree(2), g.steps(2).len()), (3, 3), "a loop is two steps");
         g.remove_node(1);
-        assert_eq!(g.edge_count(), 0);
+        assert_eq!(g.edge_count(), 1);
         assert_eq!(g.node_count(), 2);
+        assert_eq!((g.degree(1), g.degree(2), g.degree(3)), (0, 2, 0), "a removed node's neighbours lose its edges");
+        g.remove_edge(12);
+        assert_eq!(g.degree(2), 0);
     }
 }

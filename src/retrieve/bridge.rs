@@ -46,11 +46,10 @@ fn bfs(kb: &Kb, seed: NodeId, params: &BridgeParams) -> HashMap<NodeId, Reach> {
         if d == params.hops || reach.len() >= MAX_VISITED_PER_SEED {
             continue;
         }
-        let steps = kb.graph().steps(node);
-        if d > 0 && steps.len() > HUB_STEPS {
+        if d > 0 && kb.graph().degree(node) > HUB_STEPS {
             continue;
         }
-        for step in steps {
+        for step in kb.graph().steps(node) {
             match reach.get_mut(&step.to) {
                 Some(r) if r.distance == d + 1 && r.parents.len() < params.max_paths => r.parents.push((node, step)),
                 Some(_) => {}
