@@ -19,7 +19,8 @@ pub fn weighted_rank_fusion(lists: &[(&[u64], f32)], k: f32) -> Vec<(u64, f32)> 
         }
     }
     let mut fused: Vec<(u64, f32)> = scores.into_iter().collect();
-    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    // Keys are distinct, so the order is total and an unstable sort gives the one result.
+    fused.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     fused
 }
 

@@ -116,7 +116,8 @@ fn rank_on(
 fn passages_by_mass(graph: &PassageGraph, scores: &[(usize, f64)]) -> Vec<(ChunkId, f32)> {
     let mut ranked: Vec<(ChunkId, f32)> =
         scores.iter().filter_map(|(row, s)| graph.chunk_at(*row).map(|c| (c, *s as f32))).collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    // One row per passage: the order is total, and an unstable sort gives the one result.
+    ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     ranked
 }
 

@@ -23,7 +23,7 @@
 //! document's best-ranked passage qualifies at any rank of the fusion, where a name the text
 //! only writes needs the first `link_candidates` or a capital.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::PathHop;
 use crate::kb::Kb;
@@ -56,7 +56,14 @@ pub fn lead_with_link(
     let link = if named.is_empty() && hyperlinked.is_empty() {
         None
     } else {
+        // The passages that could be the hop, so that a long ranking (a walk over a large KB
+        // reaches hundreds of thousands) is scanned by set lookups, not by reading each chunk.
+        let hyperlinked_chunks: HashSet<ChunkId> =
+            hyperlinked.keys().filter_map(|doc| kb.doc(*doc)).flat_map(|doc| doc.chunks.iter().copied()).collect();
         fused.iter().enumerate().find_map(|(rank, (chunk, _))| {
+            if !hyperlinked_chunks.contains(chunk) && !named.contains_key(chunk) {
+                return None;
+            }
             let candidate = kb.chunk(*chunk).filter(|c| c.doc != lead_chunk.doc)?;
             // A hyperlink is the author's own pointer: it counts at any rank.
             if let Some(anchor) = hyperlinked.get(&candidate.doc) {

@@ -30,6 +30,6 @@ pub fn from_nodes(kb: &Kb, nodes: &[(NodeId, f32)], scores: &mut HashMap<ChunkId
 /// Ranked chunk list, best first; ties break on chunk id for determinism.
 pub fn ranked(scores: &HashMap<ChunkId, f32>) -> Vec<(ChunkId, f32)> {
     let mut list: Vec<(ChunkId, f32)> = scores.iter().map(|(c, s)| (*c, *s)).collect();
-    list.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    list.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     list
 }
