@@ -315,13 +315,19 @@ pub fn run(options: &ScaleOptions) -> Result<String> {
         }
         let ingest: IngestFigures = child(options, ScaleStep::Ingest, size, &dir)?;
         let disk = disk_bytes(&dir)?;
+        // Said at once: a long ingest's figures outlive a serve step that fails.
+        eprintln!(
+            "bench scale: {size} passages: ingest {:.0}/s ({:.1} s, {:.1} CPU s, peak RSS {:.2} GB), disk {:.2} GB",
+            ingest.passages as f64 / ingest.seconds.max(1e-9),
+            ingest.seconds,
+            ingest.cpu_seconds,
+            ingest.peak_rss_bytes as f64 / 1e9,
+            disk as f64 / 1e9
+        );
         let serve: ServeFigures = child(options, ScaleStep::Serve, size, &dir)?;
         eprintln!(
-            "bench scale: {size} passages: ingest {:.0}/s, open {:.2} s, a2rag p50 {:.1} ms (mean ms by phase: {})",
-            ingest.passages as f64 / ingest.seconds.max(1e-9),
-            serve.open_seconds,
-            serve.a2rag_p50_ms,
-            serve.a2rag_phases
+            "bench scale: {size} passages: open {:.2} s, a2rag p50 {:.1} ms (mean ms by phase: {})",
+            serve.open_seconds, serve.a2rag_p50_ms, serve.a2rag_phases
         );
         if !options.keep {
             std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -338,7 +344,13 @@ fn child<T: serde::de::DeserializeOwned>(
     size: usize,
     dir: &Path,
 ) -> Result<T> {
-    let exe = std::env::current_exe().map_err(|e| Error::io("the a2rag executable", e))?;
+    // Linux runs the binary this process runs even after a rebuild replaced its file, which a
+    // run of an hour or more may well see; elsewhere, the file at its path.
+    let proc_exe = Path::new("/proc/self/exe");
+    let exe = match proc_exe.exists() {
+        true => proc_exe.to_path_buf(),
+        false => std::env::current_exe().map_err(|e| Error::io("the a2rag executable", e))?,
+    };
     let mut command = Command::new(exe);
     if let Some(config) = &options.config {
         command.arg("--config").arg(config);
