@@ -145,7 +145,7 @@ impl Family {
 /// chunk naming a node writes one small key, and the node's record keeps only its names: a
 /// record holding the list was rewritten whole by every document naming the node, so a hub's
 /// record grew with the corpus and ingest wrote quadratically many bytes (a node named by a
-/// sixth of 50,000 pages wrote a gigabyte of versions of itself).
+/// third of 50,000 pages wrote a gigabyte of versions of itself).
 const MENTION_PREFIX: &[u8] = b"mention/";
 
 fn mention_key(node: NodeId, chunk: ChunkId) -> Vec<u8> {
@@ -350,24 +350,28 @@ impl Store {
         if self.backend.get(Space::Kb, META_MENTIONS)?.is_some() {
             return Ok(());
         }
-        let _session = self.backend.begin_write()?;
-        let mut batch = KbBatch::default();
-        for node in self.scan::<Node>(Family::Node) {
-            let node = node?;
-            if node.chunks.is_empty() {
-                continue;
+        {
+            let _session = self.backend.begin_write()?;
+            let mut batch = KbBatch::default();
+            for node in self.scan::<Node>(Family::Node) {
+                let node = node?;
+                if node.chunks.is_empty() {
+                    continue;
+                }
+                batch.put_node(&node);
+                for chunk in &node.chunks {
+                    batch.put_mention(node.id, *chunk);
+                }
             }
-            batch.put_node(&node);
-            for chunk in &node.chunks {
-                batch.put_mention(node.id, *chunk);
+            if !batch.is_empty() {
+                tracing::info!(store = %self.location, "moving node provenance to one key per mention (once)");
+                batch.insert(META_MENTIONS.to_vec(), vec![1]);
+                return self.commit(batch).map(drop);
             }
         }
-        if batch.is_empty() {
-            return self.backend.insert(Space::Kb, META_MENTIONS, &[1]);
-        }
-        tracing::info!(store = %self.location, "moving node provenance to one key per mention (once)");
-        batch.insert(META_MENTIONS.to_vec(), vec![1]);
-        self.commit(batch).map(drop)
+        // Nothing to move (a new store): marked outside the session, which a back end with
+        // transactions rolls back when it ends without a commit.
+        self.backend.insert(Space::Kb, META_MENTIONS, &[1])
     }
 
     pub fn location(&self) -> &Location {
