@@ -347,9 +347,10 @@ fn child<T: serde::de::DeserializeOwned>(
     // Linux runs the binary this process runs even after a rebuild replaced its file, which a
     // run of an hour or more may well see; elsewhere, the file at its path.
     let proc_exe = Path::new("/proc/self/exe");
-    let exe = match proc_exe.exists() {
-        true => proc_exe.to_path_buf(),
-        false => std::env::current_exe().map_err(|e| Error::io("the a2rag executable", e))?,
+    let exe = if proc_exe.exists() {
+        proc_exe.to_path_buf()
+    } else {
+        std::env::current_exe().map_err(|e| Error::io("the a2rag executable", e))?
     };
     let mut command = Command::new(exe);
     if let Some(config) = &options.config {

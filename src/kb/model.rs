@@ -64,6 +64,14 @@ pub struct Node {
     pub chunks: Vec<ChunkId>,
 }
 
+impl Node {
+    /// Whether `other` goes by the same names: then its record, its alias keys and its
+    /// blocks stay as they are, whatever chunks it gained or lost.
+    pub fn same_names(&self, other: &Node) -> bool {
+        self.name == other.name && self.aliases == other.aliases
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EdgeOrigin {

@@ -297,10 +297,10 @@ impl VectorIndex {
         // Each key lives in one graph and the hits are ordered by score then key, so the
         // order the parts come back in changes nothing.
         let threads = if graphs.len() >= PARALLEL_GRAPHS { cores().min(graphs.len()) } else { 1 };
-        let parts: Vec<&[(usize, &Index)]> = graphs.chunks(graphs.len().div_ceil(threads).max(1)).collect();
+        let mut parts = graphs.chunks(graphs.len().div_ceil(threads).max(1));
         std::thread::scope(|scope| -> Result<()> {
-            let (here, elsewhere) = parts.split_first().map_or((None, &[][..]), |(first, rest)| (Some(first), rest));
-            let others: Vec<_> = elsewhere.iter().map(|part| scope.spawn(|| ask(part))).collect();
+            let here = parts.next();
+            let others: Vec<_> = parts.map(|part| scope.spawn(|| ask(part))).collect();
             if let Some(part) = here {
                 candidates.extend(ask(part)?);
             }

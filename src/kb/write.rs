@@ -355,8 +355,7 @@ impl<'kb> Staging<'kb> {
             match node {
                 // Most touched nodes only gained a mention, written as it was staged.
                 Some(node) => {
-                    let committed = self.kb.nodes.get(id);
-                    if committed.is_none_or(|c| c.name != node.name || c.aliases != node.aliases) {
+                    if self.kb.nodes.get(id).is_none_or(|committed| !committed.same_names(node)) {
                         self.batch.put_node(node);
                     }
                 }
@@ -577,8 +576,7 @@ impl Kb {
         for (id, node) in changes.nodes {
             let old = self.nodes.remove(&id);
             // Most touched nodes only gain a chunk: their names stay keyed and blocked.
-            let renamed =
-                old.as_ref().is_none_or(|o| node.as_ref().is_none_or(|n| n.name != o.name || n.aliases != o.aliases));
+            let renamed = old.as_ref().is_none_or(|o| node.as_ref().is_none_or(|n| !n.same_names(o)));
             if let Some(old) = &old {
                 if renamed {
                     self.unindex_node_names(old);
