@@ -10,6 +10,7 @@ pub mod bm25;
 pub mod catalog;
 mod exact;
 pub mod explore;
+mod fact_edges;
 pub mod follow;
 pub mod graph;
 mod mapped;
@@ -29,6 +30,7 @@ pub mod store;
 pub mod vector;
 mod write;
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -40,6 +42,7 @@ use crate::error::{Error, Result};
 use crate::rank::reciprocal_rank_fusion;
 use align::{AliasBlocks, NameSketch};
 use bm25::Bm25;
+use fact_edges::FactEdges;
 use graph::KnowledgeGraph;
 use model::{
     Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Link, Node, NodeId, RawTriple, fact_text, summary_embedded_apart,
@@ -102,7 +105,7 @@ pub struct Kb {
     /// are not copies of one another. When the first edge goes, the next one inherits its
     /// vector (the write that deletes it stores the vector under the successor); a new edge
     /// with a lower id (another daemon's block of ids, on PostgreSQL) takes it over.
-    fact_edges: HashMap<FactKey, BTreeSet<EdgeId>>,
+    fact_edges: HashMap<FactKey, FactEdges>,
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
     passages: Lazy<PassageGraph>,
@@ -818,7 +821,12 @@ impl Kb {
         })?;
         self.graph.add_edge(edge.id, edge.subject, edge.object);
         self.rule_edges += usize::from(edge.origin == model::EdgeOrigin::Extracted);
-        self.fact_edges.entry(FactKey::of(&edge)).or_default().insert(edge.id);
+        match self.fact_edges.entry(FactKey::of(&edge)) {
+            Entry::Occupied(mut ids) => ids.get_mut().insert(edge.id),
+            Entry::Vacant(slot) => {
+                slot.insert(FactEdges::new(edge.id));
+            }
+        }
         self.edges.insert(edge.id, edge);
         Ok(())
     }
@@ -843,7 +851,7 @@ impl Kb {
     }
 
     fn fact_representative(&self, key: &FactKey) -> Option<EdgeId> {
-        self.fact_edges.get(key).and_then(|ids| ids.first()).copied()
+        self.fact_edges.get(key).map(FactEdges::first)
     }
 
     /// The representative edge of each fact in `facts` before a change, to hand to
@@ -898,11 +906,8 @@ impl Kb {
         if let Some(edge) = self.edges.remove(&id) {
             self.graph.remove_edge(id);
             let key = FactKey::of(&edge);
-            if let Some(ids) = self.fact_edges.get_mut(&key) {
-                ids.remove(&id);
-                if ids.is_empty() {
-                    self.fact_edges.remove(&key);
-                }
+            if let Some(rest) = self.fact_edges.remove(&key).and_then(|ids| ids.without(id)) {
+                self.fact_edges.insert(key, rest);
             }
             self.rule_edges -= usize::from(edge.origin == model::EdgeOrigin::Extracted);
             // Only fails on an index error for a label it knows; the label's vector then
@@ -1199,9 +1204,8 @@ impl Kb {
         let mut problems = Vec::new();
         // One fact vector per distinct fact, under its first edge.
         for ids in self.fact_edges.values() {
-            if let Some(first) = ids.first()
-                && self.fact_index.get(*first).is_none()
-            {
+            let first = ids.first();
+            if self.fact_index.get(first).is_none() {
                 problems.push(format!("fact of edge {first} is not indexed"));
             }
         }
