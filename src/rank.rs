@@ -26,8 +26,8 @@ pub fn weighted_rank_fusion(lists: &[(&[u64], f32)], k: f32) -> Vec<(u64, f32)> 
 
 /// The `k` highest-scoring hits, best first, ties on the key (a total order); selects
 /// before it sorts, so a long list of scored keys costs linear time plus `k log k`.
-pub fn top_k(mut hits: Vec<(u64, f32)>, k: usize) -> Vec<(u64, f32)> {
-    let order = |a: &(u64, f32), b: &(u64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+pub fn top_k<K: Ord + Copy>(mut hits: Vec<(K, f32)>, k: usize) -> Vec<(K, f32)> {
+    let order = |a: &(K, f32), b: &(K, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     if k == 0 {
         return Vec::new();
     }

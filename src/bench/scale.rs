@@ -449,7 +449,11 @@ pub fn serve_step(settings: Settings, size: usize, questions: usize, dir: &Path,
             if strategy == Strategy::Adaptive {
                 super::add_phases(&r, &mut phases);
             }
-            recall.push(recall_at(&crate::eval::ranked_docs(&r.chunks), &q.gold, 5));
+            let ranked = crate::eval::ranked_docs(&r.chunks);
+            let at_5 = recall_at(&ranked, &q.gold, 5);
+            // Which questions lose their gold passages as the KB grows (`RUST_LOG=debug`).
+            tracing::debug!(?strategy, question = q.question, recall = at_5, gold = ?q.gold, top = ?&ranked[..ranked.len().min(5)], "scale question");
+            recall.push(at_5);
         }
         Ok((ms, recall))
     };

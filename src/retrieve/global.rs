@@ -15,8 +15,8 @@
 use std::collections::BTreeMap;
 
 use super::facts::FactSeed;
-use super::ppr;
 use super::seeds::EntitySeed;
+use super::{RANKING_DEPTH, ppr};
 use crate::config::RetrieveSettings;
 use crate::kb::Kb;
 use crate::kb::model::{ChunkId, NodeId};
@@ -112,13 +112,13 @@ fn rank_on(
     passages_by_mass(graph, &scores)
 }
 
-/// The passage rows among `scores` (rows with positive mass), best first, ties on chunk id.
+/// The first [`RANKING_DEPTH`] passage rows among `scores` (rows with positive mass), best
+/// first, ties on chunk id: a walk over a large KB reaches hundreds of thousands of passages,
+/// and only the head of their ranking is ever read.
 fn passages_by_mass(graph: &PassageGraph, scores: &[(usize, f64)]) -> Vec<(ChunkId, f32)> {
-    let mut ranked: Vec<(ChunkId, f32)> =
+    let reached: Vec<(ChunkId, f32)> =
         scores.iter().filter_map(|(row, s)| graph.chunk_at(*row).map(|c| (c, *s as f32))).collect();
-    // One row per passage: the order is total, and an unstable sort gives the one result.
-    ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    ranked
+    crate::rank::top_k(reached, RANKING_DEPTH)
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use super::RANKING_DEPTH;
 use crate::kb::Kb;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
 
@@ -27,9 +28,7 @@ pub fn from_nodes(kb: &Kb, nodes: &[(NodeId, f32)], scores: &mut HashMap<ChunkId
     }
 }
 
-/// Ranked chunk list, best first; ties break on chunk id for determinism.
+/// The first [`RANKING_DEPTH`] chunks, best first; ties break on chunk id for determinism.
 pub fn ranked(scores: &HashMap<ChunkId, f32>) -> Vec<(ChunkId, f32)> {
-    let mut list: Vec<(ChunkId, f32)> = scores.iter().map(|(c, s)| (*c, *s)).collect();
-    list.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    list
+    crate::rank::top_k(scores.iter().map(|(c, s)| (*c, *s)).collect(), RANKING_DEPTH)
 }

@@ -201,6 +201,13 @@ impl Retrieval {
     }
 }
 
+/// How deep the graph's rankings go into the final fusion. The reader reads `top_k`, the
+/// lead's hop and the sufficiency check read the head of the fused ranking, and a passage
+/// this far down a graph ranking adds at most `1 / (rrf_k + 4096)` to a fused score; a walk
+/// over a million passages reaches hundreds of thousands, whose full sort and fusion once
+/// cost more than the walk. Deeper than a corpus of a few thousand passages reaches at all.
+pub const RANKING_DEPTH: usize = 4096;
+
 pub struct Retriever<'kb> {
     kb: &'kb Kb,
     settings: &'kb RetrieveSettings,
