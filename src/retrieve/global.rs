@@ -88,14 +88,24 @@ pub fn reset_vector(
     Some(p.into_iter().filter(|(_, x)| *x > 0.0).map(|(row, x)| (row, x / total)).collect())
 }
 
-/// Passages ranked by PPR mass from the reset vector of `phrases` and `dense`, best first
-/// (ties on chunk id); empty when no phrase seed is in the graph.
+/// The walk's passages: the first [`RANKING_DEPTH`] by PPR mass, best first (ties on chunk
+/// id), and every passage it reached with its mass, in no set order. A walk over a large KB
+/// reaches hundreds of thousands of passages and only the head of their ranking is read
+/// whole; the rest is asked for a few passages at a time (see `lead`).
+#[derive(Debug, Default)]
+pub struct Walk {
+    pub head: Vec<(ChunkId, f32)>,
+    pub reached: Vec<(ChunkId, f32)>,
+}
+
+/// The walk from the reset vector of `phrases` and `dense`; empty when no phrase seed is in
+/// the graph.
 pub fn rank_passages(
     kb: &Kb,
     settings: &RetrieveSettings,
     phrases: &[(NodeId, f64)],
     dense: &[(ChunkId, f32)],
-) -> Vec<(ChunkId, f32)> {
+) -> Walk {
     rank_on(&kb.passage_graph(), settings, phrases, dense)
 }
 
@@ -104,21 +114,14 @@ fn rank_on(
     settings: &RetrieveSettings,
     phrases: &[(NodeId, f64)],
     dense: &[(ChunkId, f32)],
-) -> Vec<(ChunkId, f32)> {
+) -> Walk {
     let Some(p) = reset_vector(graph, phrases, dense, settings.passage_seed_weight) else {
-        return Vec::new();
+        return Walk::default();
     };
     let scores = ppr::scores(&graph.csr, &p, settings);
-    passages_by_mass(graph, &scores)
-}
-
-/// The first [`RANKING_DEPTH`] passage rows among `scores` (rows with positive mass), best
-/// first, ties on chunk id: a walk over a large KB reaches hundreds of thousands of passages,
-/// and only the head of their ranking is ever read.
-fn passages_by_mass(graph: &PassageGraph, scores: &[(usize, f64)]) -> Vec<(ChunkId, f32)> {
     let reached: Vec<(ChunkId, f32)> =
         scores.iter().filter_map(|(row, s)| graph.chunk_at(*row).map(|c| (c, *s as f32))).collect();
-    crate::rank::top_k(reached, RANKING_DEPTH)
+    Walk { head: crate::rank::top_k(reached.clone(), RANKING_DEPTH), reached }
 }
 
 #[cfg(test)]
@@ -154,7 +157,7 @@ mod tests {
         let title = |c: ChunkId| kb.chunk(c).map(|c| kb.chunk_title(c).to_string()).unwrap();
         let section = |c: ChunkId| kb.chunk(c).unwrap().section.clone();
         let seed = kb.node_by_alias("Ada Lind").expect("an entity");
-        let ranked = rank_on(&graph, &Settings::defaults().retrieve, &[(seed, 1.0)], &[]);
+        let ranked = rank_on(&graph, &Settings::defaults().retrieve, &[(seed, 1.0)], &[]).head;
         let order: Vec<(String, String)> = ranked.iter().map(|(c, _)| (title(*c), section(*c))).collect();
         let at = |t: &str, s: &str| order.iter().position(|(x, y)| x == t && y.starts_with(s));
         let (beside, releases, linked) =
@@ -254,7 +257,7 @@ mod tests {
             (rows(3), rows(4), 0.9),
         ];
         let exact = exact_ppr(8, &edges, &p, settings.restart_prob);
-        let ranked = rank_on(&graph, &settings, &phrases, &dense);
+        let ranked = rank_on(&graph, &settings, &phrases, &dense).head;
         assert_eq!(ranked.len(), 4, "every passage is reached or seeded");
         for (c, score) in &ranked {
             let want = exact[graph.chunk_row(*c).unwrap()];
@@ -263,7 +266,7 @@ mod tests {
         assert!(ranked.windows(2).all(|w| w[0].1 >= w[1].1));
         assert_eq!(ranked[0].0, 10, "the passage of the strongest phrase seed leads");
         assert!(
-            rank_on(&graph, &settings, &[(99, 1.0)], &dense).is_empty(),
+            rank_on(&graph, &settings, &[(99, 1.0)], &dense).head.is_empty(),
             "no phrase seed in the graph: nothing to add"
         );
     }
@@ -280,9 +283,9 @@ mod tests {
         };
         let settings = Settings::defaults().retrieve;
         let score = |ranked: &[(ChunkId, f32)], c: ChunkId| ranked.iter().find(|(x, _)| *x == c).unwrap().1;
-        let plain = rank_on(&graph(&[]), &settings, &[(1, 1.0)], &[]);
+        let plain = rank_on(&graph(&[]), &settings, &[(1, 1.0)], &[]).head;
         assert!((score(&plain, 11) - score(&plain, 12)).abs() < 1e-6, "{plain:?}");
-        let topical = rank_on(&graph(&[(1, 10), (2, 11)]), &settings, &[(1, 1.0)], &[]);
+        let topical = rank_on(&graph(&[(1, 10), (2, 11)]), &settings, &[(1, 1.0)], &[]).head;
         let order: Vec<ChunkId> = topical.iter().map(|(c, _)| *c).collect();
         assert_eq!(order, vec![10, 11, 12], "the bridge entity's own page comes second");
         assert!(score(&topical, 11) > 1.5 * score(&topical, 12), "{topical:?}");

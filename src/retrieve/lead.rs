@@ -34,16 +34,32 @@ use crate::text;
 /// Relation label of the hop from a passage to the page of an entity it mentions.
 pub const MENTIONS: &str = "mentions";
 
+/// The passages a fused ranking leaves out: it holds the head of each list it fuses (see
+/// `RANKING_DEPTH`), and a hop may lead further down.
+pub trait RankedBelow {
+    /// Those of `wanted` (none of them in the fused ranking) that rank below it, in the
+    /// order the full ranking would put them.
+    fn ranked_below(&self, wanted: &HashSet<ChunkId>) -> Vec<ChunkId>;
+}
+
+/// A fused ranking that holds everything.
+impl RankedBelow for () {
+    fn ranked_below(&self, _: &HashSet<ChunkId>) -> Vec<ChunkId> {
+        Vec::new()
+    }
+}
+
 /// `fused` (best first) with `lead` moved to the top and, right after it, the best-ranked
 /// passage of another document whose topic the lead passage names (any mention among the
-/// first `candidates`, a capitalised one below); both take the top score, so scores stay in
-/// order. Returns the hop that led there too, for the retrieval's paths, with the topic as
-/// the lead passage writes it.
+/// first `candidates`, a capitalised one below, in `fused` or `below` it); both take the top
+/// score, so scores stay in order. Returns the hop that led there too, for the retrieval's
+/// paths, with the topic as the lead passage writes it.
 pub fn lead_with_link(
     kb: &Kb,
     lead: Option<ChunkId>,
     fused: Vec<(ChunkId, f32)>,
     candidates: usize,
+    below: &dyn RankedBelow,
 ) -> (Vec<(ChunkId, f32)>, Option<PathHop>) {
     let Some(lead_chunk) = lead.and_then(|c| kb.chunk(c)) else {
         return (fused, None);
@@ -60,7 +76,7 @@ pub fn lead_with_link(
         // reaches hundreds of thousands) is scanned by set lookups, not by reading each chunk.
         let hyperlinked_chunks: HashSet<ChunkId> =
             hyperlinked.keys().filter_map(|doc| kb.doc(*doc)).flat_map(|doc| doc.chunks.iter().copied()).collect();
-        fused.iter().enumerate().find_map(|(rank, (chunk, _))| {
+        let hop_at = |rank: usize, chunk: &ChunkId| {
             if !hyperlinked_chunks.contains(chunk) && !named.contains_key(chunk) {
                 return None;
             }
@@ -80,6 +96,13 @@ pub fn lead_with_link(
             let written = anchor.capitalised.clone()?;
             (Pages::topic_key(kb.chunk_title(candidate)) != own_topic)
                 .then(|| (*chunk, lead_chunk.text[written].to_string()))
+        };
+        fused.iter().enumerate().find_map(|(rank, (chunk, _))| hop_at(rank, chunk)).or_else(|| {
+            let held: HashSet<ChunkId> = fused.iter().map(|(c, _)| *c).collect();
+            let wanted: HashSet<ChunkId> =
+                hyperlinked_chunks.iter().chain(named.keys()).filter(|c| !held.contains(c)).copied().collect();
+            let rest = if wanted.is_empty() { Vec::new() } else { below.ranked_below(&wanted) };
+            rest.iter().enumerate().find_map(|(offset, chunk)| hop_at(fused.len() + offset, chunk))
         })
     };
     let mut ranking = Vec::with_capacity(fused.len() + 1);
@@ -150,7 +173,7 @@ mod tests {
         assert!(!lead.text.contains("beacon.md"), "no link markup in the text: {}", lead.text);
 
         let fused = vec![(shipyard, 0.9), (gatekeeper, 0.8), (beacon, 0.1)];
-        let (ranking, hop) = lead_with_link(&kb, Some(gatekeeper), fused.clone(), 1);
+        let (ranking, hop) = lead_with_link(&kb, Some(gatekeeper), fused.clone(), 1, &());
         assert_eq!(order(&ranking), vec![gatekeeper, beacon, shipyard]);
         assert_eq!(hop.map(|h| h.object).as_deref(), Some("the shared cache"));
 
@@ -162,7 +185,7 @@ mod tests {
         ]);
         let [gatekeeper, beacon, shipyard] = ["Gatekeeper", "Beacon", "Shipyard"].map(|t| chunk_of(&unlinked, t));
         let fused = vec![(shipyard, 0.9), (gatekeeper, 0.8), (beacon, 0.1)];
-        let (ranking, hop) = lead_with_link(&unlinked, Some(gatekeeper), fused, 1);
+        let (ranking, hop) = lead_with_link(&unlinked, Some(gatekeeper), fused, 1, &());
         assert_eq!(order(&ranking), vec![gatekeeper, shipyard, beacon]);
         assert!(hop.is_none());
     }
@@ -176,7 +199,7 @@ mod tests {
         let (_dir, kb, [kell, tide, moe, orwick, film]) = corpus();
         // The fused ranking puts the lead third and the page it names as a name fourth.
         let fused = vec![(orwick, 0.9), (moe, 0.8), (kell, 0.7), (tide, 0.6), (film, 0.5)];
-        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 10);
+        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 10, &());
         assert_eq!(order(&ranking), vec![kell, tide, orwick, moe, film]);
         assert!(ranking.windows(2).all(|w| w[0].1 >= w[1].1), "scores stay in order: {ranking:?}");
         let hop = hop.expect("the hop that led to the page");
@@ -187,7 +210,7 @@ mod tests {
         assert_eq!(hop.chunk, kell);
 
         // No lead (no text list): the fused ranking as it was.
-        assert_eq!(lead_with_link(&kb, None, fused.clone(), 10).0, fused);
+        assert_eq!(lead_with_link(&kb, None, fused.clone(), 10, &()).0, fused);
     }
 
     #[test]
@@ -195,17 +218,31 @@ mod tests {
         let (_dir, kb, [kell, tide, moe, orwick, film]) = corpus();
         let fused = vec![(orwick, 0.9), (moe, 0.8), (kell, 0.7), (film, 0.6), (tide, 0.5)];
         // Among the candidates, "film" names its page.
-        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 4);
+        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 4, &());
         assert_eq!(order(&ranking), vec![kell, film, orwick, moe, tide]);
         assert_eq!(hop.map(|h| h.object).as_deref(), Some("film"));
         // Below them it is a common word, and the page named as a name follows the lead.
-        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 3);
+        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused.clone(), 3, &());
         assert_eq!(order(&ranking), vec![kell, tide, orwick, moe, film]);
         assert_eq!(hop.map(|h| h.object).as_deref(), Some("Low Tide"));
-        // A page the fused ranking does not hold is none.
-        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused[..4].to_vec(), 3);
+        // A page neither the fused ranking nor what it leaves out holds is none.
+        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused[..4].to_vec(), 3, &());
         assert_eq!(order(&ranking), vec![kell, orwick, moe, film]);
         assert!(hop.is_none());
+        // One the graph ranks below the fused ranking's end is found there.
+        let below = Below(vec![moe, tide]);
+        let (ranking, hop) = lead_with_link(&kb, Some(kell), fused[..4].to_vec(), 3, &below);
+        assert_eq!(order(&ranking), vec![kell, tide, orwick, moe, film]);
+        assert_eq!(hop.map(|h| h.object).as_deref(), Some("Low Tide"));
+    }
+
+    /// A graph ranking's passages below a fused ranking, in order.
+    struct Below(Vec<ChunkId>);
+
+    impl RankedBelow for Below {
+        fn ranked_below(&self, wanted: &HashSet<ChunkId>) -> Vec<ChunkId> {
+            self.0.iter().filter(|c| wanted.contains(c)).copied().collect()
+        }
     }
 
     #[test]
@@ -218,7 +255,7 @@ mod tests {
         let moe = kb.chunk_ids().find(|c| !own.contains(c)).unwrap();
         assert!(own.len() >= 2, "the page spans {} chunks", own.len());
         let fused: Vec<(ChunkId, f32)> = own.iter().map(|c| (*c, 1.0)).chain([(moe, 0.5)]).collect();
-        let (ranking, hop) = lead_with_link(&kb, Some(own[0]), fused, 10);
+        let (ranking, hop) = lead_with_link(&kb, Some(own[0]), fused, 10, &());
         assert!(hop.is_none(), "{hop:?}");
         assert_eq!(ranking[0].0, own[0]);
         assert_eq!(ranking.len(), own.len() + 1);
@@ -233,11 +270,11 @@ mod tests {
         ]);
         let [myth, band, moe] = ["Mira (ship)", "Mira (band)", "Nils Moe"].map(|t| chunk_of(&kb, t));
         let fused = vec![(moe, 0.9), (myth, 0.8), (band, 0.7)];
-        let (ranking, hop) = lead_with_link(&kb, Some(myth), fused.clone(), 1);
+        let (ranking, hop) = lead_with_link(&kb, Some(myth), fused.clone(), 1, &());
         assert_eq!(order(&ranking), vec![myth, moe, band]);
         assert!(hop.is_none(), "{hop:?}");
         // Among the candidates the evidence favours it, and it is the link.
-        let (ranking, hop) = lead_with_link(&kb, Some(myth), fused, 3);
+        let (ranking, hop) = lead_with_link(&kb, Some(myth), fused, 3, &());
         assert_eq!(order(&ranking), vec![myth, band, moe]);
         assert_eq!(hop.map(|h| h.object).as_deref(), Some("Mira"));
     }
@@ -247,7 +284,7 @@ mod tests {
         let (_dir, kb, [kell, tide, moe, orwick, film]) = corpus();
         // Nils Moe's page names no other passage's topic.
         let fused = vec![(tide, 0.9), (kell, 0.8), (moe, 0.7), (orwick, 0.6), (film, 0.5)];
-        let (ranking, hop) = lead_with_link(&kb, Some(moe), fused, 10);
+        let (ranking, hop) = lead_with_link(&kb, Some(moe), fused, 10, &());
         assert_eq!(order(&ranking), vec![moe, tide, kell, orwick, film]);
         assert!(hop.is_none());
     }

@@ -222,26 +222,41 @@ struct Candidates {
     edges: Vec<(EdgeId, f32)>,
     chunk_scores: HashMap<ChunkId, f32>,
     paths: Vec<Vec<PathHop>>,
-    /// The global stage's passage ranking, once it has run.
-    global: Option<Vec<(ChunkId, f32)>>,
+    /// The global stage's walk, once it has run.
+    global: Option<global::Walk>,
 }
 
 impl Candidates {
-    /// The graph's ranking of passages so far, best first: the walk's ranking once the
-    /// global stage ran, then anything earlier stages found that the walk did not reach.
+    /// The head of the graph's ranking of passages so far, best first: the head of the
+    /// walk's ranking once the global stage ran, then the head of what earlier stages found
+    /// that it does not hold. The rest, below, is [`lead::RankedBelow`]'s.
     fn ranked(&self) -> Vec<(ChunkId, f32)> {
         let found = mapback::ranked(&self.chunk_scores);
-        let Some(global) = &self.global else { return found };
-        let reached: HashSet<ChunkId> = global.iter().map(|(c, _)| *c).collect();
-        let floor = global.last().map_or(0.0, |(_, s)| *s);
-        let mut ranking = global.clone();
-        ranking.extend(found.into_iter().filter(|(c, _)| !reached.contains(c)).map(|(c, _)| (c, floor)));
+        let Some(walk) = &self.global else { return found };
+        let head: HashSet<ChunkId> = walk.head.iter().map(|(c, _)| *c).collect();
+        let floor = walk.head.last().map_or(0.0, |(_, s)| *s);
+        let mut ranking = walk.head.clone();
+        ranking.extend(found.into_iter().filter(|(c, _)| !head.contains(c)).map(|(c, _)| (c, floor)));
         ranking
     }
 
     /// Whether any stage found anything.
     fn is_empty(&self) -> bool {
-        self.chunk_scores.is_empty() && self.global.as_ref().is_none_or(Vec::is_empty)
+        self.chunk_scores.is_empty() && self.global.as_ref().is_none_or(|walk| walk.head.is_empty())
+    }
+}
+
+impl lead::RankedBelow for Candidates {
+    /// Below its head, the graph ranks what earlier stages found by their scores, or, once
+    /// the global stage ran, the rest of the walk by mass: the order of the full fused
+    /// ranking there, since a passage below both heads has a graph rank alone.
+    fn ranked_below(&self, wanted: &HashSet<ChunkId>) -> Vec<ChunkId> {
+        let mut below: Vec<(ChunkId, f32)> = match &self.global {
+            Some(walk) => walk.reached.iter().filter(|(c, _)| wanted.contains(c)).copied().collect(),
+            None => wanted.iter().filter_map(|c| self.chunk_scores.get(c).map(|s| (*c, *s))).collect(),
+        };
+        below.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        below.into_iter().map(|(c, _)| c).collect()
     }
 }
 
@@ -541,7 +556,8 @@ impl<'kb> RetrievalRun<'kb> {
                 let graph_share = fusion::graph_share(self.kb, stage);
                 let fused = fusion::fuse(&self.text, &graph_ranked, graph_share, self.settings.rrf_k);
                 let lead = self.text.first().map(|(c, _)| *c);
-                let (ranking, link) = lead::lead_with_link(self.kb, lead, fused, self.settings.link_candidates);
+                let (ranking, link) =
+                    lead::lead_with_link(self.kb, lead, fused, self.settings.link_candidates, &self.candidates);
                 (ranking, link, graph_share)
             }
             // HippoRAG 2 falls back to dense retrieval when nothing seeds the graph.
@@ -649,10 +665,10 @@ impl<'kb> RetrievalRun<'kb> {
                 };
                 let phrases = global::phrase_weights(kb, &seeds.facts, entities);
                 let dense = self.dense.as_deref().unwrap_or_default();
-                let ranking = global::rank_passages(kb, settings, &phrases, dense);
+                let walk = global::rank_passages(kb, settings, &phrases, dense);
                 // Nothing seeded the graph: keep what the earlier stages found.
-                if !ranking.is_empty() {
-                    state.global = Some(ranking);
+                if !walk.head.is_empty() {
+                    state.global = Some(walk);
                 }
                 (0, phrases.len())
             }
@@ -673,4 +689,23 @@ pub fn describe(kb: &Kb, edges: impl Iterator<Item = EdgeId>) -> Vec<PathHop> {
             chunk: e.chunk,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lead::RankedBelow;
+    use super::*;
+
+    #[test]
+    fn below_the_heads_the_walk_ranks_by_mass_and_before_it_the_found_passages_by_score() {
+        let found = Candidates { chunk_scores: HashMap::from([(4, 0.2), (5, 0.4), (6, 0.9)]), ..Candidates::default() };
+        let wanted = |ids: &[ChunkId]| ids.iter().copied().collect::<HashSet<ChunkId>>();
+        assert_eq!(found.ranked_below(&wanted(&[4, 5, 7])), vec![5, 4], "7 was never found");
+
+        let walked = Candidates {
+            global: Some(global::Walk { head: vec![(1, 0.9)], reached: vec![(1, 0.9), (2, 0.1), (3, 0.3), (4, 0.3)] }),
+            ..found
+        };
+        assert_eq!(walked.ranked_below(&wanted(&[2, 3, 4, 6])), vec![3, 4, 2], "mass, then id; 6 was not reached");
+    }
 }
