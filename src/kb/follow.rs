@@ -109,7 +109,7 @@ impl Kb {
         let mut changes = Changes::default();
         for (key, doc) in records.records::<Document>(Family::Doc)? {
             if let Some(old) = self.docs.get(&(key as DocKey)) {
-                changes.docs_removed.push(old.clone());
+                changes.docs_removed.push((**old).clone());
             }
             if let Some(doc) = doc {
                 changes.docs_added.push((doc, records.vector(Family::SummaryVec, key)?));

@@ -76,12 +76,14 @@ pub struct Kb {
     settings: Arc<Settings>,
     store: Store,
     embedder: Arc<dyn Embedder>,
-    docs: HashMap<DocKey, Document>,
+    /// Boxed, as are chunks and nodes: a table keeps up to twice its entries' room empty
+    /// (it grows by doubling), and a million documents left 190 MB of empty `Document`s.
+    docs: HashMap<DocKey, Box<Document>>,
     doc_ids: HashMap<String, DocKey>,
-    chunks: HashMap<ChunkId, Chunk>,
+    chunks: HashMap<ChunkId, Box<Chunk>>,
     /// Reverse provenance: which nodes mention a chunk.
     chunk_nodes: HashMap<ChunkId, Vec<NodeId>>,
-    nodes: HashMap<NodeId, Node>,
+    nodes: HashMap<NodeId, Box<Node>>,
     /// Normalised alias -> node, for every alias of every node.
     node_keys: HashMap<String, NodeId>,
     /// Blocking key -> nodes with an alias carrying it (alias candidate generation).
@@ -310,9 +312,9 @@ impl Kb {
         self.fact_edges.reserve(edges.len());
         for doc in docs {
             self.doc_ids.insert(doc.id.clone(), doc.key);
-            self.docs.insert(doc.key, doc);
+            self.docs.insert(doc.key, Box::new(doc));
         }
-        self.chunks.extend(chunks.into_iter().map(|chunk| (chunk.id, chunk)));
+        self.chunks.extend(chunks.into_iter().map(|chunk| (chunk.id, Box::new(chunk))));
         tracing::debug!(ms = started.elapsed().as_millis() as u64, records = ?self.records_at_open, "loaded the records");
         for node in nodes {
             self.index_node_names(&node);
@@ -704,7 +706,7 @@ impl Kb {
         }
         if scope == SaveScope::Complete && !self.records_current() {
             let encoded =
-                Records::encode(self.docs.values(), self.chunks.values(), self.nodes.values(), self.edges.values());
+                Records::encode(self.docs(), self.chunks.values().map(|c| &**c), self.nodes(), self.edges.values());
             self.records_saved =
                 Some(saved::write_snapshot(dir, &format!("records-{generation}"), &encoded, self.applied_change)?);
         }
@@ -782,7 +784,7 @@ impl Kb {
             self.chunk_nodes.entry(c).or_default().push(node.id);
         }
         self.graph.add_node(node.id);
-        self.nodes.insert(node.id, node);
+        self.nodes.insert(node.id, Box::new(node));
     }
 
     /// Embeddings of the relation labels of `edges` that the KB does not know yet: taken from
@@ -936,10 +938,10 @@ impl Kb {
         &self.graph
     }
     pub fn doc(&self, key: DocKey) -> Option<&Document> {
-        self.docs.get(&key)
+        self.docs.get(&key).map(|d| &**d)
     }
     pub fn doc_by_id(&self, id: &str) -> Option<&Document> {
-        self.doc_ids.get(id).and_then(|k| self.docs.get(k))
+        self.doc_ids.get(id).and_then(|k| self.doc(*k))
     }
     /// The links of `chunk` that point to another document of the KB, each with that
     /// document (a link to the chunk's own document, or to none here, is left out).
@@ -950,19 +952,19 @@ impl Kb {
             .filter_map(move |link| self.doc_by_id(&link.target).filter(|d| d.key != chunk.doc).map(|d| (link, d)))
     }
     pub fn docs(&self) -> impl Iterator<Item = &Document> {
-        self.docs.values()
+        self.docs.values().map(|d| &**d)
     }
     pub fn chunk(&self, id: ChunkId) -> Option<&Chunk> {
-        self.chunks.get(&id)
+        self.chunks.get(&id).map(|c| &**c)
     }
     pub fn chunk_ids(&self) -> impl Iterator<Item = ChunkId> + '_ {
         self.chunks.keys().copied()
     }
     pub fn node(&self, id: NodeId) -> Option<&Node> {
-        self.nodes.get(&id)
+        self.nodes.get(&id).map(|n| &**n)
     }
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
-        self.nodes.values()
+        self.nodes.values().map(|n| &**n)
     }
     /// Committed nodes with an alias carrying one of `blocks` (see [`align::blocking_keys`]):
     /// the only possible alias matches.

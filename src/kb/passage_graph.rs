@@ -275,7 +275,7 @@ impl Outline {
         let mut linking: Vec<&Chunk> = Vec::new();
         for key in &keys {
             let doc = &kb.docs[key];
-            let chunks: Vec<&Chunk> = doc.chunks.iter().filter_map(|c| kb.chunks.get(c)).collect();
+            let chunks: Vec<&Chunk> = doc.chunks.iter().filter_map(|c| kb.chunk(*c)).collect();
             linking.extend(chunks.iter().filter(|c| !c.links.is_empty()));
             match chunks.as_slice() {
                 [] => {}

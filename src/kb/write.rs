@@ -126,7 +126,7 @@ impl<'kb> Staging<'kb> {
     fn node_ref(&self, id: NodeId) -> Option<&Node> {
         match self.changes.nodes.get(&id) {
             Some(staged) => staged.as_ref(),
-            None => self.kb.nodes.get(&id),
+            None => self.kb.node(id),
         }
     }
 
@@ -134,7 +134,7 @@ impl<'kb> Staging<'kb> {
     /// mentioned in every chunk of a large document is not cloned once per mention.
     fn node_mut(&mut self, id: NodeId) -> Option<&mut Node> {
         if !self.changes.nodes.contains_key(&id) {
-            let committed = self.kb.nodes.get(&id)?.clone();
+            let committed = self.kb.node(id)?.clone();
             self.changes.nodes.insert(id, Some(committed));
         }
         self.changes.nodes.get_mut(&id)?.as_mut()
@@ -556,7 +556,7 @@ impl Kb {
                 self.summary_index.upsert(doc.key as u64, &summary)?;
             }
             self.doc_ids.insert(doc.id.clone(), doc.key);
-            self.docs.insert(doc.key, doc);
+            self.docs.insert(doc.key, Box::new(doc));
         }
         for doc in changes.docs_updated {
             if let Some(old) = self.docs.get(&doc.key)
@@ -566,12 +566,12 @@ impl Kb {
                 self.doc_ids.remove(&old.id);
             }
             self.doc_ids.insert(doc.id.clone(), doc.key);
-            self.docs.insert(doc.key, doc);
+            self.docs.insert(doc.key, Box::new(doc));
         }
         for (chunk, vector) in changes.chunks_added {
             self.bm25.insert(chunk.id as u64, &self.bm25_text(&chunk));
             self.chunk_index.upsert(chunk.id as u64, &vector)?;
-            self.chunks.insert(chunk.id, chunk);
+            self.chunks.insert(chunk.id, Box::new(chunk));
         }
         for (id, node) in changes.nodes {
             let old = self.nodes.remove(&id);
