@@ -247,16 +247,24 @@ impl Candidates {
 }
 
 impl lead::RankedBelow for Candidates {
-    /// Below its head, the graph ranks what earlier stages found by their scores, or, once
-    /// the global stage ran, the rest of the walk by mass: the order of the full fused
-    /// ranking there, since a passage below both heads has a graph rank alone.
+    /// Below its head, the graph ranks the rest of the walk by mass once the global stage
+    /// ran, then what earlier stages found that the walk did not reach, by their scores: the
+    /// order of the full fused ranking there, since a passage below both heads has a graph
+    /// rank alone.
     fn ranked_below(&self, wanted: &HashSet<ChunkId>) -> Vec<ChunkId> {
-        let mut below: Vec<(ChunkId, f32)> = match &self.global {
-            Some(walk) => walk.reached.iter().filter(|(c, _)| wanted.contains(c)).copied().collect(),
-            None => wanted.iter().filter_map(|c| self.chunk_scores.get(c).map(|s| (*c, *s))).collect(),
+        let by_score = |mut scored: Vec<(ChunkId, f32)>| {
+            scored.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            scored.into_iter().map(|(c, _)| c)
         };
-        below.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        below.into_iter().map(|(c, _)| c).collect()
+        let walked: Vec<(ChunkId, f32)> =
+            self.global.iter().flat_map(|walk| &walk.reached).filter(|(c, _)| wanted.contains(c)).copied().collect();
+        let reached: HashSet<ChunkId> = walked.iter().map(|(c, _)| *c).collect();
+        let found: Vec<(ChunkId, f32)> = wanted
+            .iter()
+            .filter(|c| !reached.contains(c))
+            .filter_map(|c| self.chunk_scores.get(c).map(|s| (*c, *s)))
+            .collect();
+        by_score(walked).chain(by_score(found)).collect()
     }
 }
 
@@ -697,7 +705,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn below_the_heads_the_walk_ranks_by_mass_and_before_it_the_found_passages_by_score() {
+    fn below_the_heads_the_walk_ranks_by_mass_then_what_it_did_not_reach_by_score() {
         let found = Candidates { chunk_scores: HashMap::from([(4, 0.2), (5, 0.4), (6, 0.9)]), ..Candidates::default() };
         let wanted = |ids: &[ChunkId]| ids.iter().copied().collect::<HashSet<ChunkId>>();
         assert_eq!(found.ranked_below(&wanted(&[4, 5, 7])), vec![5, 4], "7 was never found");
@@ -706,6 +714,6 @@ mod tests {
             global: Some(global::Walk { head: vec![(1, 0.9)], reached: vec![(1, 0.9), (2, 0.1), (3, 0.3), (4, 0.3)] }),
             ..found
         };
-        assert_eq!(walked.ranked_below(&wanted(&[2, 3, 4, 6])), vec![3, 4, 2], "mass, then id; 6 was not reached");
+        assert_eq!(walked.ranked_below(&wanted(&[2, 3, 4, 6, 7])), vec![3, 4, 2, 6], "mass, then id, then found");
     }
 }
