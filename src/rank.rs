@@ -27,16 +27,24 @@ pub fn weighted_rank_fusion(lists: &[(&[u64], f32)], k: f32) -> Vec<(u64, f32)> 
 /// The `k` highest-scoring hits, best first, ties on the key (a total order); selects
 /// before it sorts, so a long list of scored keys costs linear time plus `k log k`.
 pub fn top_k<K: Ord + Copy>(mut hits: Vec<(K, f32)>, k: usize) -> Vec<(K, f32)> {
+    let head = top_first(&mut hits, k);
+    hits.truncate(head);
+    hits
+}
+
+/// Moves the `k` highest-scoring hits to the front of `hits`, best first, ties on the key,
+/// the rest after them in no set order; returns how many lead (`k`, or all where fewer).
+pub fn top_first<K: Ord + Copy>(hits: &mut [(K, f32)], k: usize) -> usize {
     let order = |a: &(K, f32), b: &(K, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let k = k.min(hits.len());
     if k == 0 {
-        return Vec::new();
+        return 0;
     }
     if hits.len() > k {
         hits.select_nth_unstable_by(k - 1, order);
-        hits.truncate(k);
     }
-    hits.sort_by(order);
-    hits
+    hits[..k].sort_by(order);
+    k
 }
 
 #[cfg(test)]
@@ -50,6 +58,11 @@ mod tests {
         sorted.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         for k in [1, 5, 17, 199, 200, 500] {
             assert_eq!(top_k(hits.clone(), k), sorted[..k.min(200)].to_vec());
+            let mut all = hits.clone();
+            assert_eq!(top_first(&mut all, k), k.min(200));
+            assert_eq!(all[..k.min(200)], sorted[..k.min(200)], "the head leads, in order");
+            all.sort_by_key(|h| h.0);
+            assert_eq!(all, hits, "and nothing is lost behind it");
         }
         assert!(top_k(hits, 0).is_empty());
     }

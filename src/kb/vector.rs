@@ -319,10 +319,8 @@ impl VectorIndex {
         // queries.
         let closest = top_k(proposed.into_iter().map(|(key, distance)| (key, -distance)).collect(), budget(k));
         let candidates = self.staged.iter().copied().chain(closest.into_iter().map(|(key, _)| key));
-        let hits: Vec<(u64, f32)> = candidates
-            .into_iter()
-            .filter_map(|key| self.vectors.cosine(key, query).map(|score| (key, score)))
-            .collect();
+        let hits: Vec<(u64, f32)> =
+            candidates.filter_map(|key| self.vectors.cosine(key, query).map(|score| (key, score))).collect();
         Ok(top_k(hits, k))
     }
 

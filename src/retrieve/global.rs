@@ -88,14 +88,32 @@ pub fn reset_vector(
     Some(p.into_iter().filter(|(_, x)| *x > 0.0).map(|(row, x)| (row, x / total)).collect())
 }
 
-/// The walk's passages: the first [`RANKING_DEPTH`] by PPR mass, best first (ties on chunk
-/// id), and every passage it reached with its mass, in no set order. A walk over a large KB
-/// reaches hundreds of thousands of passages and only the head of their ranking is read
-/// whole; the rest is asked for a few passages at a time (see `lead`).
+/// Every passage the walk reached, with its PPR mass: a head, best first (ties on chunk
+/// id), then the rest in no set order. A walk over a large KB reaches hundreds of thousands
+/// of passages and only the head of their ranking is read whole; the rest is asked for a few
+/// passages at a time (see `lead`).
 #[derive(Debug, Default)]
 pub struct Walk {
-    pub head: Vec<(ChunkId, f32)>,
-    pub reached: Vec<(ChunkId, f32)>,
+    reached: Vec<(ChunkId, f32)>,
+    head: usize,
+}
+
+impl Walk {
+    /// `reached` with its first `depth` passages by mass put first, in order.
+    pub fn new(mut reached: Vec<(ChunkId, f32)>, depth: usize) -> Walk {
+        let head = crate::rank::top_first(&mut reached, depth);
+        Walk { reached, head }
+    }
+
+    /// The best passages, best first.
+    pub fn head(&self) -> &[(ChunkId, f32)] {
+        &self.reached[..self.head]
+    }
+
+    /// The other passages the walk reached, in no set order.
+    pub fn below_head(&self) -> &[(ChunkId, f32)] {
+        &self.reached[self.head..]
+    }
 }
 
 /// The walk from the reset vector of `phrases` and `dense`; empty when no phrase seed is in
@@ -121,7 +139,7 @@ fn rank_on(
     let scores = ppr::scores(&graph.csr, &p, settings);
     let reached: Vec<(ChunkId, f32)> =
         scores.iter().filter_map(|(row, s)| graph.chunk_at(*row).map(|c| (c, *s as f32))).collect();
-    Walk { head: crate::rank::top_k(reached.clone(), RANKING_DEPTH), reached }
+    Walk::new(reached, RANKING_DEPTH)
 }
 
 #[cfg(test)]
@@ -157,7 +175,7 @@ mod tests {
         let title = |c: ChunkId| kb.chunk(c).map(|c| kb.chunk_title(c).to_string()).unwrap();
         let section = |c: ChunkId| kb.chunk(c).unwrap().section.clone();
         let seed = kb.node_by_alias("Ada Lind").expect("an entity");
-        let ranked = rank_on(&graph, &Settings::defaults().retrieve, &[(seed, 1.0)], &[]).head;
+        let ranked = rank_on(&graph, &Settings::defaults().retrieve, &[(seed, 1.0)], &[]).head().to_vec();
         let order: Vec<(String, String)> = ranked.iter().map(|(c, _)| (title(*c), section(*c))).collect();
         let at = |t: &str, s: &str| order.iter().position(|(x, y)| x == t && y.starts_with(s));
         let (beside, releases, linked) =
@@ -257,7 +275,7 @@ mod tests {
             (rows(3), rows(4), 0.9),
         ];
         let exact = exact_ppr(8, &edges, &p, settings.restart_prob);
-        let ranked = rank_on(&graph, &settings, &phrases, &dense).head;
+        let ranked = rank_on(&graph, &settings, &phrases, &dense).head().to_vec();
         assert_eq!(ranked.len(), 4, "every passage is reached or seeded");
         for (c, score) in &ranked {
             let want = exact[graph.chunk_row(*c).unwrap()];
@@ -266,7 +284,7 @@ mod tests {
         assert!(ranked.windows(2).all(|w| w[0].1 >= w[1].1));
         assert_eq!(ranked[0].0, 10, "the passage of the strongest phrase seed leads");
         assert!(
-            rank_on(&graph, &settings, &[(99, 1.0)], &dense).head.is_empty(),
+            rank_on(&graph, &settings, &[(99, 1.0)], &dense).head().is_empty(),
             "no phrase seed in the graph: nothing to add"
         );
     }
@@ -283,9 +301,9 @@ mod tests {
         };
         let settings = Settings::defaults().retrieve;
         let score = |ranked: &[(ChunkId, f32)], c: ChunkId| ranked.iter().find(|(x, _)| *x == c).unwrap().1;
-        let plain = rank_on(&graph(&[]), &settings, &[(1, 1.0)], &[]).head;
+        let plain = rank_on(&graph(&[]), &settings, &[(1, 1.0)], &[]).head().to_vec();
         assert!((score(&plain, 11) - score(&plain, 12)).abs() < 1e-6, "{plain:?}");
-        let topical = rank_on(&graph(&[(1, 10), (2, 11)]), &settings, &[(1, 1.0)], &[]).head;
+        let topical = rank_on(&graph(&[(1, 10), (2, 11)]), &settings, &[(1, 1.0)], &[]).head().to_vec();
         let order: Vec<ChunkId> = topical.iter().map(|(c, _)| *c).collect();
         assert_eq!(order, vec![10, 11, 12], "the bridge entity's own page comes second");
         assert!(score(&topical, 11) > 1.5 * score(&topical, 12), "{topical:?}");

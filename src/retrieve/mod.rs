@@ -233,16 +233,16 @@ impl Candidates {
     fn ranked(&self) -> Vec<(ChunkId, f32)> {
         let found = mapback::ranked(&self.chunk_scores);
         let Some(walk) = &self.global else { return found };
-        let head: HashSet<ChunkId> = walk.head.iter().map(|(c, _)| *c).collect();
-        let floor = walk.head.last().map_or(0.0, |(_, s)| *s);
-        let mut ranking = walk.head.clone();
+        let head: HashSet<ChunkId> = walk.head().iter().map(|(c, _)| *c).collect();
+        let floor = walk.head().last().map_or(0.0, |(_, s)| *s);
+        let mut ranking = walk.head().to_vec();
         ranking.extend(found.into_iter().filter(|(c, _)| !head.contains(c)).map(|(c, _)| (c, floor)));
         ranking
     }
 
     /// Whether any stage found anything.
     fn is_empty(&self) -> bool {
-        self.chunk_scores.is_empty() && self.global.as_ref().is_none_or(|walk| walk.head.is_empty())
+        self.chunk_scores.is_empty() && self.global.as_ref().is_none_or(|walk| walk.head().is_empty())
     }
 }
 
@@ -252,12 +252,18 @@ impl lead::RankedBelow for Candidates {
     /// order of the full fused ranking there, since a passage below both heads has a graph
     /// rank alone.
     fn ranked_below(&self, wanted: &HashSet<ChunkId>) -> Vec<ChunkId> {
-        let by_score = |mut scored: Vec<(ChunkId, f32)>| {
-            scored.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            scored.into_iter().map(|(c, _)| c)
+        let by_score = |scored: Vec<(ChunkId, f32)>| {
+            let all = scored.len();
+            crate::rank::top_k(scored, all).into_iter().map(|(c, _)| c)
         };
-        let walked: Vec<(ChunkId, f32)> =
-            self.global.iter().flat_map(|walk| &walk.reached).filter(|(c, _)| wanted.contains(c)).copied().collect();
+        // Nothing wanted is in the head: the fused ranking holds all of it.
+        let walked: Vec<(ChunkId, f32)> = self
+            .global
+            .iter()
+            .flat_map(global::Walk::below_head)
+            .filter(|(c, _)| wanted.contains(c))
+            .copied()
+            .collect();
         let reached: HashSet<ChunkId> = walked.iter().map(|(c, _)| *c).collect();
         let found: Vec<(ChunkId, f32)> = wanted
             .iter()
@@ -675,7 +681,7 @@ impl<'kb> RetrievalRun<'kb> {
                 let dense = self.dense.as_deref().unwrap_or_default();
                 let walk = global::rank_passages(kb, settings, &phrases, dense);
                 // Nothing seeded the graph: keep what the earlier stages found.
-                if !walk.head.is_empty() {
+                if !walk.head().is_empty() {
                     state.global = Some(walk);
                 }
                 (0, phrases.len())
@@ -710,10 +716,8 @@ mod tests {
         let wanted = |ids: &[ChunkId]| ids.iter().copied().collect::<HashSet<ChunkId>>();
         assert_eq!(found.ranked_below(&wanted(&[4, 5, 7])), vec![5, 4], "7 was never found");
 
-        let walked = Candidates {
-            global: Some(global::Walk { head: vec![(1, 0.9)], reached: vec![(1, 0.9), (2, 0.1), (3, 0.3), (4, 0.3)] }),
-            ..found
-        };
+        let walked =
+            Candidates { global: Some(global::Walk::new(vec![(2, 0.1), (1, 0.9), (3, 0.3), (4, 0.3)], 1)), ..found };
         assert_eq!(walked.ranked_below(&wanted(&[2, 3, 4, 6, 7])), vec![3, 4, 2, 6], "mass, then id, then found");
     }
 }
