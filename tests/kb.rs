@@ -476,6 +476,96 @@ fn a_kill_while_a_save_writes_its_files_opens_from_the_save_before_on(store: &Te
     }
 }
 
+/// Index settings under which an ingest of a few thousand documents fills many HNSW graphs
+/// and merges them, as environment variables for a child process.
+const SMALL_GRAPHS: [(&str, &str); 3] = [
+    ("A2RAG__INDEX__GRAPH_VECTORS", "256"),
+    ("A2RAG__INDEX__MERGE_GRAPHS", "4"),
+    ("A2RAG__INDEX__EXACT_SEARCH_MAX", "0"),
+];
+
+/// [`write_corpus`]'s documents with words of their own: its templated texts crowd their
+/// vectors so close together that HNSW leaves a few of them unreachable even by their own
+/// vector, which would make "found" a question of graph luck rather than of what the graphs
+/// hold.
+fn write_varied_corpus(dir: &std::path::Path, n: usize) -> PathBuf {
+    let path = dir.join("varied.jsonl");
+    let word = |i: usize, k: usize| {
+        let mut x = (i * 131 + k * 7919 + 17) as u64;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let syllables = ["ka", "lo", "mi", "ren", "tu", "vos", "pe", "dar", "sil", "om", "bre", "nu"];
+        (0..3).map(|s| syllables[((x >> (8 * s)) % 12) as usize]).collect::<String>()
+    };
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            let words: Vec<String> = (0..14).map(|k| word(i, k)).collect();
+            serde_json::json!({"id": format!("doc-{i}"), "title": format!("Town {i}"),
+                "text": format!("Town {i} of {} lies by {}. {}.", words[0], words[1], words[2..].join(" "))})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    path
+}
+
+/// A kill while an ingest merges full graphs (it merges what its last link pass filled
+/// after its last document, and writes the merged graphs in its final save) loses nothing
+/// committed: the KB opens, links and merges what no save held, checks clean and finds
+/// every document; finishing the ingest leaves merged graphs, saved, that answer for every
+/// document.
+#[test]
+fn a_kill_while_graphs_merge_loses_nothing_and_the_next_ingest_merges() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_varied_corpus(dir.path(), 3000);
+    let data = dir.path().join("kb");
+    let mut child = Command::new(bin())
+        .envs(SMALL_GRAPHS)
+        .args(["-v", "--data-dir"])
+        .arg(&data)
+        .arg("ingest")
+        .arg(&corpus)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed as soon as the first merge is adopted: the others are running or due.
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let merged = stderr.lines().map_while(Result::ok).any(|line| line.contains("merged full vector graphs"));
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(merged, "the ingest ended ({status}) without adopting a merge");
+    assert!(!status.success(), "the ingest was killed while it merged");
+
+    let mut settings = TestStore::Sled.settings(&data);
+    (settings.index.graph_vectors, settings.index.merge_graphs, settings.index.exact_search_max) = (256, 4, 0);
+    let (mut kb, pipeline) = open(&settings);
+    assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
+    // The merges began after the last document; a kill loses what the store had not yet
+    // flushed, as in any ingest.
+    let committed = kb.stats().documents;
+    assert!(committed > 2900, "{committed} documents");
+    // No save held the vectors: the open linked them all, and merged what that filled.
+    assert!(kb.linked_at_open() > 0 && kb.stats().merged_graphs >= 4, "{:?}", kb.stats());
+    for i in (0..committed).step_by(149) {
+        assert_found_by_vector_and_bm25(&kb, &format!("doc-{i}"));
+    }
+    let more = dir.path().join("more");
+    std::fs::create_dir(&more).unwrap();
+    let report = ingest(&mut kb, &pipeline, &[write_varied_corpus(&more, 3600)]);
+    assert_eq!((report.unchanged, report.added), (committed, 3600 - committed));
+    let stats = kb.stats();
+    assert!(stats.merged_graphs >= 4, "{stats:?}");
+    drop(kb);
+    let (kb, _) = open(&settings);
+    assert_eq!(kb.linked_at_open(), 0, "the merged graphs were saved");
+    assert_eq!(kb.stats().merged_graphs, stats.merged_graphs);
+    for i in (0..3600).step_by(149) {
+        assert_found_by_vector_and_bm25(&kb, &format!("doc-{i}"));
+    }
+}
+
 #[test]
 fn a_save_made_beside_another_store_is_not_mapped() {
     let dir = tempfile::tempdir().unwrap();
