@@ -166,11 +166,6 @@ pub struct IndexSettings {
     pub exact_search_max: usize,
     /// How the HNSW graphs store vectors (candidate generation only; scores are exact).
     pub quantization: Quantization,
-    /// Vectors an HNSW graph is filled with before linking starts the next.
-    pub graph_vectors: usize,
-    /// Full graphs merged into one, in the background, once that many are sealed side by
-    /// side; 0 or 1 never merges.
-    pub merge_graphs: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -440,9 +435,6 @@ impl Settings {
         }
         if self.ingest.max_file_bytes == 0 {
             return bad("ingest.max_file_bytes must be > 0");
-        }
-        if self.index.graph_vectors == 0 {
-            return bad("index.graph_vectors must be > 0 (the default is 32768)");
         }
         if self.embed.dim == 0 {
             return bad("embed.dim must be > 0");

@@ -24,21 +24,6 @@ use a2rag::ingest::triples::TripleImport;
 
 const TOWNS: usize = 60;
 
-/// Graphs so small that most ingests fill some and merge them, so kills also land while the
-/// daemon merges graphs and saves what it merged.
-const SMALL_GRAPHS: [(&str, &str); 3] = [
-    ("A2RAG__INDEX__GRAPH_VECTORS", "16"),
-    ("A2RAG__INDEX__MERGE_GRAPHS", "2"),
-    ("A2RAG__INDEX__EXACT_SEARCH_MAX", "0"),
-];
-
-/// The daemon's settings, for opening its KB in the test.
-fn settings(dir: &Path) -> a2rag::config::Settings {
-    let mut settings = common::settings_in(&dir.join("data"));
-    (settings.index.graph_vectors, settings.index.merge_graphs, settings.index.exact_search_max) = (16, 2, 0);
-    settings
-}
-
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -60,7 +45,7 @@ fn prepare(dir: &Path) {
         writeln!(t, "{}", json!({"doc_title": title, "subject": title, "relation": "is in", "object": "Crashland"}))
             .unwrap();
     }
-    let settings = settings(dir);
+    let settings = common::settings_in(&dir.join("data"));
     let (mut kb, mut pipeline) = common::open(&settings);
     pipeline.triples = Some(TripleImport::load(&triples).unwrap());
     let report = common::ingest(&mut kb, &pipeline, &[docs]);
@@ -100,9 +85,7 @@ impl Daemon {
     fn start(dir: &Path) -> Daemon {
         let socket = dir.join("crash.sock");
         let listen = vec!["--listen".to_string(), format!("unix:{}", socket.display())];
-        let env = SMALL_GRAPHS.map(|(name, value)| (name, value.to_string()));
-        let (child, _) =
-            common::spawn_serve_until(&dir.join("data"), &listen, &env, |line| line.starts_with("a2rag: listening on"));
+        let (child, _) = common::spawn_serve(&dir.join("data"), &listen, "a2rag: listening on");
         Daemon { child, socket }
     }
 
@@ -192,7 +175,8 @@ fn kill_9_during_ingest_and_curation_loses_nothing_acknowledged_and_keeps_decisi
         }
 
         // Reopen as the next start would, and check everything.
-        let (kb, _) = common::open(&settings(dir.path()));
+        let settings = common::settings_in(&dir.path().join("data"));
+        let (kb, _) = common::open(&settings);
         let violations = kb.integrity_violations();
         assert!(violations.is_empty(), "{context}: {violations:?}");
         let violations = curate::integrity_violations(&kb).unwrap();
@@ -215,6 +199,4 @@ fn kill_9_during_ingest_and_curation_loses_nothing_acknowledged_and_keeps_decisi
         acked_decisions.len()
     );
     assert!(kills_mid_ingest > 0 && kills_mid_decision > 0, "no kill landed mid-write: widen the offsets");
-    let (kb, _) = common::open(&settings(dir.path()));
-    assert!(kb.stats().merged_graphs > 0, "the daemon's ingests merged graphs: {:?}", kb.stats());
 }

@@ -5,7 +5,6 @@ pub mod chunk;
 pub mod extract;
 pub mod format;
 pub mod llm;
-mod merging;
 pub mod source;
 pub mod summary;
 pub mod triples;
@@ -534,7 +533,6 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
         }
         let (tx, prepared) = sync_channel::<Prepared>(EMBED_WINDOW);
         scope.spawn(move || embed_in_order(pipeline, &drafts, total, &tx));
-        let mut merging = merging::Merging::default();
         for done in 0..total {
             if progress.cancelled() {
                 report.cancelled = true;
@@ -551,21 +549,19 @@ pub fn ingest_docs<K: KbAccess + ?Sized>(
             }
             progress.advance(&id);
             if (done + 1) % SAVE_CHECK_EVERY == 0 {
-                kb.write(|kb| {
-                    kb.save_indexes_if_heavy();
-                    merging.step(kb, scope);
-                });
+                kb.write(Kb::save_indexes_if_heavy);
             }
         }
         // Dropping the receiver stops the embedding thread at its next send, and with it the
         // draft workers.
         drop(prepared);
-        // Linking what is staged may fill graphs that a merge is then due.
-        kb.write(Kb::link_staged_vectors)?;
-        merging.finish(kb, report.cancelled);
         Ok(())
     })?;
-    kb.write(Kb::save_indexes_if_worth_it);
+    kb.write(|kb| {
+        kb.link_staged_vectors()?;
+        kb.save_indexes_if_worth_it();
+        Ok::<_, Error>(())
+    })?;
     progress.finish();
     Ok(())
 }

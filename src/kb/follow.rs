@@ -204,15 +204,5 @@ fn check(shared: &SharedKb, state: &SyncState) -> Result<()> {
         // than one a query has already been served from.
         state.record(kb.applied_change, latest.max(kb.applied_change), lag);
     }
-    // What the replay filled is merged as an ingest would (see `kb::graph_merge`), built with
-    // no lock held, so queries go on meanwhile and only the next replay waits.
-    let plan = shared.blocking_read().plan_graph_merge();
-    if let Some(plan) = plan {
-        let merged = plan.build()?;
-        let mut kb = shared.blocking_write();
-        if kb.adopt_graph_merge(merged) {
-            kb.save_indexes_if_worth_it();
-        }
-    }
     Ok(())
 }

@@ -13,7 +13,6 @@ pub mod explore;
 mod fact_edges;
 pub mod follow;
 pub mod graph;
-pub mod graph_merge;
 mod mapped;
 pub mod model;
 pub mod name;
@@ -72,8 +71,6 @@ const SAVE_AFTER: usize = 256;
 /// Unsaved vectors of one index past which an ingest saves before its batch ends (about
 /// 200 MB of 512-float vectors on the heap).
 const SAVE_DURING_INGEST: usize = 100_000;
-/// The vector indexes' names in the saved-graph manifest.
-const INDEX_NAMES: [&str; 4] = ["chunks", "summaries", "nodes", "facts"];
 
 pub struct Kb {
     settings: Arc<Settings>,
@@ -271,10 +268,6 @@ pub struct Stats {
     pub fact_vectors: usize,
     pub bm25_terms: usize,
     pub vector_index_bytes: usize,
-    /// HNSW graphs of the four vector indexes together (a search asks each of its index's).
-    pub vector_graphs: usize,
-    /// Of those, how many were made by merging full graphs.
-    pub merged_graphs: usize,
     pub embedder: String,
 }
 
@@ -448,9 +441,6 @@ impl Kb {
             tracing::info!(vectors = self.linked_at_open, "linking the vectors no saved graph holds");
         }
         self.link_staged_vectors()?;
-        if self.linked_at_open > 0 {
-            self.merge_due_graphs();
-        }
         let all_mapped = matches!(self.vectors_at_open, VectorsAtOpen::Mapped { .. }) && bm25_mapped;
         let labels_unsaved = self.labels_saved.is_none() && !self.relations.is_empty();
         let records_read = self.records_at_open == RecordsAtOpen::ReadFromStore && !self.is_empty();
@@ -666,19 +656,19 @@ impl Kb {
         }
     }
 
-    /// The four vector indexes, in the order of [`INDEX_NAMES`].
+    /// The four vector indexes, in the saved-graph manifest's order.
     fn vector_indexes(&self) -> [&VectorIndex; 4] {
         [&self.chunk_index, &self.summary_index, &self.node_index, &self.fact_index]
     }
 
     /// The vector indexes with their names in the saved-graph manifest.
-    fn saved_indexes(&mut self) -> impl Iterator<Item = (&'static str, &mut VectorIndex)> {
-        INDEX_NAMES.into_iter().zip([
-            &mut self.chunk_index,
-            &mut self.summary_index,
-            &mut self.node_index,
-            &mut self.fact_index,
-        ])
+    fn saved_indexes(&mut self) -> [(&'static str, &mut VectorIndex); 4] {
+        [
+            ("chunks", &mut self.chunk_index),
+            ("summaries", &mut self.summary_index),
+            ("nodes", &mut self.node_index),
+            ("facts", &mut self.fact_index),
+        ]
     }
 
     /// Adopts the saved graphs of each index (see [`saved`]); an index whose files are
@@ -1144,7 +1134,6 @@ impl Kb {
     }
 
     pub fn stats(&self) -> Stats {
-        let graphs = self.vector_indexes().map(VectorIndex::graph_counts);
         Stats {
             documents: self.docs.len(),
             chunks: self.chunks.len(),
@@ -1161,8 +1150,6 @@ impl Kb {
                 + self.summary_index.memory_bytes()
                 + self.node_index.memory_bytes()
                 + self.fact_index.memory_bytes(),
-            vector_graphs: graphs.iter().map(|(_, all)| all).sum(),
-            merged_graphs: graphs.iter().map(|(merged, _)| merged).sum(),
             embedder: self.embedder.id(),
         }
     }

@@ -58,9 +58,6 @@ pub struct SavedGraph {
     pub members: String,
     pub members_crc: u32,
     pub count: usize,
-    /// Made by merging full graphs (see [`super::vector::merge`]); absent in earlier saves.
-    #[serde(default)]
-    pub merged: bool,
 }
 
 /// An index's exact vectors as one save left them (see [`super::segment`]).
@@ -235,7 +232,7 @@ impl SaveLock {
 }
 
 /// Writes one graph (already serialised) and its members; returns what the manifest records.
-pub fn write_graph(dir: &Path, stem: &str, graph: &[u8], members: &[(u64, u64)], merged: bool) -> Result<SavedGraph> {
+pub fn write_graph(dir: &Path, stem: &str, graph: &[u8], members: &[(u64, u64)]) -> Result<SavedGraph> {
     let file = format!("{stem}.usearch");
     write_synced(&dir.join(&file), graph)?;
     let encoded: Vec<u8> =
@@ -248,7 +245,6 @@ pub fn write_graph(dir: &Path, stem: &str, graph: &[u8], members: &[(u64, u64)],
         members: members_file,
         members_crc: crc32fast::hash(&encoded),
         count: members.len(),
-        merged,
     })
 }
 
@@ -385,7 +381,7 @@ mod tests {
     #[test]
     fn a_graph_reads_back_and_a_flipped_byte_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let saved = write_graph(dir.path(), "chunks-1-0", b"graph bytes", &[(7, 70), (9, 90)], false).unwrap();
+        let saved = write_graph(dir.path(), "chunks-1-0", b"graph bytes", &[(7, 70), (9, 90)]).unwrap();
         let (graph, members) = read_graph(dir.path(), &saved).unwrap();
         assert_eq!((graph.as_slice(), members), (b"graph bytes".as_slice(), vec![(7, 70), (9, 90)]));
         let path = dir.path().join(&saved.file);
@@ -398,11 +394,11 @@ mod tests {
     #[test]
     fn a_commit_replaces_the_manifest_and_removes_unnamed_graph_files() {
         let dir = tempfile::tempdir().unwrap();
-        let old = write_graph(dir.path(), "chunks-1-0", b"old", &[(1, 1)], false).unwrap();
+        let old = write_graph(dir.path(), "chunks-1-0", b"old", &[(1, 1)]).unwrap();
         let mut first = Manifest::new(built_for(), 1, 7, 0);
         first.indexes.insert("chunks".into(), vec![old.clone()]);
         first.commit(dir.path()).unwrap();
-        let new = write_graph(dir.path(), "chunks-2-0", b"new", &[(1, 2)], true).unwrap();
+        let new = write_graph(dir.path(), "chunks-2-0", b"new", &[(1, 2)]).unwrap();
         let mut second = Manifest::new(built_for(), 2, 7, 0);
         second.indexes.insert("chunks".into(), vec![new.clone()]);
         second.commit(dir.path()).unwrap();

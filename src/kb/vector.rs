@@ -17,26 +17,16 @@
 //!   results independent of how a graph happened to be built. Above it, the graph is linked
 //!   on `index.build_threads` threads; one thread (the default) builds the same graph from
 //!   the same inserts, so retrieval stays reproducible at any size.
-//! - Graphs are bounded: once one holds `index.graph_vectors` vectors, linking starts the
-//!   next, and a search asks every graph. One HNSW insertion searches the graph it joins, and
-//!   on near-orthogonal vectors (hashed embeddings of unrelated facts) that search visits more
+//! - Graphs are bounded: once one holds [`GRAPH_MAX`] vectors, linking starts the next, and a
+//!   search asks every graph. One HNSW insertion searches the graph it joins, and on
+//!   near-orthogonal vectors (hashed embeddings of unrelated facts) that search visits more
 //!   nodes the larger the graph (linking cost per vector tripled from 16k to 200k vectors), so
 //!   one unbounded graph made a large document's ingest super-linear. Bounded graphs keep the
 //!   cost per linked vector flat; a search costs one small-graph search per graph.
-//! - Full graphs are merged: a million passages made 31 chunk graphs and about 90 fact graphs,
-//!   and asking them all was most of a query's time. Once `index.merge_graphs` full graphs lie
-//!   side by side, [`merge`] builds one graph of them off the KB's lock, from the codes they
-//!   hold, and the index adopts it in their place.
-//! - Only the last graph is linked into or has keys removed: the others are sealed, never
-//!   changed, so a merge can read them while the index goes on. A key unlinked from a sealed
-//!   graph stays in it and is filtered out by `VectorIndex::home`, until a merge leaves it out.
-
-pub mod merge;
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::Arc;
 
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
@@ -56,38 +46,30 @@ const OVERSAMPLE_MIN_EXTRA: usize = 8;
 /// graph for fewer candidates than a search of this many hits would (see
 /// [`VectorIndex::search`]).
 const SPLIT_FLOOR: usize = 64;
+/// Vectors per HNSW graph (see the module docs): small enough that linking one vector costs
+/// about the same at any index size, large enough that a big index is a handful of graphs.
+const GRAPH_MAX: usize = 32_768;
 /// From this many graphs on, a search asks them on every core: a million passages make 31
 /// chunk graphs and about 90 fact graphs, asked one after another in most of a query's time.
 const PARALLEL_GRAPHS: usize = 4;
 
 /// One HNSW graph of an index, with where it lives on disk.
 struct Graph {
-    /// Shared with a merge reading it (see [`merge`]).
-    links: Arc<Links>,
+    /// A candidate generator over quantised codes of at most [`GRAPH_MAX`] linked vectors.
+    /// Declared before `view`, so that a viewed graph is dropped before the mapping it reads.
+    index: Index,
+    /// The mapped file a sealed graph (any but the last) reads in place when it came from a
+    /// save: nothing is linked into it again, so it need not be resident. A key unlinked from
+    /// a viewed graph stays in it and is filtered out by `VectorIndex::home`.
+    view: Option<memmap2::Mmap>,
     /// Its files on disk while they still match it (see [`saved`]); a graph that changed
     /// since is saved again.
     saved: Option<SavedGraph>,
-    /// Made by a merge: never merged again.
-    merged: bool,
-}
-
-/// A graph's links and codes.
-struct Links {
-    /// A candidate generator over quantised codes of linked vectors. Declared before `view`,
-    /// so that a viewed graph is dropped before the mapping it reads.
-    index: Index,
-    /// The mapped file a sealed graph (any but the last) reads in place when it came from a
-    /// save: nothing is linked into it again, so it need not be resident.
-    view: Option<memmap2::Mmap>,
 }
 
 impl Graph {
     fn new(index: Index) -> Self {
-        Graph { links: Arc::new(Links { index, view: None }), saved: None, merged: false }
-    }
-
-    fn index(&self) -> &Index {
-        &self.links.index
+        Graph { index, view: None, saved: None }
     }
 }
 
@@ -108,10 +90,8 @@ pub struct VectorIndex {
     build_threads: usize,
     /// Up to this many vectors, searches scan every vector and nothing is linked.
     exact_max: usize,
-    /// Vectors per graph (`index.graph_vectors`).
+    /// Vectors per graph: [`GRAPH_MAX`] (smaller in tests).
     graph_max: usize,
-    /// Full graphs merged into one (`index.merge_graphs`; below 2, none).
-    merge_graphs: usize,
     /// i8 codes of every vector for the exact scan, made by the first exact search and kept
     /// up to date while the index is searched exactly; a linked index has none.
     codes: std::sync::OnceLock<ExactCodes>,
@@ -149,11 +129,10 @@ impl VectorIndex {
             staged: BTreeSet::new(),
             build_threads,
             exact_max: settings.exact_search_max,
-            graph_max: settings.graph_vectors.max(1),
-            merge_graphs: settings.merge_graphs,
+            graph_max: GRAPH_MAX,
             codes: std::sync::OnceLock::new(),
         };
-        index.reserve(index.graphs[0].index(), 1024)?;
+        index.reserve(&index.graphs[0].index, 1024)?;
         Ok(index)
     }
 
@@ -177,7 +156,7 @@ impl VectorIndex {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.graphs.iter().map(|g| g.index().memory_usage()).sum::<usize>()
+        self.graphs.iter().map(|g| g.index.memory_usage()).sum::<usize>()
             + self.vectors.heap_bytes()
             + self.codes.get().map_or(0, ExactCodes::memory_bytes)
     }
@@ -211,12 +190,9 @@ impl VectorIndex {
 
     fn unlink(&mut self, key: u64) -> Result<()> {
         if let Some(at) = self.home.remove(&key) {
-            // A sealed graph is never changed (a merge may be reading it): the key stays in
-            // it, no longer homed there.
-            let last = at + 1 == self.graphs.len();
             let graph = &mut self.graphs[at];
-            if last && graph.links.view.is_none() {
-                graph.index().remove(key).map_err(index_error)?;
+            if graph.view.is_none() {
+                graph.index.remove(key).map_err(index_error)?;
             }
             graph.saved = None;
             self.unsaved += 1;
@@ -226,11 +202,11 @@ impl VectorIndex {
 
     /// Vectors linked into the graphs.
     fn linked(&self) -> usize {
-        self.graphs.iter().map(|g| g.index().size()).sum()
+        self.graphs.iter().map(|g| g.index.size()).sum()
     }
 
     /// Links every staged vector into the HNSW graphs, on `index.build_threads` threads, in
-    /// key order, filling the last graph up to `index.graph_vectors` and then starting another. With
+    /// key order, filling the last graph up to [`GRAPH_MAX`] and then starting another. With
     /// more than one thread a graph's shape depends on scheduling, so candidate lists may
     /// differ between two builds in rare near-ties.
     /// Does nothing while the index is small enough to be searched exactly.
@@ -244,7 +220,7 @@ impl VectorIndex {
         let mut rest = staged.as_slice();
         while !rest.is_empty() {
             let last = self.graphs.len() - 1;
-            let room = self.graph_max.saturating_sub(self.graphs[last].index().size());
+            let room = self.graph_max.saturating_sub(self.graphs[last].index.size());
             if room == 0 {
                 self.graphs.push(Graph::new(Index::new(&self.options).map_err(index_error)?));
                 continue;
@@ -261,7 +237,7 @@ impl VectorIndex {
 
     /// Links `keys` into graph `at`, which has room for them.
     fn link_into(&self, at: usize, keys: &[u64]) -> Result<()> {
-        let graph = self.graphs[at].index();
+        let graph = &self.graphs[at].index;
         let needed = graph.size() + keys.len();
         if needed >= graph.capacity() {
             self.reserve(graph, needed.next_power_of_two().min(self.graph_max))?;
@@ -306,7 +282,7 @@ impl VectorIndex {
             return Ok(top_k(hits, k));
         }
         let graphs: Vec<(usize, &Index)> =
-            self.graphs.iter().map(Graph::index).enumerate().filter(|(_, g)| g.size() > 0).collect();
+            self.graphs.iter().map(|g| &g.index).enumerate().filter(|(_, g)| g.size() > 0).collect();
         let per_graph = candidates_per_graph(k, graphs.len());
         // Each proposal with its quantised distance, which every graph measures alike.
         let ask = |part: &[(usize, &Index)]| -> Result<Vec<(u64, f32)>> {
@@ -385,25 +361,24 @@ impl VectorIndex {
             }
         }
         let mut files = Vec::new();
-        for (at, graph) in self.graphs.iter_mut().enumerate().filter(|(_, g)| g.index().size() > 0) {
+        for (at, graph) in self.graphs.iter_mut().enumerate().filter(|(_, g)| g.index.size() > 0) {
             if let Some(file) = &graph.saved {
                 files.push(file.clone());
                 continue;
             }
             let serialised;
-            let bytes: &[u8] = match &graph.links.view {
+            let bytes: &[u8] = match &graph.view {
                 // Its members changed, its file did not: the same bytes under a new member list.
                 Some(view) => view,
                 None => {
-                    let mut buffer = vec![0u8; graph.index().serialized_length()];
-                    graph.index().save_to_buffer(&mut buffer).map_err(index_error)?;
+                    let mut buffer = vec![0u8; graph.index.serialized_length()];
+                    graph.index.save_to_buffer(&mut buffer).map_err(index_error)?;
                     serialised = buffer;
                     &serialised
                 }
             };
             members[at].sort_unstable();
-            let stem = format!("{name}-{generation}-{at}");
-            let file = saved::write_graph(dir, &stem, bytes, &members[at], graph.merged)?;
+            let file = saved::write_graph(dir, &format!("{name}-{generation}-{at}"), bytes, &members[at])?;
             graph.saved = Some(file.clone());
             files.push(file);
         }
@@ -490,7 +465,7 @@ impl VectorIndex {
         if view.is_none() {
             self.reserve(&graph, graph.size().max(1024))?;
         }
-        Ok((Graph { links: Arc::new(Links { index: graph, view }), saved: None, merged: file.merged }, members))
+        Ok((Graph { index: graph, view, saved: None }, members))
     }
 
     /// Adopts saved graphs instead of linking: called once, when every stored vector has
@@ -516,8 +491,8 @@ impl VectorIndex {
                 if current {
                     home.insert(key, at);
                 } else {
-                    if graph.links.view.is_none() {
-                        graph.index().remove(key).map_err(index_error)?;
+                    if graph.view.is_none() {
+                        graph.index.remove(key).map_err(index_error)?;
                     }
                     intact = false;
                 }
@@ -573,7 +548,7 @@ mod tests {
     use crate::embed::cosine;
 
     /// An index that links every vector into its graph (no exact-search range).
-    pub(super) fn index(dim: usize) -> VectorIndex {
+    fn index(dim: usize) -> VectorIndex {
         let settings = crate::config::IndexSettings { exact_search_max: 0, ..Settings::defaults().index };
         VectorIndex::new(dim, &settings).unwrap()
     }
@@ -635,7 +610,7 @@ mod tests {
     }
 
     /// Deterministic pseudo-random unit vectors.
-    pub(super) fn vectors(n: usize, dim: usize) -> Vec<Vec<f32>> {
+    fn vectors(n: usize, dim: usize) -> Vec<Vec<f32>> {
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
         (0..n)
             .map(|_| {
@@ -689,18 +664,16 @@ mod tests {
             idx.upsert(key as u64, v).unwrap();
         }
         idx.link_staged().unwrap();
-        let sizes: Vec<usize> = idx.graphs.iter().map(|g| g.index().size()).collect();
+        let sizes: Vec<usize> = idx.graphs.iter().map(|g| g.index.size()).collect();
         assert_eq!(sizes, vec![120, 120, 120, 120, 20], "the first graph is topped up, then new ones are filled");
         for (key, v) in data.iter().enumerate().step_by(7) {
             assert_eq!(idx.search(v, 3).unwrap()[0].0, key as u64, "vector {key} is found in whichever graph holds it");
         }
-        // Replacing a vector of a full graph links it into the last one; the sealed graph
-        // keeps its old code, no longer homed there.
+        // Replacing a vector of a full graph unlinks it there and links it into the last one.
         idx.upsert(3, &data[400]).unwrap();
         idx.link_staged().unwrap();
-        let sizes: Vec<usize> = idx.graphs.iter().map(|g| g.index().size()).collect();
-        assert_eq!(sizes, vec![120, 120, 120, 120, 21]);
-        assert!(idx.search(&data[3], 5).unwrap().iter().all(|h| h.0 != 3), "the old code of 3 finds nothing");
+        let sizes: Vec<usize> = idx.graphs.iter().map(|g| g.index.size()).collect();
+        assert_eq!(sizes, vec![119, 120, 120, 120, 21]);
         let hits = idx.search(&data[400], 2).unwrap();
         assert_eq!(hits.iter().map(|h| h.0).collect::<BTreeSet<_>>(), BTreeSet::from([3, 400]));
         idx.remove(3).unwrap();
@@ -709,7 +682,7 @@ mod tests {
     }
 
     /// An index holding `data` under keys 0.., all staged.
-    pub(super) fn staged_index(data: &[Vec<f32>], graph_max: usize) -> VectorIndex {
+    fn staged_index(data: &[Vec<f32>], graph_max: usize) -> VectorIndex {
         let mut idx = index(16);
         idx.graph_max = graph_max;
         for (key, v) in data.iter().enumerate() {
@@ -749,7 +722,7 @@ mod tests {
         let files = built.save(dir.path(), "nodes", 1).unwrap();
         let mut opened = staged_index(&data, 300);
         opened.restore(dir.path(), &files).unwrap();
-        assert_eq!(opened.graphs.iter().map(|g| g.links.view.is_some()).collect::<Vec<_>>(), vec![true, true, false]);
+        assert_eq!(opened.graphs.iter().map(|g| g.view.is_some()).collect::<Vec<_>>(), vec![true, true, false]);
         // Key 3 of the first, viewed graph gets another vector; key 5 goes.
         opened.upsert(3, &data[650]).unwrap();
         opened.remove(5).unwrap();
@@ -789,7 +762,7 @@ mod tests {
         let hits = opened.search(&data[350], 2).unwrap();
         assert_eq!(hits.iter().map(|h| h.0).collect::<BTreeSet<_>>(), BTreeSet::from([5, 350]));
         assert!(opened.search(&data[9], 3).unwrap().iter().all(|h| h.0 != 9));
-        assert_eq!(opened.graphs[0].index().size(), 399);
+        assert_eq!(opened.graphs[0].index.size(), 399);
     }
 
     #[test]
