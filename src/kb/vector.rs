@@ -205,10 +205,14 @@ impl VectorIndex {
         self.graphs.iter().map(|g| g.index.size()).sum()
     }
 
-    /// Links every staged vector into the HNSW graphs, on `index.build_threads` threads, in
-    /// key order, filling the last graph up to [`GRAPH_MAX`] and then starting another. With
-    /// more than one thread a graph's shape depends on scheduling, so candidate lists may
-    /// differ between two builds in rare near-ties.
+    /// Links every staged vector into the HNSW graphs, in key order, filling the last graph
+    /// up to [`GRAPH_MAX`] and then starting others. Each graph is linked on
+    /// `index.build_threads` threads, and the graphs one pass fills are linked side by side,
+    /// on every core: a long ingest's pass fills several, and linking them one after another
+    /// left a core idle for most of it. Which keys go into which graph, and in which order,
+    /// depends only on the keys, so one build thread still gives the same graphs on every run;
+    /// with more, a graph's shape depends on scheduling, and candidate lists may differ
+    /// between two builds in rare near-ties.
     /// Does nothing while the index is small enough to be searched exactly.
     pub fn link_staged(&mut self) -> Result<()> {
         if self.staged_for_linking() == 0 {
@@ -217,22 +221,69 @@ impl VectorIndex {
         // Searched through the graphs from now on.
         self.codes = std::sync::OnceLock::new();
         let staged: Vec<u64> = std::mem::take(&mut self.staged).into_iter().collect();
+        // The last graph's room first, then new graphs of `GRAPH_MAX` each.
+        let mut at = self.graphs.len() - 1;
+        let mut room = self.graph_max.saturating_sub(self.graphs[at].index.size());
+        let mut parts: Vec<(usize, &[u64])> = Vec::new();
         let mut rest = staged.as_slice();
         while !rest.is_empty() {
-            let last = self.graphs.len() - 1;
-            let room = self.graph_max.saturating_sub(self.graphs[last].index.size());
             if room == 0 {
-                self.graphs.push(Graph::new(Index::new(&self.options).map_err(index_error)?));
-                continue;
+                match Index::new(&self.options) {
+                    Ok(index) => self.graphs.push(Graph::new(index)),
+                    Err(e) => {
+                        self.staged.extend(&staged);
+                        return Err(index_error(e));
+                    }
+                }
+                (at, room) = (self.graphs.len() - 1, self.graph_max);
             }
             let (part, later) = rest.split_at(room.min(rest.len()));
-            self.link_into(last, part)?;
-            self.graphs[last].saved = None;
-            self.unsaved += part.len();
-            self.home.extend(part.iter().map(|key| (*key, last)));
+            parts.push((at, part));
+            room -= part.len();
             rest = later;
         }
-        Ok(())
+        let linked = self.link_parts(&parts);
+        let mut failed = None;
+        for ((at, part), outcome) in parts.into_iter().zip(linked) {
+            match outcome {
+                Ok(()) => {
+                    self.graphs[at].saved = None;
+                    self.unsaved += part.len();
+                    self.home.extend(part.iter().map(|key| (*key, at)));
+                }
+                // Staged again: a key is always homed in a graph or staged, never lost.
+                Err(e) => {
+                    self.staged.extend(part);
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Links each part into its graph, the parts side by side on up to one thread per core
+    /// (per `index.build_threads` threads, which each part's graph is linked on).
+    fn link_parts(&self, parts: &[(usize, &[u64])]) -> Vec<Result<()>> {
+        let side_by_side = (cores() / self.build_threads.max(1)).clamp(1, parts.len().max(1));
+        // Thread t links parts t, t + side_by_side, ...
+        let share = |t: usize| (t..parts.len()).step_by(side_by_side);
+        let mut outcomes: Vec<Result<()>> = parts.iter().map(|_| Ok(())).collect();
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..side_by_side)
+                .map(|t| {
+                    scope.spawn(move || share(t).map(|i| self.link_into(parts[i].0, parts[i].1)).collect::<Vec<_>>())
+                })
+                .collect();
+            for (t, worker) in workers.into_iter().enumerate() {
+                let results = worker.join().unwrap_or_else(|_| {
+                    share(t).map(|_| Err(Error::Index("an HNSW build thread panicked".into()))).collect()
+                });
+                for (i, result) in share(t).zip(results) {
+                    outcomes[i] = result;
+                }
+            }
+        });
+        outcomes
     }
 
     /// Links `keys` into graph `at`, which has room for them.
@@ -575,21 +626,27 @@ mod tests {
     }
 
     #[test]
-    fn one_build_thread_links_the_same_graph_twice() {
+    fn one_build_thread_links_the_same_graphs_twice() {
         let data = vectors(2000, 16);
         let settings =
             crate::config::IndexSettings { exact_search_max: 0, build_threads: 1, ..Settings::defaults().index };
-        let build = || {
-            let mut idx = VectorIndex::new(16, &settings).unwrap();
-            for (key, v) in data.iter().enumerate() {
-                idx.upsert(key as u64, v).unwrap();
+        // One graph, then graphs of 300 that one pass fills side by side.
+        for graph_max in [GRAPH_MAX, 300] {
+            let build = || {
+                let mut idx = VectorIndex::new(16, &settings).unwrap();
+                idx.graph_max = graph_max;
+                for (key, v) in data.iter().enumerate() {
+                    idx.upsert(key as u64, v).unwrap();
+                }
+                idx.link_staged().unwrap();
+                idx
+            };
+            let (a, b) = (build(), build());
+            assert_eq!(a.graphs.len(), 2000usize.div_ceil(graph_max));
+            for v in data.iter().step_by(13) {
+                assert_eq!(a.search(v, 10).unwrap(), b.search(v, 10).unwrap());
+                assert_eq!(a.search(v, 200).unwrap(), b.search(v, 200).unwrap(), "{graph_max} per graph");
             }
-            idx.link_staged().unwrap();
-            idx
-        };
-        let (a, b) = (build(), build());
-        for v in data.iter().step_by(13) {
-            assert_eq!(a.search(v, 10).unwrap(), b.search(v, 10).unwrap());
         }
     }
 
