@@ -208,8 +208,9 @@ impl VectorIndex {
     /// Links every staged vector into the HNSW graphs, in key order, filling the last graph
     /// up to [`GRAPH_MAX`] and then starting others. Each graph is linked on
     /// `index.build_threads` threads, and the graphs one pass fills are linked side by side,
-    /// on every core: a long ingest's pass fills several, and linking them one after another
-    /// left a core idle for most of it. Which keys go into which graph, and in which order,
+    /// on every core: a pass at the end of a long ingest, or at an open that found no usable
+    /// save, fills several of one index, and linking them one after another kept one core
+    /// busy while the others waited. Which keys go into which graph, and in which order,
     /// depends only on the keys, so one build thread still gives the same graphs on every run;
     /// with more, a graph's shape depends on scheduling, and candidate lists may differ
     /// between two builds in rare near-ties.
