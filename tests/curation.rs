@@ -117,7 +117,7 @@ fn decisions_approve_reject_edit_and_audit() {
         .edges()
         .filter(|e| e.origin == EdgeOrigin::Curated)
         .map(|e| {
-            (kb.node(e.subject).unwrap().name.clone(), e.relation.clone(), kb.node(e.object).unwrap().name.clone())
+            (kb.node(e.subject).unwrap().name.clone(), e.relation.to_string(), kb.node(e.object).unwrap().name.clone())
         })
         .collect();
     assert!(curated.contains(&("Marie Curie".into(), "was born in".into(), "Warsaw".into())));

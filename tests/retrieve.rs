@@ -61,7 +61,7 @@ fn local_stage_keeps_only_edges_consistent_with_relation_seeds() {
     assert_eq!(s.entities[0].name, "Alice Moreau");
     assert!(s.relations.iter().any(|r| r.label == "born in"), "{:?}", s.relations);
     let edges = local::expand(&kb, &s, 10);
-    let relations: Vec<&str> = edges.iter().map(|(e, _)| kb.edge(*e).unwrap().relation.as_str()).collect();
+    let relations: Vec<&str> = edges.iter().map(|(e, _)| &*kb.edge(*e).unwrap().relation).collect();
     assert!(relations.contains(&"born in"));
     assert!(!relations.contains(&"married to"), "filtered by the relation seed: {relations:?}");
 }

@@ -111,7 +111,7 @@ fn in_graph(kb: &Kb, t: &RawTriple) -> bool {
         .steps(subject)
         .iter()
         .filter(|s| s.forward && s.to == object)
-        .any(|s| kb.edge(s.edge).is_some_and(|e| e.relation == relation))
+        .any(|s| kb.edge(s.edge).is_some_and(|e| *e.relation == *relation))
 }
 
 /// Proposes the triples of the chunks an accepted answer cites (the top evidence chunk when

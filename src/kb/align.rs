@@ -2,7 +2,7 @@
 //! query phrase aligns with a node. Edit similarity (strsim) and embedding cosine must agree,
 //! except for the acronym rule, which neither measure sees ("CFH" vs "CFH Clearing").
 
-use std::collections::HashMap;
+use super::Table;
 
 use super::model::NodeId;
 use crate::config::AliasSettings;
@@ -18,18 +18,23 @@ pub struct Mention<'a> {
 /// its capital initials. Two mentions can only be merged when they share a key, which makes
 /// candidate generation exact and deterministic (unlike an approximate vector search).
 pub fn blocking_keys(surface: &str) -> Vec<String> {
-    let key = normalize_entity(surface);
+    blocking_keys_normalized(surface, &normalize_entity(surface))
+}
+
+/// [`blocking_keys`] of `surface`, whose `normalize_entity` is `key`.
+fn blocking_keys_normalized(surface: &str, key: &str) -> Vec<String> {
     let mut keys: Vec<String> = key
         .split_whitespace()
         .filter(|w| !crate::text::is_stopword(w))
-        .map(|w| format!("w:{}", w.chars().take(4).collect::<String>()))
+        .map(|w| format!("w:{}", &w[..w.char_indices().nth(4).map_or(w.len(), |(at, _)| at)]))
         .collect();
     let initials: String =
         surface.split_whitespace().filter_map(|w| w.chars().next()).filter(|c| c.is_uppercase()).collect();
     if initials.len() >= 2 {
         keys.push(format!("i:{initials}"));
     }
-    let letters: String = surface.chars().filter(|c| c.is_alphanumeric()).collect();
+    // Seven are enough to tell a name is too long to be an acronym.
+    let letters: String = surface.chars().filter(|c| c.is_alphanumeric()).take(7).collect();
     if (2..=6).contains(&letters.len()) && letters.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) {
         keys.push(format!("i:{letters}"));
     }
@@ -95,12 +100,17 @@ impl NameSketch {
 /// block: a common key ("w:univ") can hold a large share of all nodes, and indexing or
 /// unindexing one must not scan it.
 #[derive(Default)]
-pub struct AliasBlocks(HashMap<String, HashMap<NodeId, NameSketch>>);
+pub struct AliasBlocks(Table<String, Table<NodeId, NameSketch>>);
 
 impl AliasBlocks {
     /// Puts `id`, whose name is sketched as `sketch`, in the blocks of `surface`.
     pub fn insert(&mut self, surface: &str, id: NodeId, sketch: NameSketch) {
-        for block in blocking_keys(surface) {
+        self.insert_normalized(surface, &normalize_entity(surface), id, sketch);
+    }
+
+    /// [`AliasBlocks::insert`] for a `surface` whose `normalize_entity` is `key`.
+    pub fn insert_normalized(&mut self, surface: &str, key: &str, id: NodeId, sketch: NameSketch) {
+        for block in blocking_keys_normalized(surface, key) {
             self.0.entry(block).or_default().insert(id, sketch);
         }
     }
@@ -145,7 +155,7 @@ impl AliasBlocks {
     }
 
     /// Every block's members.
-    pub fn members(&self) -> impl Iterator<Item = &HashMap<NodeId, NameSketch>> {
+    pub fn members(&self) -> impl Iterator<Item = &Table<NodeId, NameSketch>> {
         self.0.values()
     }
 }

@@ -87,7 +87,7 @@ impl Kb {
                 let edge = self.edge(s.edge)?;
                 Some(Neighbour {
                     edge: edge.id,
-                    relation: edge.relation.clone(),
+                    relation: edge.relation.to_string(),
                     direction: if s.forward { Direction::Out } else { Direction::In },
                     node: s.to,
                     name: self.node(s.to).map(|n| n.name.clone()),
@@ -107,7 +107,7 @@ impl Kb {
             .map(|e| Link {
                 edge: e.id,
                 subject: e.subject,
-                relation: e.relation.clone(),
+                relation: e.relation.to_string(),
                 object: e.object,
                 chunk: e.chunk,
             })

@@ -1,19 +1,18 @@
 //! The navigation graph: entities as nodes, triples as directed edges. The graph only
 //! points at evidence; the evidence itself is always the source chunks (provenance).
 
-use std::collections::HashMap;
-
 use petgraph::Direction;
 use petgraph::stable_graph::{EdgeIndex, NodeIndex, StableDiGraph};
 use petgraph::visit::EdgeRef;
 
+use super::Table;
 use super::model::{EdgeId, NodeId};
 
 #[derive(Default)]
 pub struct KnowledgeGraph {
     g: StableDiGraph<Entity, EdgeId>,
-    nodes: HashMap<NodeId, NodeIndex>,
-    edges: HashMap<EdgeId, EdgeIndex>,
+    nodes: Table<NodeId, NodeIndex>,
+    edges: Table<EdgeId, EdgeIndex>,
 }
 
 /// A node of the graph with its degree, kept as edges come and go: retrieval weighs steps by

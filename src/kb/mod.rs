@@ -62,6 +62,11 @@ pub use write::{IngestOutcome, PreparedChunk, PreparedDoc, PreparedTriple};
 /// An open KB: queries share the read lock, writes take it exclusively.
 pub type SharedKb = Arc<tokio::sync::RwLock<Kb>>;
 
+/// A table of the KB's in-memory indexes. An open inserts every id and name of the KB, tens
+/// of millions at a million passages, and a query looks up thousands: foldhash (hashbrown's
+/// own default, seeded per process) hashes them several times faster than std's SipHash.
+pub type Table<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// The saved HNSW graphs' directory inside a sled KB's directory (see [`saved`]).
 const SAVED_INDEX_DIR: &str = "index";
 /// Vectors an index may have linked or unlinked since the last save before the end of an
@@ -78,17 +83,17 @@ pub struct Kb {
     embedder: Arc<dyn Embedder>,
     /// Boxed, as are chunks and nodes: a table keeps up to twice its entries' room empty
     /// (it grows by doubling), and a million documents left 190 MB of empty `Document`s.
-    docs: HashMap<DocKey, Box<Document>>,
-    doc_ids: HashMap<String, DocKey>,
-    chunks: HashMap<ChunkId, Box<Chunk>>,
+    docs: Table<DocKey, Box<Document>>,
+    doc_ids: Table<String, DocKey>,
+    chunks: Table<ChunkId, Box<Chunk>>,
     /// Reverse provenance: which nodes mention a chunk.
-    chunk_nodes: HashMap<ChunkId, Vec<NodeId>>,
-    nodes: HashMap<NodeId, Box<Node>>,
+    chunk_nodes: Table<ChunkId, Vec<NodeId>>,
+    nodes: Table<NodeId, Box<Node>>,
     /// Normalised alias -> node, for every alias of every node.
-    node_keys: HashMap<String, NodeId>,
+    node_keys: Table<String, NodeId>,
     /// Blocking key -> nodes with an alias carrying it (alias candidate generation).
     alias_blocks: AliasBlocks,
-    edges: HashMap<EdgeId, Edge>,
+    edges: Table<EdgeId, Edge>,
     /// Edges extracted by the rule extractor (the rest are imported, LLM-made or curated).
     rule_edges: usize,
     /// Distinct relation labels with their use count, searchable by embedding.
@@ -107,7 +112,7 @@ pub struct Kb {
     /// are not copies of one another. When the first edge goes, the next one inherits its
     /// vector (the write that deletes it stores the vector under the successor); a new edge
     /// with a lower id (another daemon's block of ids, on PostgreSQL) takes it over.
-    fact_edges: HashMap<FactKey, FactEdges>,
+    fact_edges: Table<FactKey, FactEdges>,
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
     passages: Lazy<PassageGraph>,
@@ -165,23 +170,29 @@ pub enum SaveScope {
 }
 
 /// `node`'s aliases in the alias table and the blocking index.
-fn index_names(keys: &mut HashMap<String, NodeId>, blocks: &mut AliasBlocks, node: &Node) {
-    let sketch = NameSketch::of(&node.name, &crate::text::normalize_entity(&node.name));
+fn index_names(keys: &mut Table<String, NodeId>, blocks: &mut AliasBlocks, node: &Node) {
+    // Normalised once a name: an open does this for every alias of every node.
+    let name_key = crate::text::normalize_entity(&node.name);
+    let sketch = NameSketch::of(&node.name, &name_key);
     for alias in &node.aliases {
-        keys.insert(crate::text::normalize_entity(alias), node.id);
-        blocks.insert(alias, node.id, sketch);
+        let key = if *alias == node.name { name_key.clone() } else { crate::text::normalize_entity(alias) };
+        blocks.insert_normalized(alias, &key, node.id, sketch);
+        keys.insert(key, node.id);
     }
 }
 
 /// The alias table (normalised alias -> node) and blocking index of a KB's nodes.
 struct NameTables {
-    keys: HashMap<String, NodeId>,
+    keys: Table<String, NodeId>,
     blocks: AliasBlocks,
 }
 
 impl NameTables {
     fn of(nodes: &[Node]) -> NameTables {
-        let mut tables = NameTables { keys: HashMap::with_capacity(nodes.len()), blocks: AliasBlocks::default() };
+        let mut tables = NameTables {
+            keys: Table::with_capacity_and_hasher(nodes.len(), Default::default()),
+            blocks: AliasBlocks::default(),
+        };
         for node in nodes {
             index_names(&mut tables.keys, &mut tables.blocks, node);
         }
@@ -190,7 +201,7 @@ impl NameTables {
 }
 
 /// `edge` among the edges stating its fact.
-fn add_fact(facts: &mut HashMap<FactKey, FactEdges>, edge: &Edge) {
+fn add_fact(facts: &mut Table<FactKey, FactEdges>, edge: &Edge) {
     match facts.entry(FactKey::of(edge)) {
         Entry::Occupied(mut ids) => ids.get_mut().insert(edge.id),
         Entry::Vacant(slot) => {
@@ -200,8 +211,8 @@ fn add_fact(facts: &mut HashMap<FactKey, FactEdges>, edge: &Edge) {
 }
 
 /// The edges stating each distinct fact among `edges`.
-fn fact_table(edges: &[Edge]) -> HashMap<FactKey, FactEdges> {
-    let mut facts = HashMap::with_capacity(edges.len());
+fn fact_table(edges: &[Edge]) -> Table<FactKey, FactEdges> {
+    let mut facts = Table::with_capacity_and_hasher(edges.len(), Default::default());
     for edge in edges {
         add_fact(&mut facts, edge);
     }
@@ -210,14 +221,14 @@ fn fact_table(edges: &[Edge]) -> HashMap<FactKey, FactEdges> {
 
 /// What makes two edges state the same fact: subject, relation label and object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct FactKey(NodeId, String, NodeId);
+struct FactKey(NodeId, Arc<str>, NodeId);
 
 /// Each touched fact with the edge it was indexed under before a change (`None`: new fact).
 struct FactRepresentatives(HashMap<FactKey, Option<EdgeId>>);
 
 impl FactKey {
     fn of(edge: &Edge) -> FactKey {
-        FactKey(edge.subject, edge.relation.clone(), edge.object)
+        FactKey(edge.subject, Arc::clone(&edge.relation), edge.object)
     }
 }
 
@@ -298,20 +309,20 @@ impl Kb {
             summary_index: VectorIndex::new(dim, &settings.index)?,
             node_index: VectorIndex::new(dim, &settings.index)?,
             fact_index: VectorIndex::new(dim, &settings.index)?,
-            fact_edges: HashMap::new(),
+            fact_edges: Table::default(),
             relations: RelationLabels::new(dim, &settings.index)?,
             bm25: Bm25::new(&settings.bm25),
             settings,
             store,
             embedder,
-            docs: HashMap::new(),
-            doc_ids: HashMap::new(),
-            chunks: HashMap::new(),
-            chunk_nodes: HashMap::new(),
-            nodes: HashMap::new(),
-            node_keys: HashMap::new(),
+            docs: Table::default(),
+            doc_ids: Table::default(),
+            chunks: Table::default(),
+            chunk_nodes: Table::default(),
+            nodes: Table::default(),
+            node_keys: Table::default(),
             alias_blocks: AliasBlocks::default(),
-            edges: HashMap::new(),
+            edges: Table::default(),
             rule_edges: 0,
             graph: KnowledgeGraph::default(),
             passages: Lazy::default(),
@@ -851,13 +862,11 @@ impl Kb {
         known: HashMap<String, crate::embed::Embedding>,
     ) -> Result<HashMap<String, crate::embed::Embedding>> {
         let mut fresh: Vec<&str> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = std::collections::HashSet::with_hasher(foldhash::fast::RandomState::default());
         for edge in edges {
-            if !self.relations.contains(&edge.relation)
-                && !known.contains_key(&edge.relation)
-                && seen.insert(edge.relation.as_str())
-            {
-                fresh.push(&edge.relation);
+            let label = &*edge.relation;
+            if !self.relations.contains(label) && !known.contains_key(label) && seen.insert(label) {
+                fresh.push(label);
             }
         }
         let mut vectors = known;
@@ -880,7 +889,7 @@ impl Kb {
     /// The relation label's use and the graph edge of `edge`.
     fn index_edge_links(&mut self, edge: &Edge, vectors: &HashMap<String, crate::embed::Embedding>) -> Result<()> {
         let embedder = &self.embedder;
-        self.relations.add_use(&edge.relation, || match vectors.get(&edge.relation) {
+        self.relations.add_use(&edge.relation, || match vectors.get(&*edge.relation) {
             Some(v) => Ok(v.clone()),
             None => embedder.embed_one(&edge.relation),
         })?;
@@ -903,7 +912,7 @@ impl Kb {
         let name = |id: NodeId| self.nodes.get(&id).map_or_else(String::new, |n| n.name.clone());
         fact_text(&RawTriple {
             subject: name(edge.subject),
-            relation: edge.relation.clone(),
+            relation: edge.relation.to_string(),
             object: name(edge.object),
         })
     }

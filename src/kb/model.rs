@@ -1,6 +1,8 @@
 //! The records a knowledge base is made of. Every record is persisted in sled; the in-memory
 //! indexes are derived from them at startup.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 pub type DocKey = u32;
@@ -89,7 +91,9 @@ pub enum EdgeOrigin {
 pub struct Edge {
     pub id: EdgeId,
     pub subject: NodeId,
-    pub relation: String,
+    /// Shared by every edge of the label in memory (a few thousand labels over millions of
+    /// edges; see [`super::relations::RelationLabels::add_use`]).
+    pub relation: Arc<str>,
     pub object: NodeId,
     /// Provenance: the chunk this triple was read from.
     pub chunk: ChunkId,

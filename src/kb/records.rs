@@ -8,6 +8,7 @@
 //! ignored, and the open reads every record from the store as it did before.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::mapped::{Reader, put_str, put_u32s};
 use super::model::{Chunk, Document, Edge, EdgeOrigin, Link, Node};
@@ -15,7 +16,12 @@ use super::store::{ChangedRecords, Family, Store};
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"a2rrecs\0";
-const VERSION: u32 = 1;
+/// Version 2 names where the chunks and the graph start, so that the chunks decode on a
+/// second core while the first decodes the documents and the graph; version 1 files decode
+/// in one pass.
+const VERSION: u32 = 2;
+/// The bytes before the documents: magic, version, and the chunks' and graph's offsets.
+const HEADER: usize = MAGIC.len() + 4 + 16;
 
 /// Every record of a KB, each family in id order (the order a scan of the store gives).
 #[derive(Debug, Default, PartialEq)]
@@ -33,7 +39,9 @@ impl Records {
     pub fn read(store: &Store) -> Result<Records> {
         std::thread::scope(|scope| {
             let graph = scope.spawn(|| -> Result<(Vec<Node>, Vec<Edge>)> {
-                Ok((store.nodes().collect::<Result<_>>()?, store.edges().collect::<Result<_>>()?))
+                let mut edges: Vec<Edge> = store.edges().collect::<Result<_>>()?;
+                share_relations(&mut edges);
+                Ok((store.nodes().collect::<Result<_>>()?, edges))
             });
             let docs = store.docs().collect::<Result<Vec<_>>>()?;
             let chunks = store.chunks().collect::<Result<Vec<_>>>()?;
@@ -53,6 +61,7 @@ impl Records {
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
+        out.resize(HEADER, 0);
         let mut docs: Vec<&Document> = docs.collect();
         docs.sort_unstable_by_key(|d| d.key);
         out.extend_from_slice(&(docs.len() as u64).to_le_bytes());
@@ -65,6 +74,8 @@ impl Records {
             out.extend_from_slice(&(doc.edges.len() as u32).to_le_bytes());
             doc.edges.iter().for_each(|e| out.extend_from_slice(&e.to_le_bytes()));
         }
+        let chunks_at = (out.len() as u64).to_le_bytes();
+        out[HEADER - 16..HEADER - 8].copy_from_slice(&chunks_at);
         let mut chunks: Vec<&Chunk> = chunks.collect();
         chunks.sort_unstable_by_key(|c| c.id);
         out.extend_from_slice(&(chunks.len() as u64).to_le_bytes());
@@ -81,6 +92,8 @@ impl Records {
                 put_str(&mut out, &link.target);
             }
         }
+        let graph_at = (out.len() as u64).to_le_bytes();
+        out[HEADER - 8..HEADER].copy_from_slice(&graph_at);
         let mut nodes: Vec<&Node> = nodes.collect();
         nodes.sort_unstable_by_key(|n| n.id);
         out.extend_from_slice(&(nodes.len() as u64).to_le_bytes());
@@ -91,8 +104,7 @@ impl Records {
             node.aliases.iter().for_each(|alias| put_str(&mut out, alias));
             put_u32s(&mut out, &node.chunks);
         }
-        let mut labels: Vec<&str> =
-            edges.clone().map(|e| e.relation.as_str()).collect::<HashSet<_>>().into_iter().collect();
+        let mut labels: Vec<&str> = edges.clone().map(|e| &*e.relation).collect::<HashSet<_>>().into_iter().collect();
         labels.sort_unstable();
         let label_ids: HashMap<&str, u32> = labels.iter().enumerate().map(|(i, l)| (*l, i as u32)).collect();
         out.extend_from_slice(&(labels.len() as u32).to_le_bytes());
@@ -102,7 +114,7 @@ impl Records {
         out.extend_from_slice(&(edges.len() as u64).to_le_bytes());
         for edge in edges {
             out.extend_from_slice(&edge.id.to_le_bytes());
-            for field in [edge.subject, label_ids[edge.relation.as_str()], edge.object, edge.chunk] {
+            for field in [edge.subject, label_ids[&*edge.relation], edge.object, edge.chunk] {
                 out.extend_from_slice(&field.to_le_bytes());
             }
             out.push(origin_code(edge.origin));
@@ -117,69 +129,42 @@ impl Records {
             || Error::Index("the saved records are unusable: not a records file of this version, or damaged".into());
         let rest = bytes.strip_prefix(MAGIC).ok_or_else(damaged)?;
         let mut r = Reader { rest };
-        if r.u32() != Some(VERSION) {
-            return Err(damaged());
-        }
-        let decode = |r: &mut Reader| -> Option<Records> {
-            let docs = (0..r.u64()?)
-                .map(|_| {
-                    Some(Document {
-                        key: r.u32()?,
-                        id: r.str()?.to_string(),
-                        title: r.str()?.to_string(),
-                        source: r.str()?.to_string(),
-                        content_hash: r.str()?.to_string(),
-                        summary: r.str()?.to_string(),
-                        chunks: r.u32s()?,
-                        edges: (0..r.u32()?).map(|_| r.u64()).collect::<Option<_>>()?,
-                    })
+        // Each part must be read to its last byte: a file that runs on is not this version's.
+        let whole = |r: Reader| r.rest.is_empty().then_some(());
+        let records = match r.u32() {
+            Some(1) => (|| {
+                let docs = documents(&mut r)?;
+                let chunks = chunks(&mut r)?;
+                let (nodes, edges) = graph(&mut r)?;
+                whole(r)?;
+                Some(Records { docs, chunks, nodes, edges })
+            })(),
+            Some(VERSION) => {
+                let mut offset = || r.u64().and_then(|at| usize::try_from(at).ok());
+                let (chunks_at, graph_at) = (offset(), offset());
+                let (chunks_at, graph_at) = match (chunks_at, graph_at) {
+                    (Some(c), Some(g)) if HEADER <= c && c <= g && g <= bytes.len() => (c, g),
+                    _ => return Err(damaged()),
+                };
+                let part = |from: usize, to: usize| Reader { rest: &bytes[from..to] };
+                std::thread::scope(|scope| {
+                    let chunks = scope.spawn(|| {
+                        let mut r = part(chunks_at, graph_at);
+                        let records = chunks(&mut r)?;
+                        whole(r).map(|()| records)
+                    });
+                    let mut r = part(HEADER, chunks_at);
+                    let docs = documents(&mut r).filter(|_| r.rest.is_empty());
+                    let mut r = part(graph_at, bytes.len());
+                    let graph = graph(&mut r).filter(|_| r.rest.is_empty());
+                    let chunks = chunks.join().ok().flatten()?;
+                    let ((nodes, edges), docs) = (graph?, docs?);
+                    Some(Records { docs, chunks, nodes, edges })
                 })
-                .collect::<Option<_>>()?;
-            let chunks = (0..r.u64()?)
-                .map(|_| {
-                    Some(Chunk {
-                        id: r.u32()?,
-                        doc: r.u32()?,
-                        ordinal: r.u32()?,
-                        span: span(r)?,
-                        text: r.str()?.to_string(),
-                        section: r.str()?.to_string(),
-                        links: (0..r.u32()?)
-                            .map(|_| Some(Link { anchor: span(r)?, target: r.str()?.to_string() }))
-                            .collect::<Option<_>>()?,
-                    })
-                })
-                .collect::<Option<_>>()?;
-            let nodes = (0..r.u64()?)
-                .map(|_| {
-                    Some(Node {
-                        id: r.u32()?,
-                        name: r.str()?.to_string(),
-                        aliases: (0..r.u32()?).map(|_| r.str().map(str::to_string)).collect::<Option<_>>()?,
-                        chunks: r.u32s()?,
-                    })
-                })
-                .collect::<Option<_>>()?;
-            let labels: Vec<String> = (0..r.u32()?).map(|_| r.str().map(str::to_string)).collect::<Option<_>>()?;
-            let edges = (0..r.u64()?)
-                .map(|_| {
-                    Some(Edge {
-                        id: r.u64()?,
-                        subject: r.u32()?,
-                        relation: labels.get(r.u32()? as usize)?.clone(),
-                        object: r.u32()?,
-                        chunk: r.u32()?,
-                        origin: origin_of(*r.bytes(1)?.first()?)?,
-                    })
-                })
-                .collect::<Option<_>>()?;
-            Some(Records { docs, chunks, nodes, edges })
+            }
+            _ => None,
         };
-        let records = decode(&mut r).ok_or_else(damaged)?;
-        if !r.rest.is_empty() {
-            return Err(damaged());
-        }
-        Ok(records)
+        records.ok_or_else(damaged)
     }
 
     /// Brings the records up to date with the store: each record `changed` names takes its
@@ -197,6 +182,71 @@ impl Records {
     }
 }
 
+/// The documents, as [`Records::encode`] wrote them.
+fn documents(r: &mut Reader) -> Option<Vec<Document>> {
+    (0..r.u64()?)
+        .map(|_| {
+            Some(Document {
+                key: r.u32()?,
+                id: r.str()?.to_string(),
+                title: r.str()?.to_string(),
+                source: r.str()?.to_string(),
+                content_hash: r.str()?.to_string(),
+                summary: r.str()?.to_string(),
+                chunks: r.u32s()?,
+                edges: (0..r.u32()?).map(|_| r.u64()).collect::<Option<_>>()?,
+            })
+        })
+        .collect()
+}
+
+/// The chunks, as [`Records::encode`] wrote them.
+fn chunks(r: &mut Reader) -> Option<Vec<Chunk>> {
+    (0..r.u64()?)
+        .map(|_| {
+            Some(Chunk {
+                id: r.u32()?,
+                doc: r.u32()?,
+                ordinal: r.u32()?,
+                span: span(r)?,
+                text: r.str()?.to_string(),
+                section: r.str()?.to_string(),
+                links: (0..r.u32()?)
+                    .map(|_| Some(Link { anchor: span(r)?, target: r.str()?.to_string() }))
+                    .collect::<Option<_>>()?,
+            })
+        })
+        .collect()
+}
+
+/// The nodes and edges, as [`Records::encode`] wrote them.
+fn graph(r: &mut Reader) -> Option<(Vec<Node>, Vec<Edge>)> {
+    let nodes = (0..r.u64()?)
+        .map(|_| {
+            Some(Node {
+                id: r.u32()?,
+                name: r.str()?.to_string(),
+                aliases: (0..r.u32()?).map(|_| r.str().map(str::to_string)).collect::<Option<_>>()?,
+                chunks: r.u32s()?,
+            })
+        })
+        .collect::<Option<_>>()?;
+    let labels: Vec<Arc<str>> = (0..r.u32()?).map(|_| r.str().map(Arc::from)).collect::<Option<_>>()?;
+    let edges = (0..r.u64()?)
+        .map(|_| {
+            Some(Edge {
+                id: r.u64()?,
+                subject: r.u32()?,
+                relation: labels.get(r.u32()? as usize)?.clone(),
+                object: r.u32()?,
+                chunk: r.u32()?,
+                origin: origin_of(*r.bytes(1)?.first()?)?,
+            })
+        })
+        .collect::<Option<_>>()?;
+    Some((nodes, edges))
+}
+
 fn overlay<T>(records: &mut Vec<T>, changed: Vec<(u64, Option<T>)>, id: impl Fn(&T) -> u64) {
     if changed.is_empty() {
         return;
@@ -205,6 +255,20 @@ fn overlay<T>(records: &mut Vec<T>, changed: Vec<(u64, Option<T>)>, id: impl Fn(
     records.retain(|record| !touched.contains(&id(record)));
     records.extend(changed.into_iter().filter_map(|(_, record)| record));
     records.sort_unstable_by_key(|record| id(record));
+}
+
+/// Gives the edges of one label one shared text, as an edge decoded from its own record
+/// holds its own copy.
+fn share_relations(edges: &mut [Edge]) {
+    let mut labels: HashSet<Arc<str>> = HashSet::new();
+    for edge in edges {
+        match labels.get(&*edge.relation) {
+            Some(shared) => edge.relation = Arc::clone(shared),
+            None => {
+                labels.insert(Arc::clone(&edge.relation));
+            }
+        }
+    }
 }
 
 fn put_span(out: &mut Vec<u8>, (start, end): (usize, usize)) {
@@ -310,6 +374,26 @@ mod tests {
     }
 
     #[test]
+    fn a_file_of_the_first_version_still_reads() {
+        let records = sample();
+        let current = encoded(&records);
+        let first = [MAGIC.as_slice(), &1u32.to_le_bytes(), &current[HEADER..]].concat();
+        assert_eq!(Records::decoded(&first).unwrap(), records);
+    }
+
+    #[test]
+    fn edges_of_one_label_share_its_text() {
+        let mut edges = sample().edges;
+        edges.push(Edge { id: 42, relation: String::from("serves").into(), ..edges[1].clone() });
+        assert!(!Arc::ptr_eq(&edges[1].relation, &edges[2].relation));
+        share_relations(&mut edges);
+        assert!(Arc::ptr_eq(&edges[1].relation, &edges[2].relation));
+        assert!(!Arc::ptr_eq(&edges[0].relation, &edges[1].relation), "another label keeps its own");
+        let decoded = Records::decoded(&encoded(&Records { edges, ..sample() })).unwrap().edges;
+        assert!(Arc::ptr_eq(&decoded[1].relation, &decoded[2].relation), "a file's label is read once");
+    }
+
+    #[test]
     fn damaged_or_foreign_bytes_are_refused() {
         let bytes = encoded(&sample());
         assert!(Records::decoded(&bytes[..bytes.len() - 1]).is_err(), "cut short");
@@ -320,6 +404,9 @@ mod tests {
         let mut bad_origin = bytes.clone();
         *bad_origin.last_mut().unwrap() = 9;
         assert!(Records::decoded(&bad_origin).is_err(), "an origin no build writes");
+        let mut graph_elsewhere = bytes.clone();
+        graph_elsewhere[HEADER - 8] ^= 1;
+        assert!(Records::decoded(&graph_elsewhere).is_err(), "the graph's offset moved");
     }
 
     #[test]

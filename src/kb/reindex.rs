@@ -121,7 +121,8 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
         }
         representatives.insert(edge.id);
         let name = |id: NodeId| names.get(&(id as u64)).cloned().unwrap_or_default();
-        let triple = RawTriple { subject: name(edge.subject), relation: edge.relation, object: name(edge.object) };
+        let triple =
+            RawTriple { subject: name(edge.subject), relation: edge.relation.to_string(), object: name(edge.object) };
         pending.push((edge.id, fact_text(&triple)));
         if pending.len() == RECORDS_PER_COMMIT {
             facts += write_vectors(&store, embedder.as_ref(), Family::FactVec, &mut pending, dim)?;

@@ -2,9 +2,10 @@
 //! their embeddings, so that aligning a query's relation phrase is a nearest-neighbour
 //! search rather than a scan of every label (MuSiQue's OpenIE graph has 5,000 of them).
 
-use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
+use super::Table;
 use super::saved::SavedGraph;
 use super::vector::VectorIndex;
 use crate::config::IndexSettings;
@@ -17,8 +18,9 @@ struct Label {
 }
 
 pub struct RelationLabels {
-    labels: HashMap<String, Label>,
-    names: HashMap<u64, String>,
+    /// Each label's text once: edges share it (see [`RelationLabels::shared`]).
+    labels: Table<Arc<str>, Label>,
+    names: Table<u64, Arc<str>>,
     /// Keyed by [`label_key`]: the same label has the same key in every process, so a saved
     /// graph of the labels can be adopted by the next open (see [`RelationLabels::restore`]).
     vectors: VectorIndex,
@@ -29,8 +31,8 @@ pub struct RelationLabels {
 impl RelationLabels {
     pub fn new(dim: usize, settings: &IndexSettings) -> Result<Self> {
         Ok(RelationLabels {
-            labels: HashMap::new(),
-            names: HashMap::new(),
+            labels: Table::default(),
+            names: Table::default(),
             vectors: VectorIndex::new(dim, settings)?,
             changed: false,
         })
@@ -48,6 +50,11 @@ impl RelationLabels {
         self.labels.contains_key(label)
     }
 
+    /// The text of `label` that the KB's edges share, where the label is known.
+    pub fn shared(&self, label: &str) -> Option<Arc<str>> {
+        self.labels.get_key_value(label).map(|(text, _)| Arc::clone(text))
+    }
+
     /// One more edge uses `label`; `embed` is only called for a label not seen before.
     pub fn add_use(&mut self, label: &str, embed: impl FnOnce() -> Result<Embedding>) -> Result<()> {
         if let Some(known) = self.labels.get_mut(label) {
@@ -62,8 +69,9 @@ impl RelationLabels {
             id = id.wrapping_add(1);
         }
         self.vectors.upsert(id, &vector)?;
-        self.labels.insert(label.to_string(), Label { id, count: 1 });
-        self.names.insert(id, label.to_string());
+        let text: Arc<str> = Arc::from(label);
+        self.labels.insert(Arc::clone(&text), Label { id, count: 1 });
+        self.names.insert(id, text);
         self.changed = true;
         Ok(())
     }
@@ -91,7 +99,7 @@ impl RelationLabels {
             .search(query, k)?
             .into_iter()
             .filter(|(_, score)| *score >= threshold)
-            .filter_map(|(id, score)| self.names.get(&id).map(|name| (name.as_str(), score)))
+            .filter_map(|(id, score)| self.names.get(&id).map(|name| (&**name, score)))
             .collect();
         found.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
         Ok(found)
@@ -99,7 +107,7 @@ impl RelationLabels {
 
     /// Every label with its vector.
     pub fn vectors(&self) -> impl Iterator<Item = (&str, Vec<f32>)> + '_ {
-        self.names.iter().filter_map(|(id, name)| Some((name.as_str(), self.vectors.get(*id)?)))
+        self.names.iter().filter_map(|(id, name)| Some((&**name, self.vectors.get(*id)?)))
     }
 
     /// Whether a label came or went since the last call.

@@ -279,6 +279,7 @@ impl<'kb> Staging<'kb> {
         if relation.is_empty() {
             return Ok(None);
         }
+        let relation = self.kb.relations.shared(&relation).unwrap_or_else(|| relation.into());
         let edge = Edge { id: self.kb.store.next_id()?, subject, relation, object, chunk, origin };
         self.batch.put_edge(&edge);
         let fact = FactKey::of(&edge);
@@ -349,7 +350,7 @@ impl<'kb> Staging<'kb> {
         // Applying needs only the vectors of relation labels; the rest would be held through
         // the commit, which for a large document is its peak of memory.
         let Changes { edges_added, text_vectors, .. } = &mut self.changes;
-        let labels: HashSet<&str> = edges_added.iter().map(|e| e.relation.as_str()).collect();
+        let labels: HashSet<&str> = edges_added.iter().map(|e| &*e.relation).collect();
         text_vectors.retain(|text, _| labels.contains(text.as_str()));
         for (id, node) in &self.changes.nodes {
             match node {

@@ -50,7 +50,7 @@ pub fn link_facts(kb: &Kb, query: &EmbeddedQuery, k: usize) -> Result<Vec<FactSe
     let mut facts = Vec::with_capacity(k);
     for (id, cos) in hits {
         let Some(edge) = kb.edge(id) else { continue };
-        if cos <= 0.0 || !seen.insert((edge.subject, edge.relation.as_str(), edge.object)) {
+        if cos <= 0.0 || !seen.insert((edge.subject, &*edge.relation, edge.object)) {
             continue;
         }
         let name = |n: NodeId| kb.node(n).map_or("", |n| n.name.as_str());

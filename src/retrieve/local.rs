@@ -21,7 +21,7 @@ pub fn expand(kb: &Kb, seeds: &Seeds, max_edges: usize) -> Vec<(EdgeId, f32)> {
             if !seen.insert(step.edge) {
                 continue;
             }
-            let score = match relation_scores.get(edge.relation.as_str()) {
+            let score = match relation_scores.get(&*edge.relation) {
                 Some(r) => seed.score * r,
                 None if filter => continue,
                 // Without relation seeds every edge is equally plausible; prefer edges

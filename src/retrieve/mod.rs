@@ -698,7 +698,7 @@ pub fn describe(kb: &Kb, edges: impl Iterator<Item = EdgeId>) -> Vec<PathHop> {
         .filter_map(|e| kb.edge(e))
         .map(|e| PathHop {
             subject: name(e.subject),
-            relation: e.relation.clone(),
+            relation: e.relation.to_string(),
             object: name(e.object),
             chunk: e.chunk,
         })

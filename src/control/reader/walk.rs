@@ -59,7 +59,7 @@ pub(super) fn walk(kb: &Kb, question: &Question, retrieval: &Retrieval, candidat
         .filter_map(|(_, e, _)| {
             let edge = kb.edge(*e)?;
             let stated = question.relations_in(&edge.relation);
-            let seeded = relation_seeds.get(edge.relation.as_str()).copied().unwrap_or(0.0);
+            let seeded = relation_seeds.get(&*edge.relation).copied().unwrap_or(0.0);
             Some((*e, Hop { stated, seeded }))
         })
         .collect();
