@@ -6,10 +6,11 @@
 //! scores equal those of one index over the same chunks. A save rewrites the base once the
 //! changes since reach a quarter of it ([`Bm25::worth_rewriting`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::Table;
 use super::postings::{Postings, Row, SavedPostings};
 use crate::config::Bm25Settings;
 use crate::error::Result;
@@ -21,14 +22,14 @@ pub struct Bm25 {
     /// Base rows removed or indexed again since the base was written, by key.
     dead: HashSet<u64>,
     /// Per base term id, how many of its postings are dead.
-    dead_df: HashMap<u32, u32>,
+    dead_df: Table<u32, u32>,
     dead_len: u64,
-    postings: HashMap<Arc<str>, HashMap<u64, u32>>,
-    lengths: HashMap<u64, u32>,
+    postings: Table<Arc<str>, Table<u64, u32>>,
+    lengths: Table<u64, u32>,
     /// The distinct terms of each key, sharing the postings' strings: removing a chunk
     /// touches its own postings only, not the whole vocabulary (removing a large document
     /// would otherwise cost its chunks times the vocabulary).
-    terms: HashMap<u64, Vec<Arc<str>>>,
+    terms: Table<u64, Vec<Arc<str>>>,
     total_len: u64,
     k1: f32,
     b: f32,
@@ -82,7 +83,7 @@ impl Bm25 {
 
     pub fn insert(&mut self, key: u64, content: &str) {
         self.remove(key);
-        let mut tf: HashMap<String, u32> = HashMap::new();
+        let mut tf: Table<String, u32> = Table::default();
         let mut len = 0u32;
         for term in text::content_terms(content) {
             *tf.entry(term).or_default() += 1;
@@ -138,7 +139,7 @@ impl Bm25 {
 
     /// `frequency` for a term whose base id (`base_term`) is already looked up.
     fn frequency_with(&self, base_term: Option<(&Postings, usize)>, term: &str) -> usize {
-        base_term.map_or(0, |(_, id)| self.base_df(id)) + self.postings.get(term).map_or(0, HashMap::len)
+        base_term.map_or(0, |(_, id)| self.base_df(id)) + self.postings.get(term).map_or(0, Table::len)
     }
 
     /// The base file with the id it gives `term`, where it holds the term.
@@ -170,7 +171,7 @@ impl Bm25 {
             let (tf, dl) = (tf as f32, dl as f32);
             idf * tf * (self.k1 + 1.0) / (tf + self.k1 * (1.0 - self.b + self.b * dl / avg))
         };
-        let mut scores: HashMap<u64, f32> = HashMap::new();
+        let mut scores: Table<u64, f32> = Table::default();
         let mut terms = text::content_terms(query);
         terms.sort();
         terms.dedup();

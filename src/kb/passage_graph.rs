@@ -27,13 +27,13 @@
 //! outline's rows (documents in key order, each followed by its sections in the order they
 //! open); the snapshot is a pure function of the KB's contents.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
-use super::Kb;
 use super::graph::Csr;
 use super::mapped::Reader;
 use super::model::{Chunk, ChunkId, DocKey, NodeId, SECTION_SEPARATOR};
 use super::snapshot::Snapshot;
+use super::{Kb, Table};
 use crate::error::{Error, Result};
 use crate::text;
 
@@ -47,8 +47,8 @@ pub struct PassageGraph {
     pub nodes: Vec<NodeId>,
     /// Chunk of each passage row (rows `nodes.len()..`).
     pub chunks: Vec<ChunkId>,
-    node_rows: HashMap<NodeId, u32>,
-    chunk_rows: HashMap<ChunkId, u32>,
+    node_rows: Table<NodeId, u32>,
+    chunk_rows: Table<ChunkId, u32>,
     pub synonym_edges: usize,
     /// Share of the passages in the largest connected component: how much of the corpus
     /// one walk can reach.
@@ -136,8 +136,8 @@ impl PassageGraph {
         let Links { triples, mentions, topics, synonyms } = links;
         nodes.sort_unstable();
         chunks.sort_unstable();
-        let node_rows: HashMap<NodeId, u32> = nodes.iter().enumerate().map(|(i, n)| (*n, i as u32)).collect();
-        let chunk_rows: HashMap<ChunkId, u32> =
+        let node_rows: Table<NodeId, u32> = nodes.iter().enumerate().map(|(i, n)| (*n, i as u32)).collect();
+        let chunk_rows: Table<ChunkId, u32> =
             chunks.iter().enumerate().map(|(i, c)| (*c, (nodes.len() + i) as u32)).collect();
         let mut edges: Vec<(u32, u32, f32)> = Vec::with_capacity(triples.len() + mentions.len() + synonyms.len());
         let entity_pair = |a: &NodeId, b: &NodeId| Some((*node_rows.get(a)?, *node_rows.get(b)?));
@@ -271,7 +271,7 @@ impl Outline {
         let mut keys: Vec<DocKey> = kb.docs.keys().copied().collect();
         keys.sort_unstable();
         let mut outline = Outline::default();
-        let mut ends: HashMap<DocKey, OutlineEnd> = HashMap::new();
+        let mut ends: Table<DocKey, OutlineEnd> = Table::default();
         let mut linking: Vec<&Chunk> = Vec::new();
         for key in &keys {
             let doc = &kb.docs[key];
@@ -302,7 +302,7 @@ impl Outline {
     /// in order, and returns the document's row.
     pub fn document<'s>(&mut self, passages: impl IntoIterator<Item = (ChunkId, &'s str)>) -> OutlineEnd {
         let document = self.row();
-        let mut sections: HashMap<&str, OutlineEnd> = HashMap::new();
+        let mut sections: Table<&str, OutlineEnd> = Table::default();
         for (chunk, path) in passages {
             let mut parent = document;
             if !path.is_empty() {
@@ -338,7 +338,7 @@ impl Outline {
 /// extraction's, only its weight is the title's.
 fn mention_weights(mentions: &[(NodeId, ChunkId)], topics: &[(NodeId, ChunkId)]) -> Vec<f32> {
     let topics: BTreeSet<(NodeId, ChunkId)> = topics.iter().copied().collect();
-    let mut per_passage: HashMap<ChunkId, usize> = HashMap::new();
+    let mut per_passage: Table<ChunkId, usize> = Table::default();
     for (_, chunk) in mentions {
         *per_passage.entry(*chunk).or_default() += 1;
     }

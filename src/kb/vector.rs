@@ -25,11 +25,12 @@
 //!   cost per linked vector flat; a search costs one small-graph search per graph.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
+use super::Table;
 use super::exact::ExactCodes;
 use super::mapped;
 use super::saved::{self, SavedGraph, SavedVectors};
@@ -84,7 +85,7 @@ pub struct VectorIndex {
     /// Stored but not yet linked into a graph. A key is never both here and in a graph.
     staged: BTreeSet<u64>,
     /// The graph each linked key is in.
-    home: HashMap<u64, usize>,
+    home: Table<u64, usize>,
     /// Keys linked into or removed from a graph since the last save.
     unsaved: usize,
     build_threads: usize,
@@ -122,7 +123,7 @@ impl VectorIndex {
         let index = VectorIndex {
             graphs: vec![Graph::new(graph)],
             unsaved: 0,
-            home: HashMap::new(),
+            home: Table::default(),
             options,
             dim,
             vectors: VectorStore::new(dim),
@@ -461,7 +462,7 @@ impl VectorIndex {
         }
         let store = VectorStore::open(dir, &vectors.segments, self.dim, vectors.len)?;
         let mut loaded = Vec::new();
-        let mut home = HashMap::new();
+        let mut home = Table::default();
         for (at, file) in graphs.iter().enumerate() {
             let (mut graph, members) = self.load_graph(dir, file, at + 1 < graphs.len())?;
             home.extend(members.into_iter().map(|(key, _)| (key, at)));
@@ -531,7 +532,7 @@ impl VectorIndex {
             return Err(Error::Internal("saved graphs restored into an index that links already".into()));
         }
         let mut graphs = Vec::new();
-        let mut home = HashMap::new();
+        let mut home = Table::default();
         for file in files {
             let at = graphs.len();
             let (mut graph, members) = self.load_graph(dir, file, at + 1 < files.len())?;
