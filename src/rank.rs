@@ -1,8 +1,6 @@
 //! Rank fusion shared by the hybrid text retriever, the baselines and the final evidence
 //! ranking.
 
-use std::collections::HashMap;
-
 /// Reciprocal rank fusion (Cormack et al. 2009): score(d) = sum over lists of 1 / (k + rank).
 /// Ties break by key so results are deterministic.
 pub fn reciprocal_rank_fusion(lists: &[Vec<u64>], k: f32) -> Vec<(u64, f32)> {
@@ -12,7 +10,7 @@ pub fn reciprocal_rank_fusion(lists: &[Vec<u64>], k: f32) -> Vec<(u64, f32)> {
 
 /// RRF where each list's votes are scaled by its weight.
 pub fn weighted_rank_fusion(lists: &[(&[u64], f32)], k: f32) -> Vec<(u64, f32)> {
-    let mut scores: HashMap<u64, f32> = HashMap::new();
+    let mut scores: foldhash::HashMap<u64, f32> = foldhash::HashMap::default();
     for (list, weight) in lists {
         for (rank, key) in list.iter().enumerate() {
             *scores.entry(*key).or_default() += weight / (k + rank as f32 + 1.0);

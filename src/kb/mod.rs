@@ -65,7 +65,7 @@ pub type SharedKb = Arc<tokio::sync::RwLock<Kb>>;
 /// A table of the KB's in-memory indexes. An open inserts every id and name of the KB, tens
 /// of millions at a million passages, and a query looks up thousands: foldhash (hashbrown's
 /// own default, seeded per process) hashes them several times faster than std's SipHash.
-pub type Table<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub type Table<K, V> = foldhash::HashMap<K, V>;
 
 /// The saved HNSW graphs' directory inside a sled KB's directory (see [`saved`]).
 const SAVED_INDEX_DIR: &str = "index";

@@ -2,11 +2,11 @@
 //! `hops` of at least two seeds; the shortest paths from it to those seeds are the
 //! multi-hop evidence ("the spouse of the performer of Green": performer -> spouse).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
-use crate::kb::Kb;
 use crate::kb::graph::Step;
 use crate::kb::model::{EdgeId, NodeId};
+use crate::kb::{Kb, Table};
 
 /// Nodes visited per seed before the search stops widening (hubs explode at 2 hops).
 const MAX_VISITED_PER_SEED: usize = 20_000;
@@ -38,8 +38,8 @@ struct Reach {
     parents: Vec<(NodeId, Step)>,
 }
 
-fn bfs(kb: &Kb, seed: NodeId, params: &BridgeParams) -> HashMap<NodeId, Reach> {
-    let mut reach = HashMap::from([(seed, Reach { distance: 0, parents: Vec::new() })]);
+fn bfs(kb: &Kb, seed: NodeId, params: &BridgeParams) -> Table<NodeId, Reach> {
+    let mut reach = Table::from_iter([(seed, Reach { distance: 0, parents: Vec::new() })]);
     let mut queue = VecDeque::from([seed]);
     while let Some(node) = queue.pop_front() {
         let d = reach[&node].distance;
@@ -64,7 +64,7 @@ fn bfs(kb: &Kb, seed: NodeId, params: &BridgeParams) -> HashMap<NodeId, Reach> {
 }
 
 /// Paths from the BFS root to `target`, as steps walked from the root.
-fn paths_to(reach: &HashMap<NodeId, Reach>, target: NodeId, cap: usize) -> Vec<Vec<Step>> {
+fn paths_to(reach: &Table<NodeId, Reach>, target: NodeId, cap: usize) -> Vec<Vec<Step>> {
     let Some(r) = reach.get(&target) else {
         return Vec::new();
     };
@@ -88,8 +88,8 @@ pub fn find_bridges(kb: &Kb, seeds: &[NodeId], params: &BridgeParams) -> Vec<Bri
     if seeds.len() < 2 {
         return Vec::new();
     }
-    let reaches: Vec<HashMap<NodeId, Reach>> = seeds.iter().map(|s| bfs(kb, *s, params)).collect();
-    let mut hits: HashMap<NodeId, (usize, f32)> = HashMap::new();
+    let reaches: Vec<Table<NodeId, Reach>> = seeds.iter().map(|s| bfs(kb, *s, params)).collect();
+    let mut hits: Table<NodeId, (usize, f32)> = Table::default();
     for reach in &reaches {
         for (node, r) in reach {
             let entry = hits.entry(*node).or_default();

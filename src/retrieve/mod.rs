@@ -30,7 +30,7 @@ pub(crate) mod testing;
 
 pub use seeds::embed_query;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -39,7 +39,7 @@ use crate::config::RetrieveSettings;
 use crate::embed::EmbeddedQuery;
 use crate::error::Result;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
-use crate::kb::{Kb, SearchMode};
+use crate::kb::{Kb, SearchMode, Table};
 use seeds::{EntitySeed, Seeds};
 use sufficiency::{EvidenceCheck, Judgement, StageEvidence, SufficiencyCheck};
 
@@ -220,7 +220,8 @@ pub struct Retriever<'kb> {
 #[derive(Default)]
 struct Candidates {
     edges: Vec<(EdgeId, f32)>,
-    chunk_scores: HashMap<ChunkId, f32>,
+    /// Hashed with foldhash (`kb::Table`): a hub maps back to hundreds of thousands.
+    chunk_scores: Table<ChunkId, f32>,
     paths: Vec<Vec<PathHop>>,
     /// The global stage's walk, once it has run.
     global: Option<global::Walk>,
@@ -712,7 +713,8 @@ mod tests {
 
     #[test]
     fn below_the_heads_the_walk_ranks_by_mass_then_what_it_did_not_reach_by_score() {
-        let found = Candidates { chunk_scores: HashMap::from([(4, 0.2), (5, 0.4), (6, 0.9)]), ..Candidates::default() };
+        let found =
+            Candidates { chunk_scores: Table::from_iter([(4, 0.2), (5, 0.4), (6, 0.9)]), ..Candidates::default() };
         let wanted = |ids: &[ChunkId]| ids.iter().copied().collect::<HashSet<ChunkId>>();
         assert_eq!(found.ranked_below(&wanted(&[4, 5, 7])), vec![5, 4], "7 was never found");
 
