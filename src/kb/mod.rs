@@ -862,7 +862,7 @@ impl Kb {
         known: HashMap<String, crate::embed::Embedding>,
     ) -> Result<HashMap<String, crate::embed::Embedding>> {
         let mut fresh: Vec<&str> = Vec::new();
-        let mut seen = std::collections::HashSet::with_hasher(foldhash::fast::RandomState::default());
+        let mut seen = foldhash::HashSet::default();
         for edge in edges {
             let label = &*edge.relation;
             if !self.relations.contains(label) && !known.contains_key(label) && seen.insert(label) {

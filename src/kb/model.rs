@@ -91,8 +91,9 @@ pub enum EdgeOrigin {
 pub struct Edge {
     pub id: EdgeId,
     pub subject: NodeId,
-    /// Shared by every edge of the label in memory (a few thousand labels over millions of
-    /// edges; see [`super::relations::RelationLabels::add_use`]).
+    /// One text per label, shared by the edges naming it (a few thousand labels over millions
+    /// of edges): those a records file or a full store read gives, and new ones (see
+    /// [`super::relations::RelationLabels::shared`]).
     pub relation: Arc<str>,
     pub object: NodeId,
     /// Provenance: the chunk this triple was read from.

@@ -129,16 +129,13 @@ impl Records {
             || Error::Index("the saved records are unusable: not a records file of this version, or damaged".into());
         let rest = bytes.strip_prefix(MAGIC).ok_or_else(damaged)?;
         let mut r = Reader { rest };
-        // Each part must be read to its last byte: a file that runs on is not this version's.
-        let whole = |r: Reader| r.rest.is_empty().then_some(());
         let records = match r.u32() {
-            Some(1) => (|| {
-                let docs = documents(&mut r)?;
-                let chunks = chunks(&mut r)?;
-                let (nodes, edges) = graph(&mut r)?;
-                whole(r)?;
+            Some(1) => whole(r.rest, |r| {
+                let docs = documents(r)?;
+                let chunks = chunks(r)?;
+                let (nodes, edges) = graph(r)?;
                 Some(Records { docs, chunks, nodes, edges })
-            })(),
+            }),
             Some(VERSION) => {
                 let mut offset = || r.u64().and_then(|at| usize::try_from(at).ok());
                 let (chunks_at, graph_at) = (offset(), offset());
@@ -146,19 +143,12 @@ impl Records {
                     (Some(c), Some(g)) if HEADER <= c && c <= g && g <= bytes.len() => (c, g),
                     _ => return Err(damaged()),
                 };
-                let part = |from: usize, to: usize| Reader { rest: &bytes[from..to] };
                 std::thread::scope(|scope| {
-                    let chunks = scope.spawn(|| {
-                        let mut r = part(chunks_at, graph_at);
-                        let records = chunks(&mut r)?;
-                        whole(r).map(|()| records)
-                    });
-                    let mut r = part(HEADER, chunks_at);
-                    let docs = documents(&mut r).filter(|_| r.rest.is_empty());
-                    let mut r = part(graph_at, bytes.len());
-                    let graph = graph(&mut r).filter(|_| r.rest.is_empty());
-                    let chunks = chunks.join().ok().flatten()?;
-                    let ((nodes, edges), docs) = (graph?, docs?);
+                    let decoding_chunks = scope.spawn(|| whole(&bytes[chunks_at..graph_at], chunks));
+                    let docs = whole(&bytes[HEADER..chunks_at], documents);
+                    let nodes_and_edges = whole(&bytes[graph_at..], graph);
+                    let chunks = decoding_chunks.join().ok().flatten()?;
+                    let ((nodes, edges), docs) = (nodes_and_edges?, docs?);
                     Some(Records { docs, chunks, nodes, edges })
                 })
             }
@@ -180,6 +170,14 @@ impl Records {
         overlay(&mut self.edges, changed.records(Family::Edge)?, |e| e.id);
         Ok(())
     }
+}
+
+/// What `decode` reads of `bytes`, which it must read to the last byte: a file that runs on
+/// is not this version's.
+fn whole<T>(bytes: &[u8], decode: impl FnOnce(&mut Reader) -> Option<T>) -> Option<T> {
+    let mut r = Reader { rest: bytes };
+    let decoded = decode(&mut r)?;
+    r.rest.is_empty().then_some(decoded)
 }
 
 /// The documents, as [`Records::encode`] wrote them.
