@@ -480,3 +480,49 @@ fn a_deadline_too_close_for_the_global_stage_skips_it_and_says_why() {
     assert_eq!(late.stages.iter().map(|s| s.stage).collect::<Vec<_>>(), [Stage::Local]);
     assert_eq!(late.skipped.map(|s| s.stage), Some(Stage::Bridge));
 }
+
+/// Forty facts about boats share the question's wording but name nothing it names; the one
+/// fact about the person it names shares only the name. The nearest facts are the boats',
+/// and the person's fact still links: every fact of a node the question names is scored.
+#[test]
+fn a_fact_naming_the_question_links_though_many_nearer_facts_name_nothing_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = settings_in(&dir.path().join("kb"));
+    let (mut kb, mut pipeline) = open(&settings);
+    let (firsts, seconds) = (
+        ["Kelvar", "Tamsin", "Orlop", "Bruden", "Fenwick"],
+        ["Quay", "Moss", "Dune", "Hythe", "Sorrel", "Tolk", "Wend", "Yarrow"],
+    );
+    let boats: Vec<String> =
+        firsts.iter().flat_map(|a| seconds.iter().map(move |b| format!("{a}{}", b.to_lowercase()))).collect();
+    let mut docs: Vec<String> = boats
+        .iter()
+        .map(|b| {
+            format!(r#"{{"id":"{b}","title":"{b}","text":"{b} set sail from the harbour at dawn to fish herring."}}"#)
+        })
+        .collect();
+    docs.push(r#"{"id":"ivo","title":"Ivo Marsh","text":"Ivo Marsh owns Green Cottage."}"#.into());
+    let mut triples: Vec<String> = boats
+        .iter()
+        .map(|b| format!(r#"{{"doc_title":"{b}","subject":"{b}","relation":"sail from harbour at dawn to fish herring","object":"Tollo Pier"}}"#))
+        .collect();
+    triples
+        .push(r#"{"doc_title":"Ivo Marsh","subject":"Ivo Marsh","relation":"owns","object":"Green Cottage"}"#.into());
+    let (doc_file, triple_file) = (dir.path().join("docs.jsonl"), dir.path().join("t.jsonl"));
+    std::fs::write(&doc_file, docs.join("\n")).unwrap();
+    std::fs::write(&triple_file, triples.join("\n")).unwrap();
+    pipeline.triples = Some(TripleImport::load(&triple_file).unwrap());
+    ingest(&mut kb, &pipeline, &[doc_file]);
+    let ivo = kb.node_by_alias("Ivo Marsh").expect("the person is a node");
+    let query = embedded(&kb, "Which harbour did Ivo Marsh sail from at dawn to fish herring?");
+    let nearest = kb.fact_index().search(&query.vector, 20).unwrap();
+    assert_eq!(nearest.len(), 20);
+    assert!(
+        nearest.iter().all(|(id, _)| kb.edge(*id).is_some_and(|e| e.subject != ivo && e.object != ivo)),
+        "the boats' facts are the nearest"
+    );
+    let linked = facts::link_facts(&kb, &query, 5).unwrap();
+    assert_eq!(linked.len(), 1, "only the person's fact names what the question names: {linked:?}");
+    assert_eq!(linked[0].fact, "Ivo Marsh owns Green Cottage");
+    assert_eq!(linked[0].score, 1.0);
+}

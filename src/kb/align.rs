@@ -23,11 +23,8 @@ pub fn blocking_keys(surface: &str) -> Vec<String> {
 
 /// [`blocking_keys`] of `surface`, whose `normalize_entity` is `key`.
 fn blocking_keys_normalized(surface: &str, key: &str) -> Vec<String> {
-    let mut keys: Vec<String> = key
-        .split_whitespace()
-        .filter(|w| !crate::text::is_stopword(w))
-        .map(|w| format!("w:{}", &w[..w.char_indices().nth(4).map_or(w.len(), |(at, _)| at)]))
-        .collect();
+    let mut keys: Vec<String> =
+        key.split_whitespace().filter(|w| !crate::text::is_stopword(w)).map(word_block).collect();
     let initials: String =
         surface.split_whitespace().filter_map(|w| w.chars().next()).filter(|c| c.is_uppercase()).collect();
     if initials.len() >= 2 {
@@ -41,6 +38,11 @@ fn blocking_keys_normalized(surface: &str, key: &str) -> Vec<String> {
     keys.sort();
     keys.dedup();
     keys
+}
+
+/// The blocking key of one lower-case word of a name: its first four characters.
+pub fn word_block(word: &str) -> String {
+    format!("w:{}", &word[..word.char_indices().nth(4).map_or(word.len(), |(at, _)| at)])
 }
 
 pub fn edit_similarity(a_key: &str, b_key: &str) -> f32 {
@@ -152,6 +154,11 @@ impl AliasBlocks {
         out.sort_unstable();
         out.dedup();
         out
+    }
+
+    /// The members of one block, if any node carries its key.
+    pub fn block(&self, key: &str) -> Option<&Table<NodeId, NameSketch>> {
+        self.0.get(key)
     }
 
     /// Every block's members.

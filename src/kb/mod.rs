@@ -1049,6 +1049,24 @@ impl Kb {
         self.alias_blocks.candidates_by_prefix(prefixes)
     }
 
+    /// Committed nodes with a name or alias holding a word that begins as the lower-case
+    /// `word` does (their blocking key, [`align::word_block`]): a superset of the nodes whose
+    /// name holds `word` itself, unless the name has it only in brackets. `None` where more
+    /// than `limit` nodes share the key.
+    pub fn nodes_by_word(&self, word: &str, limit: usize) -> Option<Vec<NodeId>> {
+        match self.alias_blocks.block(&align::word_block(word)) {
+            None => Some(Vec::new()),
+            Some(members) if members.len() <= limit => Some(members.keys().copied().collect()),
+            Some(_) => None,
+        }
+    }
+
+    /// The edge whose vector stands for the fact `edge` states: the first edge stating it
+    /// (see `fact_edges`).
+    pub fn fact_vector_edge(&self, edge: &Edge) -> Option<EdgeId> {
+        self.fact_representative(&FactKey::of(edge))
+    }
+
     /// Keys each alias of `node` to it and puts it in its aliases' blocks.
     fn index_node_names(&mut self, node: &Node) {
         index_names(&mut self.node_keys, &mut self.alias_blocks, node);
