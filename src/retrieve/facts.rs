@@ -40,9 +40,10 @@ pub struct FactSeed {
     pub score: f32,
 }
 
-/// Where the query's words name more nodes than this through one blocking key, or the
-/// nodes they name have more edges than this, the facts are searched in the fact index's
-/// graphs instead of read one by one (about a microsecond each).
+/// Where the blocks of the query's words hold more nodes than this together, or the nodes
+/// they name have more edges than this, the facts are searched in the fact index's graphs
+/// instead of read one by one (about a microsecond each), so that a long question of common
+/// words costs no more than that search.
 const NAMED_READ_MAX: usize = 4096;
 
 /// The `k` facts closest to `query` that name something it names, best first (ties on edge
@@ -99,12 +100,15 @@ fn names_a_term(kb: &Kb, node: NodeId, terms: &HashSet<String>) -> bool {
 }
 
 /// The facts, by the edge each one's vector is stored under, stated by an edge of a node
-/// whose name holds one of `terms`; `None` where more than `limit` nodes share a term's
-/// blocking key or the named nodes have more than `limit` edges (see [`NAMED_READ_MAX`]).
+/// whose name holds one of `terms`; `None` where the terms' blocking keys hold more than
+/// `limit` nodes together or the named nodes have more than `limit` edges (see
+/// [`NAMED_READ_MAX`]).
 fn facts_of_named_nodes(kb: &Kb, terms: &HashSet<String>, limit: usize) -> Option<BTreeSet<EdgeId>> {
     let mut nodes = BTreeSet::new();
+    let mut unread = limit;
     for term in terms {
-        let candidates = kb.nodes_by_word(term, limit)?;
+        let candidates = kb.nodes_by_word(term, unread)?;
+        unread -= candidates.len();
         nodes.extend(candidates.into_iter().filter(|n| names_a_term(kb, *n, terms)));
     }
     let edges: usize = nodes.iter().map(|n| kb.graph().degree(*n)).sum();
