@@ -159,40 +159,115 @@ impl Bm25 {
         ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
     }
 
-    /// Top `k` keys by BM25 score for `query`, best first.
+    /// Top `k` keys by BM25 score for `query`, best first, ties on the key: the same hits,
+    /// with the same scores, as scoring every chunk holding a query term. The chunks indexed
+    /// since the base are few and scored in full; the base is searched by MaxScore, since a
+    /// common query word's postings reach a third of a million chunks and scoring each cost
+    /// most of a text search.
     pub fn search(&self, query: &str, k: usize) -> Vec<(u64, f32)> {
-        if self.is_empty() {
+        if self.is_empty() || k == 0 {
             return Vec::new();
         }
         let n = self.len() as f32;
         let total = self.base.as_ref().map_or(0, Postings::total_len) - self.dead_len + self.total_len;
-        let avg = total as f32 / n;
-        let score = |idf: f32, tf: u32, dl: u32| {
-            let (tf, dl) = (tf as f32, dl as f32);
-            idf * tf * (self.k1 + 1.0) / (tf + self.k1 * (1.0 - self.b + self.b * dl / avg))
-        };
-        let mut scores: Table<u64, f32> = Table::default();
-        let mut terms = text::content_terms(query);
-        terms.sort();
-        terms.dedup();
-        for term in terms {
-            let base_term = self.base_term(&term);
-            let idf = self.idf_of(self.frequency_with(base_term, &term));
-            if let Some((base, id)) = base_term {
-                for [row, tf] in base.postings(id) {
-                    let Some(key) = base.keys().get(*row as usize) else { continue };
-                    if !self.dead.contains(key) {
-                        *scores.entry(*key).or_default() += score(idf, *tf, base.length(*row as usize));
-                    }
+        let weights = Weights { k1: self.k1, b: self.b, avg: total as f32 / n };
+        let mut words = text::content_terms(query);
+        words.sort();
+        words.dedup();
+        let terms: Vec<QueryTerm<'_>> = words
+            .iter()
+            .map(|word| {
+                let base_term = self.base_term(word);
+                QueryTerm {
+                    idf: self.idf_of(self.frequency_with(base_term, word)),
+                    base: base_term.map_or(&[], |(base, id)| base.postings(id)),
+                    added: self.postings.get(word.as_str()),
                 }
-            }
-            for (key, tf) in self.postings.get(term.as_str()).into_iter().flatten() {
-                *scores.entry(*key).or_default() += score(idf, *tf, self.lengths[key]);
+            })
+            .collect();
+        let mut best = TopHits::new(k);
+        // Each key's terms are summed in the query's (sorted) term order on both paths, so
+        // a score does not depend on which path found it.
+        let mut added: Table<u64, f32> = Table::default();
+        for term in &terms {
+            for (key, tf) in term.added.into_iter().flatten() {
+                *added.entry(*key).or_default() += weights.score(term.idf, *tf, self.lengths[key]);
             }
         }
-        // A common query word scores a large share of all chunks: select the top `k` before
-        // sorting.
-        crate::rank::top_k(scores.into_iter().collect(), k)
+        added.into_iter().for_each(|(key, score)| best.offer(key, score));
+        if let Some(base) = &self.base {
+            self.search_base(base, &terms, &weights, &mut best);
+        }
+        best.into_ranked()
+    }
+
+    /// Offers `best` every live base row that can enter it, by MaxScore over the terms' row-
+    /// ordered postings: no term contributes more than `idf * (k1 + 1)`, so once the `k`th
+    /// best score exceeds the bounds of the weakest terms together, a row holding only those
+    /// cannot enter; their postings stop driving the walk and are only looked into (by
+    /// galloping) for rows the other terms bring up. Rows come in key order, so a row that
+    /// only ties the `k`th best loses the tie.
+    fn search_base(&self, base: &Postings, terms: &[QueryTerm<'_>], weights: &Weights, best: &mut TopHits) {
+        // The terms with base postings, weakest bound first.
+        let mut order: Vec<usize> = (0..terms.len()).filter(|t| !terms[*t].base.is_empty()).collect();
+        order.sort_by(|a, b| weights.bound(terms[*a].idf).total_cmp(&weights.bound(terms[*b].idf)));
+        // `within[i]`: the bounds of `order[..=i]` together.
+        let within: Vec<f32> = order
+            .iter()
+            .scan(0.0f32, |sum, t| {
+                *sum += weights.bound(terms[*t].idf);
+                Some(*sum)
+            })
+            .collect();
+        let mut at = vec![0usize; terms.len()];
+        let mut contributions = vec![0.0f32; terms.len()];
+        // `order[..essential]` cannot bring a row in by themselves.
+        let mut essential = 0;
+        loop {
+            let threshold = best.threshold();
+            while essential < order.len() && below(within[essential], threshold) {
+                essential += 1;
+            }
+            let driving = &order[essential..];
+            let Some(row) = driving.iter().filter_map(|t| terms[*t].base.get(at[*t]).map(|[row, _]| *row)).min() else {
+                return;
+            };
+            let Some(key) = base.keys().get(row as usize).copied() else { return };
+            let live = self.dead.is_empty() || !self.dead.contains(&key);
+            let length = base.length(row as usize);
+            contributions.iter_mut().for_each(|c| *c = 0.0);
+            let mut partial = 0.0;
+            for t in driving {
+                if let Some([r, tf]) = terms[*t].base.get(at[*t])
+                    && *r == row
+                {
+                    at[*t] += 1;
+                    contributions[*t] = weights.score(terms[*t].idf, *tf, length);
+                    partial += contributions[*t];
+                }
+            }
+            if !live {
+                continue;
+            }
+            let mut reachable = true;
+            for (i, t) in order[..essential].iter().enumerate().rev() {
+                if below(partial + within[i], threshold) {
+                    reachable = false;
+                    break;
+                }
+                let postings = terms[*t].base;
+                at[*t] = gallop(postings, at[*t], row);
+                if let Some([r, tf]) = postings.get(at[*t])
+                    && *r == row
+                {
+                    contributions[*t] = weights.score(terms[*t].idf, *tf, length);
+                    partial += contributions[*t];
+                }
+            }
+            if reachable {
+                best.offer(key, contributions.iter().sum());
+            }
+        }
     }
 
     /// Whether the changes since the base was written (or the whole index, without one) are
@@ -228,6 +303,105 @@ impl Bm25 {
         let base = Postings::open(dir, &saved)?;
         *self = Bm25 { base: Some(base), ..Bm25 { k1: self.k1, b: self.b, ..Default::default() } };
         Ok(())
+    }
+}
+
+/// BM25's weighting of one term in one row.
+struct Weights {
+    k1: f32,
+    b: f32,
+    /// The average row length in terms.
+    avg: f32,
+}
+
+impl Weights {
+    fn score(&self, idf: f32, tf: u32, length: u32) -> f32 {
+        let (tf, dl) = (tf as f32, length as f32);
+        idf * tf * (self.k1 + 1.0) / (tf + self.k1 * (1.0 - self.b + self.b * dl / self.avg))
+    }
+
+    /// More than [`Weights::score`] gives any row for a term of weight `idf`: its limit as
+    /// the term's count grows.
+    fn bound(&self, idf: f32) -> f32 {
+        idf * (self.k1 + 1.0)
+    }
+}
+
+/// Whether a row whose score is at most `bound` cannot beat `threshold`, with a margin for
+/// the rounding of sums taken in another order (so the pruning never drops a row a full
+/// scoring would keep).
+fn below(bound: f32, threshold: f32) -> bool {
+    bound * (1.0 + 1e-4) < threshold
+}
+
+/// The first index from `from` on whose row is at least `row` (postings in row order).
+fn gallop(postings: &[[u32; 2]], from: usize, row: u32) -> usize {
+    let mut step = 1;
+    while from + step < postings.len() && postings[from + step][0] < row {
+        step *= 2;
+    }
+    let (low, high) = (from + step / 2, (from + step + 1).min(postings.len()));
+    low.min(high) + postings[low.min(high)..high].partition_point(|[r, _]| *r < row)
+}
+
+/// A query term's weight and postings, in the base file and among the chunks indexed since.
+struct QueryTerm<'a> {
+    idf: f32,
+    base: &'a [[u32; 2]],
+    added: Option<&'a Table<u64, u32>>,
+}
+
+/// The `k` best hits offered so far: a heap whose top is the worst kept (lowest score, then
+/// highest key, the order [`crate::rank::top_k`] ranks by).
+struct TopHits {
+    k: usize,
+    heap: std::collections::BinaryHeap<Worst>,
+}
+
+/// A hit ordered so that the worse hit is the greater.
+#[derive(PartialEq)]
+struct Worst(f32, u64);
+
+impl Eq for Worst {}
+
+impl Ord for Worst {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
+    }
+}
+
+impl PartialOrd for Worst {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl TopHits {
+    fn new(k: usize) -> Self {
+        TopHits { k, heap: std::collections::BinaryHeap::with_capacity(k + 1) }
+    }
+
+    /// The score a new hit must beat (or tie with a lower key) to be kept.
+    fn threshold(&self) -> f32 {
+        match self.heap.peek() {
+            Some(worst) if self.heap.len() == self.k => worst.0,
+            _ => f32::NEG_INFINITY,
+        }
+    }
+
+    fn offer(&mut self, key: u64, score: f32) {
+        let hit = Worst(score, key);
+        if self.heap.len() < self.k {
+            self.heap.push(hit);
+        } else if self.heap.peek().is_some_and(|worst| hit < *worst) {
+            self.heap.pop();
+            self.heap.push(hit);
+        }
+    }
+
+    /// The hits, best first.
+    fn into_ranked(self) -> Vec<(u64, f32)> {
+        self.heap.into_sorted_vec().into_iter().map(|Worst(score, key)| (key, score)).collect()
     }
 }
 
@@ -313,6 +487,77 @@ mod tests {
         assert!(
             Bm25::open(&settings, dir.path(), &SavedPostings { crc: 1, ..reopened.saved().unwrap().clone() }).is_err()
         );
+    }
+
+    /// The pruned search returns what scoring every chunk does, scores included, over a
+    /// saved base with rows removed and added since, for queries mixing rare and common
+    /// words and for every `k`.
+    #[test]
+    fn the_pruned_search_finds_the_exhaustive_top_k() {
+        use rand::{Rng, SeedableRng};
+        let settings = Settings::defaults().bm25;
+        let dir = tempfile::tempdir().unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        // Word `i` is about `i + 1` times rarer than the first: a few words are in most rows.
+        let words: Vec<String> =
+            (0..60).map(|i| format!("word{}", char::from(b'a' + (i % 26) as u8)) + &"x".repeat(i / 26)).collect();
+        let row = |rng: &mut rand_chacha::ChaCha8Rng| -> String {
+            let len = rng.random_range(3..20);
+            (0..len)
+                .map(|_| words[(words.len() as f64 * rng.random::<f64>().powi(3)) as usize].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let mut bm = Bm25::new(&settings);
+        let mut texts: Table<u64, String> = Table::default();
+        for key in 0..400u64 {
+            let text = row(&mut rng);
+            bm.insert(key, &text);
+            texts.insert(key, text);
+        }
+        bm.rewrite(dir.path(), "base", 1).unwrap();
+        for _ in 0..60 {
+            let key = rng.random_range(0..460u64);
+            if rng.random_bool(0.3) {
+                bm.remove(key);
+                texts.remove(&key);
+            } else {
+                let text = row(&mut rng);
+                bm.insert(key, &text);
+                texts.insert(key, text);
+            }
+        }
+        let total: usize = texts.values().map(|t| text::content_terms(t).len()).sum();
+        let avg = total as f32 / texts.len() as f32;
+        for _ in 0..200 {
+            let query = (0..rng.random_range(1..6))
+                .map(|_| words[rng.random_range(0..words.len())].as_str())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let mut terms = text::content_terms(&query);
+            terms.sort();
+            terms.dedup();
+            let mut exhaustive: Vec<(u64, f32)> = Vec::new();
+            for (key, text) in &texts {
+                let row_terms = text::content_terms(text);
+                let mut score = 0.0f32;
+                for term in &terms {
+                    let tf = row_terms.iter().filter(|t| *t == term).count() as f32;
+                    if tf > 0.0 {
+                        let dl = row_terms.len() as f32;
+                        score += bm.idf(term) * tf * (settings.k1 + 1.0)
+                            / (tf + settings.k1 * (1.0 - settings.b + settings.b * dl / avg));
+                    }
+                }
+                if score > 0.0 {
+                    exhaustive.push((*key, score));
+                }
+            }
+            for k in [1, 3, 10, 50, 1000] {
+                let expected = crate::rank::top_k(exhaustive.clone(), k);
+                assert_eq!(bm.search(&query, k), expected, "{query} (k = {k})");
+            }
+        }
     }
 
     fn keys(hits: &[(u64, f32)]) -> Vec<u64> {
