@@ -1,6 +1,9 @@
 //! Rank fusion shared by the hybrid text retriever, the baselines and the final evidence
 //! ranking.
 
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
 /// Reciprocal rank fusion (Cormack et al. 2009): score(d) = sum over lists of 1 / (k + rank).
 /// Ties break by key so results are deterministic.
 pub fn reciprocal_rank_fusion(lists: &[Vec<u64>], k: f32) -> Vec<(u64, f32)> {
@@ -45,6 +48,67 @@ pub fn top_first<K: Ord + Copy>(hits: &mut [(K, f32)], k: usize) -> usize {
     k
 }
 
+/// The `k` best hits offered so far, in [`top_k`]'s order (score, then key): for a search
+/// that scores far more hits than it keeps, so that it holds `k` of them rather than all.
+pub struct TopK<K> {
+    k: usize,
+    /// Its top is the worst hit kept.
+    heap: BinaryHeap<Worst<K>>,
+}
+
+/// A hit ordered so that the worse hit is the greater.
+struct Worst<K>(f32, K);
+
+impl<K: Ord> PartialEq for Worst<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl<K: Ord> Eq for Worst<K> {}
+
+impl<K: Ord> Ord for Worst<K> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
+    }
+}
+
+impl<K: Ord> PartialOrd for Worst<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K: Ord + Copy> TopK<K> {
+    pub fn new(k: usize) -> Self {
+        TopK { k, heap: BinaryHeap::with_capacity(k.saturating_add(1).min(1 << 16)) }
+    }
+
+    /// The score a new hit must beat (or tie with a lower key) to be kept; below any score
+    /// while fewer than `k` are kept.
+    pub fn threshold(&self) -> f32 {
+        match self.heap.peek() {
+            Some(worst) if self.heap.len() == self.k => worst.0,
+            _ => f32::NEG_INFINITY,
+        }
+    }
+
+    pub fn offer(&mut self, key: K, score: f32) {
+        let hit = Worst(score, key);
+        if self.heap.len() < self.k {
+            self.heap.push(hit);
+        } else if self.heap.peek().is_some_and(|worst| hit < *worst) {
+            self.heap.pop();
+            self.heap.push(hit);
+        }
+    }
+
+    /// The hits kept, best first.
+    pub fn into_ranked(self) -> Vec<(K, f32)> {
+        self.heap.into_sorted_vec().into_iter().map(|Worst(score, key)| (key, score)).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,7 +126,12 @@ mod tests {
             all.sort_by_key(|h| h.0);
             assert_eq!(all, hits, "and nothing is lost behind it");
         }
-        assert!(top_k(hits, 0).is_empty());
+        assert!(top_k(hits.clone(), 0).is_empty());
+        for k in [0, 1, 5, 17, 200, 500] {
+            let mut kept = TopK::new(k);
+            hits.iter().for_each(|(key, score)| kept.offer(*key, *score));
+            assert_eq!(kept.into_ranked(), top_k(hits.clone(), k), "offered one by one, the same {k}");
+        }
     }
 
     #[test]

@@ -125,9 +125,9 @@ fn map_back_ranks_chunks_by_their_evidence_and_escalation_is_monotonic() {
     let kb = graph_kb(dir.path());
     let bob = kb.node_by_alias("Bob Lenoir").unwrap();
     let rome = kb.node_by_alias("Rome").unwrap();
-    let mut scores = a2rag::kb::Table::default();
-    mapback::from_nodes(&kb, &[(bob, 1.0), (rome, 0.1)], &mut scores);
-    let ranked = mapback::ranked(&scores);
+    let mut scores = mapback::ChunkScores::default();
+    scores.add_nodes(&kb, &[(bob, 1.0), (rome, 0.1)]);
+    let ranked = scores.ranked();
     let top_doc = &kb.doc(kb.chunk(ranked[0].0).unwrap().doc).unwrap().id;
     assert!(top_doc == "d1" || top_doc == "d2");
     assert!(ranked.windows(2).all(|w| w[0].1 >= w[1].1), "sorted by score");

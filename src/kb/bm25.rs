@@ -14,6 +14,7 @@ use super::Table;
 use super::postings::{Postings, Row, SavedPostings};
 use crate::config::Bm25Settings;
 use crate::error::Result;
+use crate::rank::TopK;
 use crate::text;
 
 #[derive(Default)]
@@ -185,7 +186,7 @@ impl Bm25 {
                 }
             })
             .collect();
-        let mut best = TopHits::new(k);
+        let mut best = TopK::new(k);
         // Each key's terms are summed in the query's (sorted) term order on both paths, so
         // a score does not depend on which path found it.
         let mut added: Table<u64, f32> = Table::default();
@@ -207,7 +208,7 @@ impl Bm25 {
     /// cannot enter; their postings stop driving the walk and are only looked into (by
     /// galloping) for rows the other terms bring up. Rows come in key order, so a row that
     /// only ties the `k`th best loses the tie.
-    fn search_base(&self, base: &Postings, terms: &[QueryTerm<'_>], weights: &Weights, best: &mut TopHits) {
+    fn search_base(&self, base: &Postings, terms: &[QueryTerm<'_>], weights: &Weights, best: &mut TopK<u64>) {
         // The terms with base postings, weakest bound first.
         let mut order: Vec<usize> = (0..terms.len()).filter(|t| !terms[*t].base.is_empty()).collect();
         order.sort_by(|a, b| weights.bound(terms[*a].idf).total_cmp(&weights.bound(terms[*b].idf)));
@@ -349,60 +350,6 @@ struct QueryTerm<'a> {
     idf: f32,
     base: &'a [[u32; 2]],
     added: Option<&'a Table<u64, u32>>,
-}
-
-/// The `k` best hits offered so far: a heap whose top is the worst kept (lowest score, then
-/// highest key, the order [`crate::rank::top_k`] ranks by).
-struct TopHits {
-    k: usize,
-    heap: std::collections::BinaryHeap<Worst>,
-}
-
-/// A hit ordered so that the worse hit is the greater.
-#[derive(PartialEq)]
-struct Worst(f32, u64);
-
-impl Eq for Worst {}
-
-impl Ord for Worst {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
-    }
-}
-
-impl PartialOrd for Worst {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl TopHits {
-    fn new(k: usize) -> Self {
-        TopHits { k, heap: std::collections::BinaryHeap::with_capacity(k + 1) }
-    }
-
-    /// The score a new hit must beat (or tie with a lower key) to be kept.
-    fn threshold(&self) -> f32 {
-        match self.heap.peek() {
-            Some(worst) if self.heap.len() == self.k => worst.0,
-            _ => f32::NEG_INFINITY,
-        }
-    }
-
-    fn offer(&mut self, key: u64, score: f32) {
-        let hit = Worst(score, key);
-        if self.heap.len() < self.k {
-            self.heap.push(hit);
-        } else if self.heap.peek().is_some_and(|worst| hit < *worst) {
-            self.heap.pop();
-            self.heap.push(hit);
-        }
-    }
-
-    /// The hits, best first.
-    fn into_ranked(self) -> Vec<(u64, f32)> {
-        self.heap.into_sorted_vec().into_iter().map(|Worst(score, key)| (key, score)).collect()
-    }
 }
 
 #[cfg(test)]

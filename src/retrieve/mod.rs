@@ -40,7 +40,7 @@ use crate::config::RetrieveSettings;
 use crate::embed::EmbeddedQuery;
 use crate::error::Result;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
-use crate::kb::{Kb, SearchMode, Table};
+use crate::kb::{Kb, SearchMode};
 use seeds::{EntitySeed, Seeds};
 use sufficiency::{EvidenceCheck, Judgement, StageEvidence, SufficiencyCheck};
 
@@ -219,25 +219,24 @@ pub struct Retriever<'kb> {
 /// to chunks, the global stage ranks passages by PPR mass; nothing an earlier stage found
 /// is dropped.
 #[derive(Default)]
-struct Candidates {
+struct Candidates<'kb> {
     edges: Vec<(EdgeId, f32)>,
-    /// Hashed with foldhash (`kb::Table`): a hub maps back to hundreds of thousands.
-    chunk_scores: Table<ChunkId, f32>,
-    /// The head of `chunk_scores`' ranking, kept until a stage maps more back: ranking a
-    /// hub's hundreds of thousands of chunks again after the global stage, which maps
-    /// nothing back, took a fifth of a query at a million passages.
+    chunk_scores: mapback::ChunkScores<'kb>,
+    /// The head of `chunk_scores`' ranking, kept until a stage maps more back: the global
+    /// stage maps nothing back, and ranking what a hub maps back to again after it is
+    /// wasted work.
     found: OnceLock<Vec<(ChunkId, f32)>>,
     paths: Vec<Vec<PathHop>>,
     /// The global stage's walk, once it has run.
     global: Option<global::Walk>,
 }
 
-impl Candidates {
+impl<'kb> Candidates<'kb> {
     /// The head of the graph's ranking of passages so far, best first: the head of the
     /// walk's ranking once the global stage ran, then the head of what earlier stages found
     /// that it does not hold. The rest, below, is [`lead::RankedBelow`]'s.
     fn ranked(&self) -> Vec<(ChunkId, f32)> {
-        let found = self.found.get_or_init(|| mapback::ranked(&self.chunk_scores)).iter().copied();
+        let found = self.found.get_or_init(|| self.chunk_scores.ranked()).iter().copied();
         let Some(walk) = &self.global else { return found.collect() };
         let head: HashSet<ChunkId> = walk.head().iter().map(|(c, _)| *c).collect();
         let floor = walk.head().last().map_or(0.0, |(_, s)| *s);
@@ -247,7 +246,7 @@ impl Candidates {
     }
 
     /// The chunk scores, for a stage to map its evidence back into.
-    fn scores_mut(&mut self) -> &mut Table<ChunkId, f32> {
+    fn scores_mut(&mut self) -> &mut mapback::ChunkScores<'kb> {
         self.found.take();
         &mut self.chunk_scores
     }
@@ -258,7 +257,7 @@ impl Candidates {
     }
 }
 
-impl lead::RankedBelow for Candidates {
+impl lead::RankedBelow for Candidates<'_> {
     /// Below its head, the graph ranks the rest of the walk by mass once the global stage
     /// ran, then what earlier stages found that the walk did not reach, by their scores: the
     /// order of the full fused ranking there, since a passage below both heads has a graph
@@ -280,7 +279,7 @@ impl lead::RankedBelow for Candidates {
         let found: Vec<(ChunkId, f32)> = wanted
             .iter()
             .filter(|c| !reached.contains(c))
-            .filter_map(|c| self.chunk_scores.get(c).map(|s| (*c, *s)))
+            .filter_map(|c| self.chunk_scores.get(*c).map(|s| (*c, s)))
             .collect();
         by_score(walked).chain(by_score(found)).collect()
     }
@@ -449,7 +448,7 @@ pub struct RetrievalRun<'kb> {
     dense: Option<Vec<(ChunkId, f32)>>,
     /// Whether `seeds.facts` holds the linked facts yet (the global stage links them).
     facts_linked: bool,
-    candidates: Candidates,
+    candidates: Candidates<'kb>,
     /// Stages not yet run, in order.
     remaining: VecDeque<Stage>,
     /// The stage run last, while it awaits its judgement.
@@ -655,8 +654,8 @@ impl<'kb> RetrievalRun<'kb> {
             Stage::Local => {
                 let edges = local::expand(kb, seeds, settings.local_max_edges);
                 let seed_nodes: Vec<(NodeId, f32)> = seeds.entities.iter().map(|s| (s.node, s.score)).collect();
-                mapback::from_edges(kb, &edges, state.scores_mut());
-                mapback::from_nodes(kb, &seed_nodes, state.scores_mut());
+                state.scores_mut().add_edges(kb, &edges);
+                state.scores_mut().add_nodes(kb, &seed_nodes);
                 let n = edges.len();
                 state.edges.extend(edges);
                 (n, seed_nodes.len())
@@ -675,9 +674,9 @@ impl<'kb> RetrievalRun<'kb> {
                         state.paths.push(describe(kb, path.iter().map(|s| s.edge)));
                     }
                 }
-                mapback::from_edges(kb, &edges, state.scores_mut());
+                state.scores_mut().add_edges(kb, &edges);
                 let bridge_nodes: Vec<(NodeId, f32)> = bridges.iter().map(|b| (b.node, b.score)).collect();
-                mapback::from_nodes(kb, &bridge_nodes, state.scores_mut());
+                state.scores_mut().add_nodes(kb, &bridge_nodes);
                 let n = edges.len();
                 state.edges.extend(edges);
                 (n, bridges.len())
@@ -725,7 +724,7 @@ mod tests {
     #[test]
     fn below_the_heads_the_walk_ranks_by_mass_then_what_it_did_not_reach_by_score() {
         let found =
-            Candidates { chunk_scores: Table::from_iter([(4, 0.2), (5, 0.4), (6, 0.9)]), ..Candidates::default() };
+            Candidates { chunk_scores: [(4, 0.2), (5, 0.4), (6, 0.9)].into_iter().collect(), ..Candidates::default() };
         let wanted = |ids: &[ChunkId]| ids.iter().copied().collect::<HashSet<ChunkId>>();
         assert_eq!(found.ranked_below(&wanted(&[4, 5, 7])), vec![5, 4], "7 was never found");
 
