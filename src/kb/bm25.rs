@@ -197,7 +197,7 @@ impl Bm25 {
         }
         added.into_iter().for_each(|(key, score)| best.offer(key, score));
         if let Some(base) = &self.base {
-            self.search_base(base, &terms, &weights, &mut best);
+            self.search_base(base, &terms, &weights, k, &mut best);
         }
         best.into_ranked()
     }
@@ -208,7 +208,7 @@ impl Bm25 {
     /// cannot enter; their postings stop driving the walk and are only looked into (by
     /// galloping) for rows the other terms bring up. Rows come in key order, so a row that
     /// only ties the `k`th best loses the tie.
-    fn search_base(&self, base: &Postings, terms: &[QueryTerm<'_>], weights: &Weights, best: &mut TopK<u64>) {
+    fn search_base(&self, base: &Postings, terms: &[QueryTerm<'_>], weights: &Weights, k: usize, best: &mut TopK<u64>) {
         // The terms with base postings, weakest bound first.
         let mut order: Vec<usize> = (0..terms.len()).filter(|t| !terms[*t].base.is_empty()).collect();
         order.sort_by(|a, b| weights.bound(terms[*a].idf).total_cmp(&weights.bound(terms[*b].idf)));
@@ -220,12 +220,13 @@ impl Bm25 {
                 Some(*sum)
             })
             .collect();
+        let floor = self.score_floor(base, terms, &order, weights, k);
         let mut at = vec![0usize; terms.len()];
         let mut contributions = vec![0.0f32; terms.len()];
         // `order[..essential]` cannot bring a row in by themselves.
         let mut essential = 0;
         loop {
-            let threshold = best.threshold();
+            let threshold = best.threshold().max(floor);
             while essential < order.len() && below(within[essential], threshold) {
                 essential += 1;
             }
@@ -271,6 +272,49 @@ impl Bm25 {
         }
     }
 
+    /// A score the `k`th best base row reaches at least: the `k`th best full score among the
+    /// live rows of the rarest terms (strongest bounds first, `order` reversed), as many of
+    /// them as hold at most [`FLOOR_ROWS`] postings together. The walk in row order
+    /// otherwise meets the common terms' rows long before enough rare ones to raise its
+    /// threshold, and scores most of their postings before it can set them aside. A lower
+    /// bound only prunes, so the hits stay exact; the rows scored here are scored again,
+    /// and offered, by the walk.
+    fn score_floor(
+        &self,
+        base: &Postings,
+        terms: &[QueryTerm<'_>],
+        order: &[usize],
+        weights: &Weights,
+        k: usize,
+    ) -> f32 {
+        let mut rows: Vec<u32> = Vec::new();
+        for t in order.iter().rev() {
+            if rows.len() + terms[*t].base.len() > FLOOR_ROWS {
+                break;
+            }
+            rows.extend(terms[*t].base.iter().map(|[row, _]| *row));
+        }
+        rows.sort_unstable();
+        rows.dedup();
+        let mut floor = TopK::new(k);
+        for row in &rows {
+            let Some(key) = base.keys().get(*row as usize) else { continue };
+            if !self.dead.is_empty() && self.dead.contains(key) {
+                continue;
+            }
+            let length = base.length(*row as usize);
+            let score: f32 = terms
+                .iter()
+                .filter_map(|term| {
+                    let at = term.base.partition_point(|[r, _]| r < row);
+                    term.base.get(at).filter(|[r, _]| r == row).map(|[_, tf]| weights.score(term.idf, *tf, length))
+                })
+                .sum();
+            floor.offer(*key, score);
+        }
+        floor.threshold()
+    }
+
     /// Whether the changes since the base was written (or the whole index, without one) are
     /// worth a new base: a quarter of the base, or a base older than `stale_after` changes
     /// at `change`, which an open could no longer replay from the log.
@@ -306,6 +350,10 @@ impl Bm25 {
         Ok(())
     }
 }
+
+/// Rows a search scores for its floor at most (see [`Bm25::score_floor`]): a query of
+/// common words only has no rows worth scoring twice.
+const FLOOR_ROWS: usize = 4096;
 
 /// BM25's weighting of one term in one row.
 struct Weights {
