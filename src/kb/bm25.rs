@@ -71,6 +71,13 @@ impl Bm25 {
         base_terms + only_new
     }
 
+    /// Whether the base row of `key` was removed or indexed again since the base was
+    /// written. Most bases have no dead row, and a search asks for every row it visits, so
+    /// an empty set is not hashed into.
+    fn is_dead(&self, key: u64) -> bool {
+        !self.dead.is_empty() && self.dead.contains(&key)
+    }
+
     /// Live base postings of term `id`.
     fn base_df(&self, id: usize) -> usize {
         let Some(base) = &self.base else { return 0 };
@@ -235,7 +242,7 @@ impl Bm25 {
                 return;
             };
             let Some(key) = base.keys().get(row as usize).copied() else { return };
-            let live = self.dead.is_empty() || !self.dead.contains(&key);
+            let live = !self.is_dead(key);
             let length = base.length(row as usize);
             contributions.iter_mut().for_each(|c| *c = 0.0);
             let mut partial = 0.0;
@@ -299,7 +306,7 @@ impl Bm25 {
         let mut floor = TopK::new(k);
         for row in &rows {
             let Some(key) = base.keys().get(*row as usize) else { continue };
-            if !self.dead.is_empty() && self.dead.contains(key) {
+            if self.is_dead(*key) {
                 continue;
             }
             let length = base.length(*row as usize);
@@ -332,7 +339,7 @@ impl Bm25 {
         let mut rows: Vec<Row<'_>> = Vec::with_capacity(self.len());
         if let Some(base) = &self.base {
             for (row, key) in base.keys().iter().enumerate() {
-                if !self.dead.contains(key) {
+                if !self.is_dead(*key) {
                     let terms = base.row_terms(row).iter().map(|[id, tf]| (base.term(*id as usize), *tf)).collect();
                     rows.push(Row { key: *key, len: base.length(row), terms });
                 }
@@ -383,14 +390,17 @@ fn below(bound: f32, threshold: f32) -> bool {
     bound * (1.0 + 1e-4) < threshold
 }
 
-/// The first index from `from` on whose row is at least `row` (postings in row order).
+/// The first index from `from` (at most `postings.len()`) on whose row is at least `row`
+/// (postings in row order).
 fn gallop(postings: &[[u32; 2]], from: usize, row: u32) -> usize {
     let mut step = 1;
     while from + step < postings.len() && postings[from + step][0] < row {
         step *= 2;
     }
+    // The row at `from + step / 2` is below `row` once `step` has doubled, and the one at
+    // `from + step`, if any, is not.
     let (low, high) = (from + step / 2, (from + step + 1).min(postings.len()));
-    low.min(high) + postings[low.min(high)..high].partition_point(|[r, _]| *r < row)
+    low + postings[low..high].partition_point(|[r, _]| *r < row)
 }
 
 /// A query term's weight and postings, in the base file and among the chunks indexed since.

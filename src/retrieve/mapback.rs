@@ -25,6 +25,9 @@ pub struct ChunkScores<'kb> {
     spread: Vec<(&'kb [ChunkId], f32)>,
     /// How many chunks have a score, once counted: each stage reports it.
     len: OnceLock<usize>,
+    /// The head of the ranking, once ranked: kept until more is mapped back, since the
+    /// global stage maps nothing back and ranks what the stages before it found again.
+    ranking: OnceLock<Vec<(ChunkId, f32)>>,
 }
 
 impl<'kb> ChunkScores<'kb> {
@@ -48,14 +51,20 @@ impl<'kb> ChunkScores<'kb> {
     }
 
     fn add(&mut self, chunk: ChunkId, score: f32) {
-        self.len.take();
+        self.changed();
         *self.single.entry(chunk).or_default() += score;
+    }
+
+    /// Forgets what was counted and ranked before a change.
+    fn changed(&mut self) {
+        self.len.take();
+        self.ranking.take();
     }
 
     /// Adds `share` to each of `chunks` (sorted ascending, as a node's are).
     fn add_shared(&mut self, chunks: &'kb [ChunkId], share: f32) {
         if chunks.len() > SPREAD_MIN {
-            self.len.take();
+            self.changed();
             self.spread.push((chunks, share));
         } else {
             chunks.iter().for_each(|chunk| self.add(*chunk, share));
@@ -63,12 +72,18 @@ impl<'kb> ChunkScores<'kb> {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.single.is_empty() && self.spread.iter().all(|(chunks, _)| chunks.is_empty())
+        self.single.is_empty() && self.spread.is_empty()
     }
 
     /// The score of `chunk`, if any evidence maps back to it.
     pub fn get(&self, chunk: ChunkId) -> Option<f32> {
-        let mut found = self.single.get(&chunk).copied();
+        self.with_shares(chunk, self.single.get(&chunk).copied())
+    }
+
+    /// `single` (the score `chunk` holds one by one, if any) with the shares of the spread
+    /// nodes that mention it.
+    fn with_shares(&self, chunk: ChunkId, single: Option<f32>) -> Option<f32> {
+        let mut found = single;
         for (chunks, share) in &self.spread {
             if chunks.binary_search(&chunk).is_ok() {
                 *found.get_or_insert(0.0) += share;
@@ -92,24 +107,26 @@ impl<'kb> ChunkScores<'kb> {
     }
 
     /// The first [`RANKING_DEPTH`] chunks, best first; ties break on chunk id.
-    pub fn ranked(&self) -> Vec<(ChunkId, f32)> {
-        let mut best = TopK::new(RANKING_DEPTH);
-        for chunk in self.single.keys() {
-            best.offer(*chunk, self.get(*chunk).unwrap_or_default());
-        }
-        if let [(chunks, share)] = self.spread.as_slice() {
-            // One hub: the chunks only it scores tie, so the first of them by id are the
-            // best of them.
-            let only_shared = chunks.iter().filter(|c| !self.single.contains_key(c));
-            only_shared.take(RANKING_DEPTH).for_each(|chunk| best.offer(*chunk, 0.0 + share));
-            return best.into_ranked();
-        }
-        self.each_spread_chunk(|chunk, score| {
-            if !self.single.contains_key(&chunk) {
-                best.offer(chunk, score);
+    pub fn ranked(&self) -> &[(ChunkId, f32)] {
+        self.ranking.get_or_init(|| {
+            let mut best = TopK::new(RANKING_DEPTH);
+            for (chunk, score) in &self.single {
+                best.offer(*chunk, self.with_shares(*chunk, Some(*score)).unwrap_or_default());
             }
-        });
-        best.into_ranked()
+            if let [(chunks, share)] = self.spread.as_slice() {
+                // One hub: the chunks only it scores tie, so the first of them by id are the
+                // best of them.
+                let only_shared = chunks.iter().filter(|c| !self.single.contains_key(c));
+                only_shared.take(RANKING_DEPTH).for_each(|chunk| best.offer(*chunk, *share));
+                return best.into_ranked();
+            }
+            self.each_spread_chunk(|chunk, score| {
+                if !self.single.contains_key(&chunk) {
+                    best.offer(chunk, score);
+                }
+            });
+            best.into_ranked()
+        })
     }
 
     /// Calls `visit` once for each chunk of the spread nodes, in ascending order, with the

@@ -31,7 +31,6 @@ pub(crate) mod testing;
 pub use seeds::embed_query;
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -222,33 +221,23 @@ pub struct Retriever<'kb> {
 struct Candidates<'kb> {
     edges: Vec<(EdgeId, f32)>,
     chunk_scores: mapback::ChunkScores<'kb>,
-    /// The head of `chunk_scores`' ranking, kept until a stage maps more back: the global
-    /// stage maps nothing back, and ranking what a hub maps back to again after it is
-    /// wasted work.
-    found: OnceLock<Vec<(ChunkId, f32)>>,
     paths: Vec<Vec<PathHop>>,
     /// The global stage's walk, once it has run.
     global: Option<global::Walk>,
 }
 
-impl<'kb> Candidates<'kb> {
+impl Candidates<'_> {
     /// The head of the graph's ranking of passages so far, best first: the head of the
     /// walk's ranking once the global stage ran, then the head of what earlier stages found
     /// that it does not hold. The rest, below, is [`lead::RankedBelow`]'s.
     fn ranked(&self) -> Vec<(ChunkId, f32)> {
-        let found = self.found.get_or_init(|| self.chunk_scores.ranked()).iter().copied();
+        let found = self.chunk_scores.ranked().iter().copied();
         let Some(walk) = &self.global else { return found.collect() };
         let head: HashSet<ChunkId> = walk.head().iter().map(|(c, _)| *c).collect();
         let floor = walk.head().last().map_or(0.0, |(_, s)| *s);
         let mut ranking = walk.head().to_vec();
         ranking.extend(found.filter(|(c, _)| !head.contains(c)).map(|(c, _)| (c, floor)));
         ranking
-    }
-
-    /// The chunk scores, for a stage to map its evidence back into.
-    fn scores_mut(&mut self) -> &mut mapback::ChunkScores<'kb> {
-        self.found.take();
-        &mut self.chunk_scores
     }
 
     /// Whether any stage found anything.
@@ -654,8 +643,8 @@ impl<'kb> RetrievalRun<'kb> {
             Stage::Local => {
                 let edges = local::expand(kb, seeds, settings.local_max_edges);
                 let seed_nodes: Vec<(NodeId, f32)> = seeds.entities.iter().map(|s| (s.node, s.score)).collect();
-                state.scores_mut().add_edges(kb, &edges);
-                state.scores_mut().add_nodes(kb, &seed_nodes);
+                state.chunk_scores.add_edges(kb, &edges);
+                state.chunk_scores.add_nodes(kb, &seed_nodes);
                 let n = edges.len();
                 state.edges.extend(edges);
                 (n, seed_nodes.len())
@@ -674,9 +663,9 @@ impl<'kb> RetrievalRun<'kb> {
                         state.paths.push(describe(kb, path.iter().map(|s| s.edge)));
                     }
                 }
-                state.scores_mut().add_edges(kb, &edges);
+                state.chunk_scores.add_edges(kb, &edges);
                 let bridge_nodes: Vec<(NodeId, f32)> = bridges.iter().map(|b| (b.node, b.score)).collect();
-                state.scores_mut().add_nodes(kb, &bridge_nodes);
+                state.chunk_scores.add_nodes(kb, &bridge_nodes);
                 let n = edges.len();
                 state.edges.extend(edges);
                 (n, bridges.len())
