@@ -817,6 +817,17 @@ impl Kb {
         }
     }
 
+    /// Starts linking the vectors written since the last pass into the HNSW graphs, beside
+    /// the writer (see [`VectorIndex::start_linking`]): a long ingest batch calls it as
+    /// vectors pile up, and goes on committing meanwhile.
+    fn start_linking_staged_vectors(&mut self) -> Result<()> {
+        self.chunk_index.start_linking()?;
+        self.summary_index.start_linking()?;
+        self.node_index.start_linking()?;
+        self.fact_index.start_linking()?;
+        self.relations.start_linking()
+    }
+
     /// Links the vectors written since the last pass into the HNSW graphs (see
     /// [`vector`]): the end of an ingest batch calls it; searches are exact before it too.
     /// The indexes link at the same time, one thread each: they share nothing, and each

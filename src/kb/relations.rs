@@ -128,6 +128,11 @@ impl RelationLabels {
         self.vectors.link_staged()
     }
 
+    /// See [`VectorIndex::start_linking`].
+    pub fn start_linking(&mut self) -> Result<()> {
+        self.vectors.start_linking()
+    }
+
     /// Saves the graphs of the label vectors that changed since the last save, as
     /// [`VectorIndex::save`] does for the KB's indexes.
     pub(super) fn save_graphs(&mut self, dir: &Path, generation: u64) -> Result<Vec<SavedGraph>> {

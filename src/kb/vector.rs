@@ -8,9 +8,10 @@
 //!   candidate list, so thresholds downstream (seed and alias cosines) see exact cosines.
 //! - Writes are staged: [`VectorIndex::upsert`] records the vector, and
 //!   [`VectorIndex::link_staged`] links everything staged into the graph in one pass, on
-//!   every core, at the end of an ingest batch. Searches scan staged vectors exactly and
-//!   merge them with the graph's candidates, so results never depend on whether a link pass
-//!   has run yet.
+//!   every core, at the end of an ingest batch; within a long batch,
+//!   [`VectorIndex::start_linking`] links what piled up on a thread of its own while the
+//!   writer goes on. Searches scan staged vectors (and those being linked) exactly and merge
+//!   them with the graph's candidates, so no vector is missed while it waits for a graph.
 //! - Small indexes are searched exactly and never linked: below `index.exact_search_max`
 //!   vectors a scan of every exact vector costs about as much as an HNSW search (a few
 //!   thousand vectors of a few hundred floats are well under a millisecond), and it makes
@@ -27,6 +28,8 @@
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
@@ -59,7 +62,10 @@ const PARALLEL_GRAPHS: usize = 4;
 struct Graph {
     /// A candidate generator over quantised codes of at most [`GRAPH_MAX`] linked vectors.
     /// Declared before `view`, so that a viewed graph is dropped before the mapping it reads.
-    index: Index,
+    /// Shared with a background link pass ([`Linking`]), which only ever links into a graph
+    /// that is not viewed, and with a search's helper threads ([`Search`]), which end with
+    /// the search.
+    index: Arc<Index>,
     /// The mapped file a sealed graph (any but the last) reads in place when it came from a
     /// save: nothing is linked into it again, so it need not be resident. A key unlinked from
     /// a viewed graph stays in it and is filtered out by `VectorIndex::home`.
@@ -71,7 +77,124 @@ struct Graph {
 
 impl Graph {
     fn new(index: Index) -> Self {
-        Graph { index, view: None, saved: None }
+        Graph { index: Arc::new(index), view: None, saved: None }
+    }
+}
+
+/// Proposals of graph searches: the graph each came from, its key, its quantised distance.
+type Proposals = Vec<(usize, u64, f32)>;
+
+/// A link pass's keys: each graph it links into, with its keys in linking order.
+type LinkPlan = Vec<(usize, Vec<u64>)>;
+
+/// A link pass running beside the writer ([`VectorIndex::start_linking`]): the graphs it
+/// links into, each with its keys in linking order.
+struct Linking {
+    parts: LinkPlan,
+    /// Every key of `parts`. Until the pass is over a search scores them exactly, as it does
+    /// staged keys, and a write to one of them waits for the pass.
+    keys: foldhash::HashSet<u64>,
+    worker: std::thread::JoinHandle<Vec<Result<()>>>,
+}
+
+impl Linking {
+    /// Whether a write to `key`, homed in graph `home` if linked, must wait for the pass:
+    /// the key is being linked, or would be unlinked from a graph the pass adds to.
+    fn touches(&self, key: u64, home: Option<usize>) -> bool {
+        self.keys.contains(&key) || home.is_some_and(|at| self.parts.iter().any(|(graph, _)| *graph == at))
+    }
+}
+
+/// A search of an index's graphs under way ([`VectorIndex::start_search`]).
+pub struct Search<'a> {
+    index: &'a VectorIndex,
+    k: usize,
+    shared: Arc<GraphSearches>,
+    helpers: Vec<std::thread::JoinHandle<Result<Proposals>>>,
+}
+
+impl Search<'_> {
+    /// Searches the graphs no helper has taken, waits for the helpers, and returns the `k`
+    /// best keys by exact cosine, best first.
+    pub fn finish(mut self) -> Result<Vec<(u64, f32)>> {
+        let index = self.index;
+        if index.is_empty() || self.k == 0 {
+            return Ok(Vec::new());
+        }
+        if index.is_exact() {
+            return Ok(index.search_exactly(&self.shared.query, self.k));
+        }
+        let mut proposed = self.shared.search_until_done()?;
+        for helper in std::mem::take(&mut self.helpers) {
+            proposed.extend(helper.join().map_err(|_| Error::Index("an HNSW search thread panicked".into()))??);
+        }
+        Ok(index.rescore(&self.shared.query, self.k, proposed))
+    }
+}
+
+impl Drop for Search<'_> {
+    /// A search dropped unfinished (its stage never ran) stops its helpers after the graph
+    /// each is on: they share the index's graphs, which must not change under them once
+    /// the borrow ends.
+    fn drop(&mut self) {
+        self.shared.abandoned.store(true, Ordering::Relaxed);
+        for helper in self.helpers.drain(..) {
+            let _ = helper.join();
+        }
+    }
+}
+
+/// What the threads of one [`Search`] share: the graphs to ask, each taken by whichever
+/// thread comes first, so a caller that joins late finds less left to do.
+struct GraphSearches {
+    graphs: Vec<(usize, Arc<Index>)>,
+    query: Vec<f32>,
+    per_graph: usize,
+    next: AtomicUsize,
+    abandoned: AtomicBool,
+}
+
+impl GraphSearches {
+    /// Takes graphs one by one until none is left (or the search is abandoned), returning
+    /// each proposal with the graph it came from and its quantised distance, which every
+    /// graph measures alike.
+    fn search_until_done(&self) -> Result<Proposals> {
+        let mut found = Vec::new();
+        while !self.abandoned.load(Ordering::Relaxed) {
+            let Some((at, graph)) = self.graphs.get(self.next.fetch_add(1, Ordering::Relaxed)) else {
+                break;
+            };
+            let matches = graph.search(&self.query, self.per_graph.min(graph.size())).map_err(index_error)?;
+            found.extend(matches.keys.into_iter().zip(matches.distances).map(|(key, distance)| (*at, key, distance)));
+        }
+        Ok(found)
+    }
+}
+
+/// Where a link pass reads the vectors it links: the index's store, while the pass holds the
+/// index (a blocking pass), or a copy in linking order (a pass beside the writer, which
+/// goes on writing to the store).
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Store(&'a VectorStore),
+    Copied { vectors: &'a [f32], dim: usize },
+}
+
+/// The vectors of one graph's share of a link pass.
+struct Part<'a> {
+    graph: &'a Index,
+    keys: &'a [u64],
+    vectors: Source<'a>,
+}
+
+impl Part<'_> {
+    fn vector(&self, position: usize) -> Result<Cow<'_, [f32]>> {
+        let key = self.keys[position];
+        match self.vectors {
+            Source::Store(store) => store.get(key),
+            Source::Copied { vectors, dim } => vectors.get(position * dim..(position + 1) * dim).map(Cow::Borrowed),
+        }
+        .ok_or_else(|| Error::Internal(format!("vector {key} staged but not stored")))
     }
 }
 
@@ -97,6 +220,8 @@ pub struct VectorIndex {
     /// i8 codes of every vector for the exact scan, made by the first exact search and kept
     /// up to date while the index is searched exactly; a linked index has none.
     codes: std::sync::OnceLock<ExactCodes>,
+    /// The link pass running beside the writer, if any; its keys are neither staged nor homed.
+    linking: Option<Linking>,
 }
 
 impl VectorIndex {
@@ -133,6 +258,7 @@ impl VectorIndex {
             exact_max: settings.exact_search_max,
             graph_max: GRAPH_MAX,
             codes: std::sync::OnceLock::new(),
+            linking: None,
         };
         index.reserve(&index.graphs[0].index, 1024)?;
         Ok(index)
@@ -172,6 +298,7 @@ impl VectorIndex {
                 self.dim
             )));
         }
+        self.finish_linking_before_writing(key)?;
         self.unlink(key)?;
         if let Some(codes) = self.codes.get_mut() {
             codes.upsert(key, v);
@@ -182,6 +309,7 @@ impl VectorIndex {
     }
 
     pub fn remove(&mut self, key: u64) -> Result<()> {
+        self.finish_linking_before_writing(key)?;
         if let Some(codes) = self.codes.get_mut() {
             codes.remove(key);
         }
@@ -208,26 +336,110 @@ impl VectorIndex {
     }
 
     /// Links every staged vector into the HNSW graphs, in key order, filling the last graph
-    /// up to [`GRAPH_MAX`] and then starting others. Each graph is linked on
-    /// `index.build_threads` threads, and the graphs one pass fills are linked side by side,
-    /// on every core: a pass at the end of a long ingest, or at an open that found no usable
-    /// save, fills several of one index, and linking them one after another kept one core
-    /// busy while the others waited. Which keys go into which graph, and in which order,
-    /// depends only on the keys, so one build thread still gives the same graphs on every run;
-    /// with more, a graph's shape depends on scheduling, and candidate lists may differ
+    /// up to [`GRAPH_MAX`] and then starting others, and returns when they are linked (after
+    /// any pass running beside the writer). Each graph is linked on `index.build_threads`
+    /// threads, and the graphs one pass fills are linked side by side, on every core: a pass
+    /// at the end of a long ingest, or at an open that found no usable save, fills several
+    /// of one index, and linking them one after another kept one core busy while the others
+    /// waited. Which keys go into which graph, and in which order, depends only on the keys
+    /// and on when passes start, so one build thread still gives the same graphs on every
+    /// run; with more, a graph's shape depends on scheduling, and candidate lists may differ
     /// between two builds in rare near-ties.
     /// Does nothing while the index is small enough to be searched exactly.
     pub fn link_staged(&mut self) -> Result<()> {
-        if self.staged_for_linking() == 0 {
+        self.finish_linking()?;
+        let Some(parts) = self.plan_link()? else {
             return Ok(());
+        };
+        let outcomes = {
+            let source = Source::Store(&self.vectors);
+            let work: Vec<Part> =
+                parts.iter().map(|(at, keys)| Part { graph: &self.graphs[*at].index, keys, vectors: source }).collect();
+            link_parts(&work, self.build_threads)
+        };
+        self.settle(parts, outcomes)
+    }
+
+    /// Starts linking every staged vector, as [`VectorIndex::link_staged`] would, on a thread
+    /// of its own, and returns at once: the writer goes on committing while the graphs grow
+    /// (at a million passages, a writer that waited for each pass kept one core idle for
+    /// half of an ingest). The pass links a copy of its vectors, so the store stays the
+    /// writer's. Until it is over, searches score its keys exactly, and a write to one of
+    /// them, or an unlink from a graph it adds to, first waits for it; the next pass starts
+    /// after it, so the graphs are those the blocking passes would build. Waits for the
+    /// previous pass first.
+    pub fn start_linking(&mut self) -> Result<()> {
+        self.finish_linking()?;
+        let Some(parts) = self.plan_link()? else {
+            return Ok(());
+        };
+        let mut work = Vec::with_capacity(parts.len());
+        for (at, keys) in &parts {
+            let mut copied = Vec::with_capacity(keys.len() * self.dim);
+            for key in keys {
+                match self.vectors.get(*key) {
+                    Some(vector) => copied.extend_from_slice(&vector),
+                    None => {
+                        self.staged.extend(parts.iter().flat_map(|(_, keys)| keys));
+                        return Err(Error::Internal(format!("vector {key} staged but not stored")));
+                    }
+                }
+            }
+            work.push((Arc::clone(&self.graphs[*at].index), keys.clone(), copied));
+        }
+        let (build_threads, dim) = (self.build_threads, self.dim);
+        let spawned = std::thread::Builder::new().name("hnsw-link".into()).spawn(move || {
+            let parts: Vec<Part> = work
+                .iter()
+                .map(|(graph, keys, copied)| Part { graph, keys, vectors: Source::Copied { vectors: copied, dim } })
+                .collect();
+            link_parts(&parts, build_threads)
+        });
+        match spawned {
+            Ok(worker) => {
+                let keys = parts.iter().flat_map(|(_, keys)| keys.iter().copied()).collect();
+                self.linking = Some(Linking { parts, keys, worker });
+                Ok(())
+            }
+            Err(e) => {
+                self.staged.extend(parts.iter().flat_map(|(_, keys)| keys));
+                Err(Error::Index(format!("could not start an HNSW link thread: {e}")))
+            }
+        }
+    }
+
+    /// Waits for the pass [`VectorIndex::start_linking`] started, if any, and homes its keys.
+    pub fn finish_linking(&mut self) -> Result<()> {
+        let Some(Linking { parts, worker, .. }) = self.linking.take() else {
+            return Ok(());
+        };
+        let outcomes = worker.join().unwrap_or_else(|_| {
+            parts.iter().map(|_| Err(Error::Index("an HNSW build thread panicked".into()))).collect()
+        });
+        self.settle(parts, outcomes)
+    }
+
+    /// Waits for the running pass if a write to `key` would race it (see [`Linking::touches`]).
+    fn finish_linking_before_writing(&mut self, key: u64) -> Result<()> {
+        match &self.linking {
+            Some(linking) if linking.touches(key, self.home.get(&key).copied()) => self.finish_linking(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Takes the staged keys for a link pass and shares them among graphs: the last graph's
+    /// room first, then new graphs of `graph_max` each, each with room reserved for its
+    /// share. `None` when there is nothing to link; on an error the keys stay staged.
+    fn plan_link(&mut self) -> Result<Option<LinkPlan>> {
+        if self.staged_for_linking() == 0 {
+            return Ok(None);
         }
         // Searched through the graphs from now on.
         self.codes = std::sync::OnceLock::new();
         let staged: Vec<u64> = std::mem::take(&mut self.staged).into_iter().collect();
-        // The last graph's room first, then new graphs of `GRAPH_MAX` each.
         let mut at = self.graphs.len() - 1;
         let mut room = self.graph_max.saturating_sub(self.graphs[at].index.size());
-        let mut parts: Vec<(usize, &[u64])> = Vec::new();
+        let mut parts: LinkPlan = Vec::new();
         let mut rest = staged.as_slice();
         while !rest.is_empty() {
             if room == 0 {
@@ -241,20 +453,32 @@ impl VectorIndex {
                 (at, room) = (self.graphs.len() - 1, self.graph_max);
             }
             let (part, later) = rest.split_at(room.min(rest.len()));
-            parts.push((at, part));
+            let graph = &self.graphs[at].index;
+            let needed = graph.size() + part.len();
+            if needed >= graph.capacity()
+                && let Err(e) = self.reserve(graph, needed.next_power_of_two().min(self.graph_max))
+            {
+                self.staged.extend(&staged);
+                return Err(e);
+            }
+            parts.push((at, part.to_vec()));
             room -= part.len();
             rest = later;
         }
-        let linked = self.link_parts(&parts);
+        Ok(Some(parts))
+    }
+
+    /// Homes the keys of each part that linked; a part that failed is staged again, so a key
+    /// is always homed in a graph, staged or being linked, never lost.
+    fn settle(&mut self, parts: LinkPlan, outcomes: Vec<Result<()>>) -> Result<()> {
         let mut failed = None;
-        for ((at, part), outcome) in parts.into_iter().zip(linked) {
+        for ((at, part), outcome) in parts.into_iter().zip(outcomes) {
             match outcome {
                 Ok(()) => {
                     self.graphs[at].saved = None;
                     self.unsaved += part.len();
                     self.home.extend(part.iter().map(|key| (*key, at)));
                 }
-                // Staged again: a key is always homed in a graph or staged, never lost.
                 Err(e) => {
                     self.staged.extend(part);
                     failed.get_or_insert(e);
@@ -283,123 +507,78 @@ impl VectorIndex {
         }
     }
 
-    /// Links each part into its graph, the parts side by side on up to one thread per core
-    /// (per `index.build_threads` threads, which each part's graph is linked on).
-    fn link_parts(&self, parts: &[(usize, &[u64])]) -> Vec<Result<()>> {
-        let side_by_side = (cores() / self.build_threads.max(1)).clamp(1, parts.len().max(1));
-        // Thread t links parts t, t + side_by_side, ...
-        let share = |t: usize| (t..parts.len()).step_by(side_by_side);
-        let mut outcomes: Vec<Result<()>> = parts.iter().map(|_| Ok(())).collect();
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..side_by_side)
-                .map(|t| {
-                    scope.spawn(move || share(t).map(|i| self.link_into(parts[i].0, parts[i].1)).collect::<Vec<_>>())
-                })
-                .collect();
-            for (t, worker) in workers.into_iter().enumerate() {
-                let results = worker.join().unwrap_or_else(|_| {
-                    share(t).map(|_| Err(Error::Index("an HNSW build thread panicked".into()))).collect()
-                });
-                for (i, result) in share(t).zip(results) {
-                    outcomes[i] = result;
-                }
-            }
-        });
-        outcomes
-    }
-
-    /// Links `keys` into graph `at`, which has room for them.
-    fn link_into(&self, at: usize, keys: &[u64]) -> Result<()> {
-        let graph = &self.graphs[at].index;
-        let needed = graph.size() + keys.len();
-        if needed >= graph.capacity() {
-            self.reserve(graph, needed.next_power_of_two().min(self.graph_max))?;
-        }
-        let vectors = &self.vectors;
-        let threads = self.build_threads.clamp(1, keys.len());
-        let share = keys.len().div_ceil(threads);
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = keys
-                .chunks(share)
-                .map(|part| {
-                    scope.spawn(move || {
-                        part.iter().try_for_each(|key| {
-                            let vector = vectors
-                                .get(*key)
-                                .ok_or_else(|| Error::Internal(format!("vector {key} staged but not stored")))?;
-                            graph.add(*key, &vector).map_err(index_error)
-                        })
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .try_for_each(|w| w.join().map_err(|_| Error::Index("an HNSW build thread panicked".into()))?)
-        })
-    }
-
     /// Up to `k` nearest keys with their exact cosine similarity, best first.
     pub fn search(&self, query: &[f32], k: usize) -> Result<Vec<(u64, f32)>> {
-        if self.is_empty() || k == 0 {
-            return Ok(Vec::new());
-        }
-        if self.is_exact() {
-            // Nothing linked: every vector is staged. The codes pick the candidates (see
-            // [`ExactCodes`]); the exact vectors score them.
-            let codes = self.codes.get_or_init(|| ExactCodes::new(self.dim, self.vectors.iter()));
-            let hits = codes
-                .candidates(query, k)
-                .into_iter()
-                .filter_map(|key| self.vectors.cosine(key, query).map(|score| (key, score)))
-                .collect();
-            return Ok(top_k(hits, k));
-        }
-        let graphs: Vec<(usize, &Index)> =
-            self.graphs.iter().map(|g| &g.index).enumerate().filter(|(_, g)| g.size() > 0).collect();
-        let per_graph = candidates_per_graph(k, graphs.len());
-        // Each proposal with its quantised distance, which every graph measures alike.
-        let ask = |part: &[(usize, &Index)]| -> Result<Vec<(u64, f32)>> {
-            let mut found = Vec::new();
-            for (at, graph) in part {
-                let matches = graph.search(query, per_graph.min(graph.size())).map_err(index_error)?;
-                // A viewed graph still holds the keys unlinked from it since it was saved.
-                let homed =
-                    matches.keys.into_iter().zip(matches.distances).filter(|(key, _)| self.home.get(key) == Some(at));
-                found.extend(homed);
+        self.start_search(query, k).finish()
+    }
+
+    /// Starts [`VectorIndex::search`] and returns at once: with [`PARALLEL_GRAPHS`] graphs
+    /// or more, helper threads (one per other core) start searching them now, and
+    /// [`Search::finish`] searches those no helper took yet beside them, then rescores. A
+    /// caller with other work to do first (the retriever's earlier stages, before the global
+    /// stage needs its dense seeds) overlaps the two; one that does not loses nothing.
+    pub fn start_search(&self, query: &[f32], k: usize) -> Search<'_> {
+        let graphs: Vec<(usize, Arc<Index>)> = match self.is_empty() || k == 0 || self.is_exact() {
+            true => Vec::new(),
+            false => {
+                self.graphs.iter().map(|g| Arc::clone(&g.index)).enumerate().filter(|(_, g)| g.size() > 0).collect()
             }
-            Ok(found)
         };
-        let mut proposed = Vec::new();
-        // Each key lives in one graph and the hits are ordered by score then key, so the
-        // order the parts come back in changes nothing.
-        let threads = if graphs.len() >= PARALLEL_GRAPHS { cores().min(graphs.len()) } else { 1 };
-        let mut parts = graphs.chunks(graphs.len().div_ceil(threads).max(1));
-        std::thread::scope(|scope| -> Result<()> {
-            let here = parts.next();
-            let others: Vec<_> = parts.map(|part| scope.spawn(|| ask(part))).collect();
-            if let Some(part) = here {
-                proposed.extend(ask(part)?);
-            }
-            for other in others {
-                proposed.extend(other.join().map_err(|_| Error::Index("an HNSW search thread panicked".into()))??);
-            }
-            Ok(())
-        })?;
+        let helpers = match graphs.len() >= PARALLEL_GRAPHS {
+            true => cores().min(graphs.len()) - 1,
+            false => 0,
+        };
+        let shared = Arc::new(GraphSearches {
+            per_graph: candidates_per_graph(k, graphs.len()),
+            graphs,
+            query: query.to_vec(),
+            next: AtomicUsize::new(0),
+            abandoned: AtomicBool::new(false),
+        });
+        // A helper that cannot start leaves its graphs to the caller.
+        let helpers = (0..helpers)
+            .filter_map(|_| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new().name("hnsw-search".into()).spawn(move || shared.search_until_done()).ok()
+            })
+            .collect();
+        Search { index: self, k, shared, helpers }
+    }
+
+    /// The exact search of an index that links nothing: every vector is staged. The codes
+    /// pick the candidates (see [`ExactCodes`]); the exact vectors score them.
+    fn search_exactly(&self, query: &[f32], k: usize) -> Vec<(u64, f32)> {
+        let codes = self.codes.get_or_init(|| ExactCodes::new(self.dim, self.vectors.iter()));
+        let hits = codes
+            .candidates(query, k)
+            .into_iter()
+            .filter_map(|key| self.vectors.cosine(key, query).map(|score| (key, score)))
+            .collect();
+        top_k(hits, k)
+    }
+
+    /// The `k` best of the graphs' proposals (graph, key, quantised distance) and the keys
+    /// no graph holds yet, by exact score.
+    fn rescore(&self, query: &[f32], k: usize, proposed: Proposals) -> Vec<(u64, f32)> {
+        // A viewed graph still holds the keys unlinked from it since it was saved.
+        let homed = proposed.into_iter().filter(|(at, key, _)| self.home.get(key) == Some(at));
         // Only the best of all the graphs' proposals are read and rescored, as many as one
         // graph holding every vector would propose: a narrow search asks each of a hundred
         // graphs for its whole budget, and reading every proposal's exact vector cost more
         // than the searches and faulted in most of the mapped vectors within a few hundred
-        // queries.
-        let closest = top_k(proposed.into_iter().map(|(key, distance)| (key, -distance)).collect(), budget(k));
-        let candidates = self.staged.iter().copied().chain(closest.into_iter().map(|(key, _)| key));
+        // queries. Each key lives in one graph and the hits are ordered by score then key,
+        // so the order the graphs answered in changes nothing.
+        let closest = top_k(homed.map(|(_, key, distance)| (key, -distance)).collect(), budget(k));
+        let linking = self.linking.iter().flat_map(|linking| linking.parts.iter().flat_map(|(_, keys)| keys));
+        let candidates = self.staged.iter().chain(linking).copied().chain(closest.into_iter().map(|(key, _)| key));
         let hits: Vec<(u64, f32)> =
             candidates.filter_map(|key| self.vectors.cosine(key, query).map(|score| (key, score))).collect();
-        Ok(top_k(hits, k))
+        top_k(hits, k)
     }
 
     /// Whether searches are exact scans (the graphs hold nothing yet).
     pub fn is_exact(&self) -> bool {
-        self.linked() == 0
+        self.linked() == 0 && self.linking.is_none()
     }
 
     /// The stored vector of `key`, if any.
@@ -427,6 +606,7 @@ impl VectorIndex {
     /// and returns the files of every non-empty graph, for the manifest (see [`saved`]). An
     /// index searched exactly has no graph and saves nothing.
     pub fn save(&mut self, dir: &Path, name: &str, generation: u64) -> Result<Vec<SavedGraph>> {
+        self.finish_linking()?;
         let mut members: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.graphs.len()];
         for (key, at) in &self.home {
             if let (None, Some(vector)) = (&self.graphs[*at].saved, self.vectors.get(*key)) {
@@ -463,6 +643,7 @@ impl VectorIndex {
     /// [`super::segment`]) named after `stem`, and says what the manifest records of them.
     /// Call after [`VectorIndex::save`], whose graphs must hold what the record says they do.
     pub fn save_vectors(&mut self, dir: &Path, stem: &str) -> Result<SavedVectors> {
+        self.finish_linking()?;
         let segments = self.vectors.save(dir, stem)?;
         Ok(SavedVectors { segments, len: self.vectors.len(), staged: self.staged.len() })
     }
@@ -477,6 +658,7 @@ impl VectorIndex {
     /// empty index; on an error nothing is adopted. The caller replays what the store changed
     /// after the save through [`VectorIndex::upsert`] and [`VectorIndex::remove`].
     pub fn adopt_save(&mut self, dir: &Path, graphs: &[SavedGraph], vectors: &SavedVectors) -> Result<()> {
+        self.finish_linking()?;
         if !self.vectors.is_empty() || !self.home.is_empty() {
             return Err(Error::Internal("a save adopted by an index that holds vectors already".into()));
         }
@@ -539,7 +721,7 @@ impl VectorIndex {
         if view.is_none() {
             self.reserve(&graph, graph.size().max(1024))?;
         }
-        Ok((Graph { index: graph, view, saved: None }, members))
+        Ok((Graph { index: Arc::new(graph), view, saved: None }, members))
     }
 
     /// Adopts saved graphs instead of linking: called once, when every stored vector has
@@ -548,6 +730,7 @@ impl VectorIndex {
     /// holds stay staged for the next link pass. On an error nothing is adopted. Returns how
     /// many vectors the graphs brought.
     pub fn restore(&mut self, dir: &Path, files: &[SavedGraph]) -> Result<usize> {
+        self.finish_linking()?;
         self.codes = std::sync::OnceLock::new();
         if !self.home.is_empty() {
             return Err(Error::Internal("saved graphs restored into an index that links already".into()));
@@ -589,8 +772,65 @@ impl VectorIndex {
     /// Room for `capacity` vectors in `graph`, with one add/search context per build thread
     /// or core.
     fn reserve(&self, graph: &Index, capacity: usize) -> Result<()> {
+        // Each context draws its vectors' HNSW levels from its own seeded sequence, so the
+        // number of contexts is part of what makes a graph: a pass beside the writer keeps it,
+        // and a search that finds every context taken waits for one.
         graph.reserve_capacity_and_threads(capacity, self.build_threads.max(cores())).map_err(index_error)
     }
+}
+
+impl Drop for VectorIndex {
+    /// A pass beside the writer shares its graphs, not the index: no linking thread outlives
+    /// the index it links for.
+    fn drop(&mut self) {
+        if let Some(linking) = self.linking.take() {
+            let _ = linking.worker.join();
+        }
+    }
+}
+
+/// Links each part into its graph, the parts side by side on up to one thread per core
+/// (per `build_threads` threads, which each part's graph is linked on).
+fn link_parts(parts: &[Part], build_threads: usize) -> Vec<Result<()>> {
+    let side_by_side = (cores() / build_threads.max(1)).clamp(1, parts.len().max(1));
+    // Thread t links parts t, t + side_by_side, ...
+    let share = |t: usize| (t..parts.len()).step_by(side_by_side);
+    let mut outcomes: Vec<Result<()>> = parts.iter().map(|_| Ok(())).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..side_by_side)
+            .map(|t| scope.spawn(move || share(t).map(|i| link_into(&parts[i], build_threads)).collect::<Vec<_>>()))
+            .collect();
+        for (t, worker) in workers.into_iter().enumerate() {
+            let results = worker.join().unwrap_or_else(|_| {
+                share(t).map(|_| Err(Error::Index("an HNSW build thread panicked".into()))).collect()
+            });
+            for (i, result) in share(t).zip(results) {
+                outcomes[i] = result;
+            }
+        }
+    });
+    outcomes
+}
+
+/// Links one part's keys into its graph, which has room for them, on `build_threads` threads.
+fn link_into(part: &Part, build_threads: usize) -> Result<()> {
+    let threads = build_threads.clamp(1, part.keys.len().max(1));
+    let share = part.keys.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..part.keys.len())
+            .step_by(share)
+            .map(|start| {
+                scope.spawn(move || {
+                    (start..(start + share).min(part.keys.len())).try_for_each(|position| {
+                        part.graph.add(part.keys[position], &part.vector(position)?).map_err(index_error)
+                    })
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().map_err(|_| Error::Index("an HNSW build thread panicked".into()))?)
+    })
 }
 
 /// Candidates to ask each of `graphs` graphs for, for `k` hits. One graph gets the whole
@@ -671,6 +911,49 @@ mod tests {
                 assert_eq!(a.search(v, 10).unwrap(), b.search(v, 10).unwrap());
                 assert_eq!(a.search(v, 200).unwrap(), b.search(v, 200).unwrap(), "{graph_max} per graph");
             }
+        }
+    }
+
+    #[test]
+    fn a_pass_beside_the_writer_hides_nothing_and_builds_the_blocking_graphs() {
+        let data = vectors(3000, 16);
+        let settings =
+            crate::config::IndexSettings { exact_search_max: 0, build_threads: 1, ..Settings::defaults().index };
+        let new = || {
+            let mut idx = VectorIndex::new(16, &settings).unwrap();
+            idx.graph_max = 700;
+            idx
+        };
+        let (mut blocking, mut beside) = (new(), new());
+        for batch in data.chunks(1000).enumerate().map(|(b, chunk)| (b * 1000, chunk)) {
+            let (first, chunk) = batch;
+            for (i, v) in chunk.iter().enumerate() {
+                blocking.upsert((first + i) as u64, v).unwrap();
+                beside.upsert((first + i) as u64, v).unwrap();
+            }
+            blocking.link_staged().unwrap();
+            beside.start_linking().unwrap();
+            // Whatever the pass has linked so far, every key written is found.
+            for (i, v) in chunk.iter().enumerate().step_by(37) {
+                assert_eq!(beside.search(v, 1).unwrap()[0].0, (first + i) as u64, "key {} while linking", first + i);
+            }
+        }
+        assert!(beside.linking.is_some() && beside.staged() == 0, "the last pass is still running or unsettled");
+        // A key being linked is written again only after the pass.
+        let moved = vec![0.25; 16];
+        beside.upsert(2_999, &moved).unwrap();
+        blocking.upsert(2_999, &moved).unwrap();
+        assert!(beside.linking.is_none(), "rewriting a key of the pass waited for it");
+        assert_eq!(beside.search(&moved, 1).unwrap()[0].0, 2_999);
+        beside.link_staged().unwrap();
+        blocking.link_staged().unwrap();
+        assert_eq!(beside.graphs.len(), blocking.graphs.len());
+        for (a, b) in beside.graphs.iter().zip(&blocking.graphs) {
+            assert_eq!(a.index.size(), b.index.size());
+        }
+        for v in data.iter().step_by(11) {
+            assert_eq!(beside.search(v, 10).unwrap(), blocking.search(v, 10).unwrap());
+            assert_eq!(beside.search(v, 200).unwrap(), blocking.search(v, 200).unwrap());
         }
     }
 
@@ -892,6 +1175,29 @@ mod tests {
             // A narrow one rescores only the best proposals of all fifteen graphs together.
             assert_eq!(idx.search(v, 10).unwrap(), exact.search(v, 10).unwrap());
         }
+    }
+
+    #[test]
+    fn a_search_started_early_answers_as_one_finished_at_once_or_stops_when_dropped() {
+        let data = vectors(3000, 16);
+        let mut idx = staged_index(&data, 200);
+        idx.link_staged().unwrap();
+        assert!(idx.graphs.len() >= PARALLEL_GRAPHS);
+        for v in data.iter().step_by(101) {
+            let early = idx.start_search(v, 256);
+            // Whichever graphs the helpers took by now, the caller takes the rest.
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            assert_eq!(early.finish().unwrap(), idx.start_search(v, 256).finish().unwrap());
+        }
+        let abandoned = idx.start_search(&data[0], 256);
+        assert!(!abandoned.helpers.is_empty(), "helpers started at once");
+        let shared = Arc::clone(&abandoned.shared);
+        drop(abandoned);
+        assert!(shared.abandoned.load(Ordering::Relaxed) && Arc::strong_count(&shared) == 1, "the helpers ended");
+        idx.upsert(9_000, &data[0]).unwrap();
+        idx.link_staged().unwrap();
+        let hits = idx.search(&data[0], 2).unwrap();
+        assert_eq!(hits.iter().map(|h| h.0).collect::<BTreeSet<_>>(), BTreeSet::from([0, 9_000]));
     }
 
     #[test]

@@ -613,7 +613,8 @@ impl Kb {
         }
         self.move_fact_vectors(facts, changes.fact_vectors)?;
         // Writes outside a batch (curation, the daemon's single documents) never call the
-        // link pass; bound the exact scan over what they leave staged.
+        // link pass; bound the exact scan over what they leave staged. The pass runs beside
+        // the writer, so a long batch goes on committing while it links.
         let staged = [
             self.chunk_index.staged(),
             self.summary_index.staged(),
@@ -622,7 +623,7 @@ impl Kb {
             self.relations.staged(),
         ];
         if staged.iter().any(|n| *n >= STAGED_LINK_THRESHOLD) {
-            self.link_staged_vectors()?;
+            self.start_linking_staged_vectors()?;
         }
         Ok(())
     }
