@@ -23,7 +23,9 @@
 //! document's best-ranked passage qualifies at any rank of the fusion, where a name the text
 //! only writes needs the first `link_candidates` or a capital.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
+use foldhash::HashSet;
 
 use super::PathHop;
 use crate::kb::Kb;

@@ -30,7 +30,9 @@ pub(crate) mod testing;
 
 pub use seeds::embed_query;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashSet;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -39,6 +41,7 @@ use crate::config::RetrieveSettings;
 use crate::embed::EmbeddedQuery;
 use crate::error::Result;
 use crate::kb::model::{ChunkId, EdgeId, NodeId};
+use crate::kb::vector::Search;
 use crate::kb::{Kb, SearchMode};
 use seeds::{EntitySeed, Seeds};
 use sufficiency::{EvidenceCheck, Judgement, StageEvidence, SufficiencyCheck};
@@ -328,16 +331,16 @@ impl<'kb> Retriever<'kb> {
     }
 
     /// Starts a retrieval whose stages the caller runs and judges one by one (see
-    /// [`RetrievalRun`]); finds the seeds and the text list now. The work only a later
-    /// stage needs (the wide dense search the global stage seeds its walk with) waits until
-    /// that stage runs.
+    /// [`RetrievalRun`]); finds the seeds and the text list now. Where the global stage is
+    /// planned, the wide dense search it seeds its walk with starts now too, on the other
+    /// cores, and is abandoned if an earlier stage suffices (see [`DenseSeeds`]).
     pub fn start(&self, query: &EmbeddedQuery, options: RetrieveOptions) -> Result<RetrievalRun<'kb>> {
         let started = Instant::now();
         let kb = self.kb;
-        let (seeds, stages, text, facts_linked) = match options.strategy {
+        let (seeds, stages, text, facts_linked, dense) = match options.strategy {
             Strategy::Text(mode) => {
                 let text = kb.search(query, mode, options.top_k, self.settings.into())?;
-                (Seeds::default(), Vec::new(), text, true)
+                (Seeds::default(), Vec::new(), text, true, DenseSeeds::Unasked)
             }
             strategy => {
                 let mut seeds = seeds::find_seeds(kb, self.settings, query)?;
@@ -361,6 +364,12 @@ impl<'kb> Retriever<'kb> {
                     _ => &[],
                 };
                 let stages: Vec<Stage> = stages.iter().copied().filter(|s| *s >= options.min_stage).collect();
+                let dense = match stages.contains(&Stage::Global) {
+                    true => DenseSeeds::Searching(
+                        kb.chunk_index().start_search(&query.vector, self.settings.passage_seed_candidates),
+                    ),
+                    false => DenseSeeds::Unasked,
+                };
                 let text = match strategy {
                     Strategy::Adaptive => kb.search(
                         query,
@@ -370,7 +379,7 @@ impl<'kb> Retriever<'kb> {
                     )?,
                     _ => Vec::new(),
                 };
-                (seeds, stages, text, facts_linked)
+                (seeds, stages, text, facts_linked, dense)
             }
         };
         Ok(RetrievalRun {
@@ -380,7 +389,7 @@ impl<'kb> Retriever<'kb> {
             options,
             seeds,
             text,
-            dense: None,
+            dense,
             facts_linked,
             candidates: Candidates::default(),
             remaining: stages.into(),
@@ -433,8 +442,8 @@ pub struct RetrievalRun<'kb> {
     /// The text list the graph's ranking is fused with (adaptive), or the whole answer
     /// (text strategies).
     text: Vec<(ChunkId, f32)>,
-    /// The best passages by dense score, searched when the global stage first needs them.
-    dense: Option<Vec<(ChunkId, f32)>>,
+    /// The global stage's dense seeds.
+    dense: DenseSeeds<'kb>,
     /// Whether `seeds.facts` holds the linked facts yet (the global stage links them).
     facts_linked: bool,
     candidates: Candidates<'kb>,
@@ -455,6 +464,27 @@ pub struct RetrievalRun<'kb> {
     /// The reader's evidence as it stands (the first `top_k` of `ranked`).
     view: Vec<ChunkId>,
     started: Instant,
+}
+
+/// The best passages by dense score, which the global stage seeds its walk with.
+enum DenseSeeds<'kb> {
+    /// No stage has needed them.
+    Unasked,
+    /// The global stage is planned: its wide search of the chunk graphs began as the run
+    /// started, on the cores the earlier stages leave idle, and is abandoned if one of them
+    /// suffices. At a million passages it is the largest part of a query.
+    Searching(Search<'kb>),
+    Found(Vec<(ChunkId, f32)>),
+}
+
+impl DenseSeeds<'_> {
+    /// The seeds once found; none before.
+    fn found(&self) -> &[(ChunkId, f32)] {
+        match self {
+            DenseSeeds::Found(seeds) => seeds,
+            DenseSeeds::Unasked | DenseSeeds::Searching(_) => &[],
+        }
+    }
 }
 
 /// A final ranking, best first, with the lead's hop and the graph's share in the fusion.
@@ -575,7 +605,7 @@ impl<'kb> RetrievalRun<'kb> {
                 (ranking, link, graph_share)
             }
             // HippoRAG 2 falls back to dense retrieval when nothing seeds the graph.
-            Strategy::PprAlways if graph_ranked.is_empty() => (self.dense.clone().unwrap_or_default(), None, 0.0),
+            Strategy::PprAlways if graph_ranked.is_empty() => (self.dense.found().to_vec(), None, 0.0),
             Strategy::LocalOnly | Strategy::PprAlways => (graph_ranked, None, 0.0),
         }
     }
@@ -588,8 +618,8 @@ impl<'kb> RetrievalRun<'kb> {
         }
         if self.candidates.is_empty() {
             self.stage = Stage::Fallback;
-            if self.options.strategy == Strategy::PprAlways && self.dense.is_none() {
-                self.dense = Some(self.dense_seeds()?);
+            if self.options.strategy == Strategy::PprAlways {
+                self.find_dense_seeds()?;
             }
         }
         let kb = self.kb;
@@ -618,22 +648,32 @@ impl<'kb> RetrievalRun<'kb> {
         })
     }
 
-    /// The best passages by dense score, for the global stage's walk.
-    fn dense_seeds(&self) -> Result<Vec<(ChunkId, f32)>> {
-        let hits = self.kb.chunk_index().search(&self.query.vector, self.settings.passage_seed_candidates)?;
-        Ok(hits.into_iter().map(|(c, s)| (c as ChunkId, s)).collect())
+    /// Finds the best passages by dense score, for the global stage's walk, unless found
+    /// already: finishes the search the run started with, or searches now.
+    fn find_dense_seeds(&mut self) -> Result<()> {
+        let hits = match std::mem::replace(&mut self.dense, DenseSeeds::Unasked) {
+            found @ DenseSeeds::Found(_) => {
+                self.dense = found;
+                return Ok(());
+            }
+            DenseSeeds::Searching(search) => search.finish()?,
+            DenseSeeds::Unasked => {
+                self.kb.chunk_index().search(&self.query.vector, self.settings.passage_seed_candidates)?
+            }
+        };
+        self.dense = DenseSeeds::Found(hits.into_iter().map(|(c, s)| (c as ChunkId, s)).collect());
+        Ok(())
     }
 
     /// Runs one stage, adding to the candidates; returns (edges, nodes) it contributed.
     fn run_stage(&mut self, stage: Stage) -> Result<(usize, usize)> {
         if stage == Stage::Global {
-            if self.dense.is_none() {
-                self.dense = Some(self.dense_seeds()?);
-            }
+            // Facts first: the dense search's helpers go on meanwhile.
             if !self.facts_linked {
                 self.seeds.facts = facts::link_facts(self.kb, &self.query, self.settings.fact_seeds)?;
                 self.facts_linked = true;
             }
+            self.find_dense_seeds()?;
         }
         let kb = self.kb;
         let settings = self.settings;
@@ -678,7 +718,7 @@ impl<'kb> RetrievalRun<'kb> {
                     _ => &seeds.entities,
                 };
                 let phrases = global::phrase_weights(kb, &seeds.facts, entities);
-                let dense = self.dense.as_deref().unwrap_or_default();
+                let dense = self.dense.found();
                 let walk = global::rank_passages(kb, settings, &phrases, dense);
                 // Nothing seeded the graph: keep what the earlier stages found.
                 if !walk.head().is_empty() {
