@@ -8,6 +8,9 @@ use clap::Parser;
 
 mod cli;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use cli::{Cli, Command, Door};
 
 fn main() -> ExitCode {
