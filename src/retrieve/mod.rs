@@ -31,10 +31,9 @@ pub(crate) mod testing;
 pub use seeds::embed_query;
 
 use std::collections::VecDeque;
-
-use foldhash::HashSet;
 use std::time::{Duration, Instant};
 
+use foldhash::HashSet;
 use serde::{Deserialize, Serialize};
 
 use crate::config::RetrieveSettings;
