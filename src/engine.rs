@@ -453,7 +453,12 @@ impl Engine {
             .into_iter()
             .filter_map(|(id, score)| {
                 let chunk = kb.chunk(id)?;
-                Some(SearchHit { chunk: id, score, title: kb.chunk_title(chunk).to_string(), text: chunk.text.clone() })
+                Some(SearchHit {
+                    chunk: id,
+                    score,
+                    title: kb.chunk_title(chunk).to_string(),
+                    text: chunk.text.to_string(),
+                })
             })
             .collect())
     }

@@ -123,7 +123,7 @@ impl Kb {
                     doc_id: self.doc(chunk.doc).map(|d| d.id.clone()),
                     title: self.chunk_title(chunk).to_string(),
                     span: chunk.span,
-                    text: chunk.text.clone(),
+                    text: chunk.text.to_string(),
                 })
             })
             .take(limit)

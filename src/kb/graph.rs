@@ -46,6 +46,16 @@ impl KnowledgeGraph {
         self.nodes.contains_key(&node)
     }
 
+    /// Room for `nodes` and `edges` more: a graph built a million edges at a time would
+    /// otherwise grow its lists and tables by doubling, copying each and having the fresh
+    /// pages zeroed every time.
+    pub fn reserve(&mut self, nodes: usize, edges: usize) {
+        self.g.reserve_nodes(nodes);
+        self.g.reserve_edges(edges);
+        self.nodes.reserve(nodes);
+        self.edges.reserve(edges);
+    }
+
     pub fn add_node(&mut self, node: NodeId) {
         if !self.nodes.contains_key(&node) {
             let ix = self.g.add_node(Entity { id: node, degree: 0 });

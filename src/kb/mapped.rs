@@ -110,6 +110,21 @@ impl Reader<'_> {
         std::str::from_utf8(self.bytes(len)?).ok()
     }
 
+    /// `count` items read by `item`, if each is there: sized once, as growing a list of a
+    /// million records doubles it (and has fresh pages zeroed) twenty times. Every item
+    /// takes at least a byte, so a damaged count cannot ask for more room than the bytes left.
+    pub fn list<T>(&mut self, count: u64, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        let count = usize::try_from(count).ok()?;
+        if count > self.rest.len() {
+            return None;
+        }
+        let mut items = Vec::with_capacity(count);
+        for _ in 0..count {
+            items.push(item(self)?);
+        }
+        Some(items)
+    }
+
     /// The next list of u32s as [`put_u32s`] wrote it, if it is there whole.
     pub fn u32s(&mut self) -> Option<Vec<u32>> {
         let count = self.u32()? as usize;

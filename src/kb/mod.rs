@@ -32,11 +32,12 @@ mod write;
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::config::{RetrieveSettings, Settings};
+use crate::config::{IndexSettings, RetrieveSettings, Settings};
 use crate::embed::{EmbeddedQuery, Embedder};
 use crate::error::{Error, Result};
 use crate::rank::reciprocal_rank_fusion;
@@ -355,83 +356,35 @@ impl Kb {
             m
         });
         let log = self.log_since_save(manifest.as_ref())?;
-        let Records { docs, chunks, nodes, edges } = self.read_records(manifest.as_ref(), &log)?;
-        // Sized once: growing them a record at a time rehashes every table several times.
-        self.docs.reserve(docs.len());
-        self.doc_ids.reserve(docs.len());
-        self.chunks.reserve(chunks.len());
-        self.chunk_nodes.reserve(chunks.len());
-        self.nodes.reserve(nodes.len());
-        self.edges.reserve(edges.len());
-        for doc in docs {
-            self.doc_ids.insert(doc.id.clone(), doc.key);
-            self.docs.insert(doc.key, Box::new(doc));
-        }
-        self.chunks.extend(chunks.into_iter().map(|chunk| (chunk.id, Box::new(chunk))));
-        tracing::debug!(ms = started.elapsed().as_millis() as u64, records = ?self.records_at_open, "loaded the records");
-        // A label's vector depends on its text and the embedder alone: saved ones stay right
-        // whatever the store did since, and only labels the save lacks are embedded.
-        let saved_labels = match manifest.as_ref().and_then(|m| m.relation_labels.as_ref()) {
-            Some(file) => saved::read_labels(&self.index_dir(), file, self.embedder.dim()).unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "the saved relation labels are unusable; embedding them again");
-                HashMap::new()
-            }),
-            None => HashMap::new(),
-        };
-        let known = saved_labels.len();
-        let vectors = self.embed_new_relations(&edges, saved_labels)?;
-        let labels_embedded = vectors.len() - known;
-        // The alias, blocking and fact tables depend on the records alone: a second core
-        // builds them while this one builds the graph (at a million passages, 7.7 s on one).
-        let (names, facts) = std::thread::scope(|scope| -> Result<_> {
-            let tables = scope.spawn(|| (NameTables::of(&nodes), fact_table(&edges)));
-            for node in &nodes {
-                self.index_node_links(node, &[]);
-            }
-            for edge in &edges {
-                self.index_edge_links(edge, &vectors)?;
-            }
-            tables.join().map_err(|_| Error::Internal("building the name and fact tables panicked".into()))
-        })?;
-        (self.node_keys, self.alias_blocks, self.fact_edges) = (names.keys, names.blocks, facts);
-        self.nodes.extend(nodes.into_iter().map(|node| (node.id, Box::new(node))));
-        self.edges.extend(edges.into_iter().map(|edge| (edge.id, edge)));
-        // Labels embedded here are saved, or the next open embeds them again. The labels just
-        // indexed are the file's when none was embedded: the next save need not write it again.
-        self.labels_saved = manifest.as_ref().and_then(|m| m.relation_labels.clone()).filter(|_| labels_embedded == 0);
-        self.relations.take_changed();
-        if let Some(files) = manifest.as_ref().and_then(|m| m.indexes.get(relations::GRAPHS)) {
-            match self.relations.restore(&self.index_dir(), files) {
-                Ok(adopted) => tracing::debug!(adopted, "restored the relation labels' saved graphs"),
-                Err(e) => {
-                    tracing::warn!(error = %e, "the relation labels' saved graph is unusable; linking them again")
-                }
-            }
-        }
-        tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
         let saved_change = manifest.as_ref().and_then(|m| m.change).filter(|change| log.contains_key(change));
         let since_save = saved_change.and_then(|change| log.get(&change));
-        let bm25_mapped = match manifest.as_ref().and_then(|m| m.bm25.as_ref()) {
-            Some(saved) => match log.get(&saved.change) {
-                Some(changed) => self.adopt_bm25(saved, changed)?,
-                None => false,
-            },
-            None => false,
+        // Mapping a save's indexes (checksums, member tables) needs nothing of the records:
+        // it runs beside their reading, whose second core is mostly idle.
+        let (dir, dim, index_settings) = (self.index_dir(), self.embedder.dim(), self.settings.index.clone());
+        let mapped = std::thread::scope(|scope| -> Result<_> {
+            let mapping = match (&manifest, since_save) {
+                (Some(manifest), Some(changed)) if !matches!(changed, Changed::Everything { .. }) => {
+                    Some(scope.spawn(|| map_saved_indexes(&dir, manifest, dim, &index_settings)))
+                }
+                _ => None,
+            };
+            let bm25_mapped = self.load_records(manifest.as_ref(), &log, started)?;
+            let mapped = match mapping {
+                Some(mapping) => {
+                    Some(mapping.join().map_err(|_| Error::Internal("mapping the saved indexes panicked".into()))?)
+                }
+                None => None,
+            };
+            Ok((mapped, bm25_mapped))
+        })?;
+        let (mapped, bm25_mapped) = mapped;
+        let adopted = match (saved_change, since_save, mapped) {
+            (Some(change), Some(changed), Some(mapped)) => self.adopt_save(mapped, change, changed)?,
+            _ => None,
         };
-        if !bm25_mapped {
-            self.bm25 = Bm25::new(&self.settings.bm25);
-            for chunk in self.chunks.values() {
-                self.bm25.insert(chunk.id as u64, &self.bm25_text(chunk));
-            }
-        }
-        tracing::debug!(ms = started.elapsed().as_millis() as u64, mapped = bm25_mapped, "loaded BM25");
         if let Some(manifest) = &manifest {
             self.saved_generation = manifest.generation;
         }
-        let adopted = match (&manifest, saved_change, since_save) {
-            (Some(manifest), Some(change), Some(changed)) => self.adopt_save(manifest, change, changed)?,
-            _ => None,
-        };
         self.vectors_at_open = match adopted {
             Some(changes_replayed) => VectorsAtOpen::Mapped { changes_replayed },
             _ => {
@@ -464,6 +417,86 @@ impl Kb {
         Ok(())
     }
 
+    /// Reads the records, the tables and graph built of them, the relation labels and BM25;
+    /// whether BM25 serves its saved postings.
+    fn load_records(
+        &mut self,
+        manifest: Option<&saved::Manifest>,
+        log: &HashMap<u64, Changed>,
+        started: std::time::Instant,
+    ) -> Result<bool> {
+        let Records { docs, chunks, nodes, edges } = self.read_records(manifest, log)?;
+        // Sized once: growing them a record at a time rehashes every table several times.
+        self.docs.reserve(docs.len());
+        self.doc_ids.reserve(docs.len());
+        self.chunks.reserve(chunks.len());
+        self.chunk_nodes.reserve(chunks.len());
+        self.nodes.reserve(nodes.len());
+        self.edges.reserve(edges.len());
+        self.graph.reserve(nodes.len(), edges.len());
+        for doc in docs {
+            self.doc_ids.insert(doc.id.clone(), doc.key);
+            self.docs.insert(doc.key, doc);
+        }
+        self.chunks.extend(chunks.into_iter().map(|chunk| (chunk.id, chunk)));
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, records = ?self.records_at_open, "loaded the records");
+        // A label's vector depends on its text and the embedder alone: saved ones stay right
+        // whatever the store did since, and only labels the save lacks are embedded.
+        let saved_labels = match manifest.and_then(|m| m.relation_labels.as_ref()) {
+            Some(file) => saved::read_labels(&self.index_dir(), file, self.embedder.dim()).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "the saved relation labels are unusable; embedding them again");
+                HashMap::new()
+            }),
+            None => HashMap::new(),
+        };
+        let known = saved_labels.len();
+        let vectors = self.embed_new_relations(&edges, saved_labels)?;
+        let labels_embedded = vectors.len() - known;
+        // The alias, blocking and fact tables depend on the records alone: a second core
+        // builds them while this one builds the graph (at a million passages, 7.7 s on one).
+        let (names, facts) = std::thread::scope(|scope| -> Result<_> {
+            let tables = scope.spawn(|| (NameTables::of(&nodes), fact_table(&edges)));
+            for node in &nodes {
+                self.index_node_links(node, &[]);
+            }
+            for edge in &edges {
+                self.index_edge_links(edge, &vectors)?;
+            }
+            tables.join().map_err(|_| Error::Internal("building the name and fact tables panicked".into()))
+        })?;
+        (self.node_keys, self.alias_blocks, self.fact_edges) = (names.keys, names.blocks, facts);
+        self.nodes.extend(nodes.into_iter().map(|node| (node.id, Box::new(node))));
+        self.edges.extend(edges.into_iter().map(|edge| (edge.id, edge)));
+        // Labels embedded here are saved, or the next open embeds them again. The labels just
+        // indexed are the file's when none was embedded: the next save need not write it again.
+        self.labels_saved = manifest.and_then(|m| m.relation_labels.clone()).filter(|_| labels_embedded == 0);
+        self.relations.take_changed();
+        if let Some(files) = manifest.and_then(|m| m.indexes.get(relations::GRAPHS)) {
+            match self.relations.restore(&self.index_dir(), files) {
+                Ok(adopted) => tracing::debug!(adopted, "restored the relation labels' saved graphs"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the relation labels' saved graph is unusable; linking them again")
+                }
+            }
+        }
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, "loaded nodes and edges");
+        let bm25_mapped = match manifest.and_then(|m| m.bm25.as_ref()) {
+            Some(saved) => match log.get(&saved.change) {
+                Some(changed) => self.adopt_bm25(saved, changed)?,
+                None => false,
+            },
+            None => false,
+        };
+        if !bm25_mapped {
+            self.bm25 = Bm25::new(&self.settings.bm25);
+            for chunk in self.chunks.values() {
+                self.bm25.insert(chunk.id as u64, &self.bm25_text(chunk));
+            }
+        }
+        tracing::debug!(ms = started.elapsed().as_millis() as u64, mapped = bm25_mapped, "loaded BM25");
+        Ok(bm25_mapped)
+    }
+
     /// The store's changes since each change a file of the save is current with (the
     /// vectors', the postings', the records'), read once per distinct change: usually they
     /// are one, and after a crash the changes are every record written since. A change the
@@ -489,7 +522,11 @@ impl Kb {
             return Records::read(&self.store);
         };
         let from_save = || -> Result<Option<Records>> {
-            let mut records = Records::decoded(&saved::read_snapshot(&self.index_dir(), saved)?)?;
+            let file = Arc::new(saved::read_snapshot(&self.index_dir(), saved)?);
+            let mut records = Records::decoded(file.clone())?;
+            // Decoding read every page; the texts read from the file fault theirs in again as
+            // they are read, rather than all of it counting as this process's memory.
+            mapped::release(&file);
             match changed {
                 Changed::Nothing => {}
                 Changed::Everything { .. } => return Ok(None),
@@ -521,32 +558,26 @@ impl Kb {
         self.docs.is_empty() && self.chunks.is_empty() && self.nodes.is_empty()
     }
 
-    /// Maps the vectors and graphs of the save `manifest` names, current with store change
+    /// Adopts the indexes [`map_saved_indexes`] mapped from a save current with store change
     /// `change`, then replays what `changed` since. `None`, with every index left empty,
     /// where the save cannot be used: damaged, or older than the change log reaches (those
     /// opens read every vector from the store instead).
-    fn adopt_save(&mut self, manifest: &saved::Manifest, change: u64, changed: &Changed) -> Result<Option<u64>> {
+    fn adopt_save(&mut self, mapped: Result<SavedIndexes>, change: u64, changed: &Changed) -> Result<Option<u64>> {
         let changed = match changed {
             Changed::Everything { .. } => return Ok(None),
             Changed::Nothing => None,
             Changed::Records { records, .. } => Some(records),
         };
-        let dir = self.index_dir();
-        let mut adopted = Ok(());
-        for (name, index) in self.saved_indexes() {
-            let graphs = manifest.indexes.get(name).map_or(&[][..], Vec::as_slice);
-            adopted = match manifest.vectors.get(name) {
-                Some(vectors) => index.adopt_save(&dir, graphs, vectors),
-                None => Err(Error::Index(format!("no vectors saved for {name}"))),
-            };
-            if adopted.is_err() {
-                break;
+        match mapped {
+            Ok(indexes) => {
+                for ((_, index), mapped) in self.saved_indexes().into_iter().zip(indexes) {
+                    *index = mapped;
+                }
             }
-        }
-        if let Err(e) = adopted {
-            tracing::warn!(error = %e, "the saved indexes are unusable; reading every vector from the store");
-            self.empty_vector_indexes()?;
-            return Ok(None);
+            Err(e) => {
+                tracing::warn!(error = %e, "the saved indexes are unusable; reading every vector from the store");
+                return Ok(None);
+            }
         }
         let Some(records) = changed else { return Ok(Some(0)) };
         for (family, index) in [
@@ -601,15 +632,6 @@ impl Kb {
     fn bm25_text(&self, chunk: &Chunk) -> String {
         let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
         model::passage_text(title, &chunk.section, &chunk.text)
-    }
-
-    /// Fresh, empty vector indexes in place of whatever a failed adoption left.
-    fn empty_vector_indexes(&mut self) -> Result<()> {
-        let (dim, settings) = (self.embedder.dim(), self.settings.clone());
-        for (_, index) in self.saved_indexes() {
-            *index = VectorIndex::new(dim, &settings.index)?;
-        }
-        Ok(())
     }
 
     /// Reads every vector from the store, then adopts what it can of the saved graphs in
@@ -674,11 +696,12 @@ impl Kb {
 
     /// The vector indexes with their names in the saved-graph manifest.
     fn saved_indexes(&mut self) -> [(&'static str, &mut VectorIndex); 4] {
+        let [chunks, summaries, nodes, facts] = SAVED_INDEXES;
         [
-            ("chunks", &mut self.chunk_index),
-            ("summaries", &mut self.summary_index),
-            ("nodes", &mut self.node_index),
-            ("facts", &mut self.fact_index),
+            (chunks, &mut self.chunk_index),
+            (summaries, &mut self.summary_index),
+            (nodes, &mut self.node_index),
+            (facts, &mut self.fact_index),
         ]
     }
 
@@ -1237,6 +1260,31 @@ impl Kb {
     pub fn flush(&self) -> Result<()> {
         self.store.flush()
     }
+}
+
+/// The saved vector indexes, in [`Kb::saved_indexes`]' order, under their names in a save.
+const SAVED_INDEXES: [&str; 4] = ["chunks", "summaries", "nodes", "facts"];
+
+/// The saved vector indexes, mapped apart from a KB (see [`Kb::adopt_save`]).
+type SavedIndexes = [VectorIndex; 4];
+
+/// Maps each vector index of the save `manifest` names, in [`SAVED_INDEXES`]' order: its
+/// vectors, and its graphs as they were. An error if any of them is unusable.
+fn map_saved_indexes(
+    dir: &Path,
+    manifest: &saved::Manifest,
+    dim: usize,
+    settings: &IndexSettings,
+) -> Result<SavedIndexes> {
+    let map = |name: &str| -> Result<VectorIndex> {
+        let mut index = VectorIndex::new(dim, settings)?;
+        let graphs = manifest.indexes.get(name).map_or(&[][..], Vec::as_slice);
+        let vectors = manifest.vectors.get(name).ok_or_else(|| Error::Index(format!("no vectors saved for {name}")))?;
+        index.adopt_save(dir, graphs, vectors)?;
+        Ok(index)
+    };
+    let [chunks, summaries, nodes, facts] = SAVED_INDEXES;
+    Ok([map(chunks)?, map(summaries)?, map(nodes)?, map(facts)?])
 }
 
 /// The elements of `a` missing from `b`, both sorted ascending (node provenance lists), in

@@ -1,9 +1,11 @@
 //! The records a knowledge base is made of. Every record is persisted in sled; the in-memory
 //! indexes are derived from them at startup.
 
+use std::fmt;
+use std::ops::Deref;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub type DocKey = u32;
 pub type ChunkId = u32;
@@ -19,8 +21,8 @@ pub struct Document {
     pub title: String,
     pub source: String,
     /// Hex SHA-256 of title + text: unchanged content is a no-op on re-ingest.
-    pub content_hash: String,
-    pub summary: String,
+    pub content_hash: Text,
+    pub summary: Text,
     pub chunks: Vec<ChunkId>,
     pub edges: Vec<EdgeId>,
 }
@@ -32,7 +34,7 @@ pub struct Chunk {
     pub ordinal: u32,
     /// Byte span of this chunk in the document text.
     pub span: (usize, usize),
-    pub text: String,
+    pub text: Text,
     /// The headings the chunk sits under below the title, outermost first, joined by
     /// [`SECTION_SEPARATOR`] ("Ownership › On call"); empty for text under no heading, and in
     /// chunks stored before sections were read.
@@ -138,4 +140,116 @@ pub struct RawTriple {
     pub subject: String,
     pub relation: String,
     pub object: String,
+}
+
+/// Bytes a [`Text`] can point into: a saved records file an open mapped, kept for as long
+/// as a record read from it lives.
+pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// A record's long text (a chunk's passage, a document's summary and hash): its own, or a
+/// stretch of the saved records file the KB was opened from. At a million passages those
+/// texts are 0.7 GB; read from the file they cost the open no memory of its own, which the
+/// kernel would first have to zero, and the page cache holds them only while they are read.
+#[derive(Clone)]
+pub struct Text(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Own(Box<str>),
+    Shared { bytes: SharedBytes, at: usize, len: u32 },
+}
+
+impl Text {
+    /// The UTF-8 text at `at..at + len` of `bytes`; `None` if it is not there whole, or not
+    /// UTF-8.
+    pub fn shared(bytes: &SharedBytes, at: usize, len: usize) -> Option<Text> {
+        std::str::from_utf8((**bytes).as_ref().get(at..at.checked_add(len)?)?).ok()?;
+        Some(Text(Repr::Shared { bytes: Arc::clone(bytes), at, len: u32::try_from(len).ok()? }))
+    }
+
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Own(text) => text,
+            // Checked when made, of bytes that do not change (a mapped file is written
+            // once); checked again rather than trusted, at the cost of one pass over a
+            // passage.
+            Repr::Shared { bytes, at, len } => {
+                let bytes = (**bytes).as_ref();
+                bytes.get(*at..at + *len as usize).and_then(|b| std::str::from_utf8(b).ok()).unwrap_or_default()
+            }
+        }
+    }
+}
+
+impl Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Default for Text {
+    fn default() -> Text {
+        Text(Repr::Own(Box::default()))
+    }
+}
+
+impl From<String> for Text {
+    fn from(text: String) -> Text {
+        Text(Repr::Own(text.into_boxed_str()))
+    }
+}
+
+impl From<&str> for Text {
+    fn from(text: &str) -> Text {
+        Text(Repr::Own(text.into()))
+    }
+}
+
+impl PartialEq for Text {
+    fn eq(&self, other: &Text) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<String> for Text {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+impl Serialize for Text {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Text, D::Error> {
+        String::deserialize(deserializer).map(Text::from)
+    }
 }

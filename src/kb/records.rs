@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::mapped::{Reader, put_str, put_u32s};
-use super::model::{Chunk, Document, Edge, EdgeOrigin, Link, Node};
+use super::model::{Chunk, Document, Edge, EdgeOrigin, Link, Node, SharedBytes, Text};
 use super::store::{ChangedRecords, Family, Store};
 use crate::error::{Error, Result};
 
@@ -24,10 +24,16 @@ const VERSION: u32 = 2;
 const HEADER: usize = MAGIC.len() + 4 + 16;
 
 /// Every record of a KB, each family in id order (the order a scan of the store gives).
+#[expect(
+    clippy::vec_box,
+    reason = "the KB's tables hold documents and chunks boxed; boxed as decoded, each is moved there"
+)]
 #[derive(Debug, Default, PartialEq)]
 pub struct Records {
-    pub docs: Vec<Document>,
-    pub chunks: Vec<Chunk>,
+    /// Boxed as the KB's tables hold them: boxed when decoded, not moved into boxes after
+    /// (a second copy of a million records, in memory the kernel zeroes first).
+    pub docs: Vec<Box<Document>>,
+    pub chunks: Vec<Box<Chunk>>,
     pub nodes: Vec<Node>,
     pub edges: Vec<Edge>,
 }
@@ -43,8 +49,8 @@ impl Records {
                 share_relations(&mut edges);
                 Ok((store.nodes().collect::<Result<_>>()?, edges))
             });
-            let docs = store.docs().collect::<Result<Vec<_>>>()?;
-            let chunks = store.chunks().collect::<Result<Vec<_>>>()?;
+            let docs = store.docs().map(|doc| doc.map(Box::new)).collect::<Result<Vec<_>>>()?;
+            let chunks = store.chunks().map(|chunk| chunk.map(Box::new)).collect::<Result<Vec<_>>>()?;
             let (nodes, edges) =
                 graph.join().map_err(|_| Error::Internal("reading the nodes and edges panicked".into()))??;
             Ok(Records { docs, chunks, nodes, edges })
@@ -67,7 +73,7 @@ impl Records {
         out.extend_from_slice(&(docs.len() as u64).to_le_bytes());
         for doc in docs {
             out.extend_from_slice(&doc.key.to_le_bytes());
-            for text in [&doc.id, &doc.title, &doc.source, &doc.content_hash, &doc.summary] {
+            for text in [&*doc.id, &doc.title, &doc.source, &doc.content_hash, &doc.summary] {
                 put_str(&mut out, text);
             }
             put_u32s(&mut out, &doc.chunks);
@@ -122,17 +128,20 @@ impl Records {
         out
     }
 
-    /// The records [`Records::encode`] wrote; an error for bytes of another version, cut
-    /// short, or that run on.
-    pub fn decoded(bytes: &[u8]) -> Result<Records> {
+    /// The records [`Records::encode`] wrote in `file`, their long texts read from it where
+    /// they lie (see [`Text`]); an error for bytes of another version, cut short, or that
+    /// run on.
+    pub fn decoded(file: SharedBytes) -> Result<Records> {
         let damaged =
             || Error::Index("the saved records are unusable: not a records file of this version, or damaged".into());
+        let bytes = (*file).as_ref();
         let rest = bytes.strip_prefix(MAGIC).ok_or_else(damaged)?;
         let mut r = Reader { rest };
+        let file = &file;
         let records = match r.u32() {
             Some(1) => whole(r.rest, |r| {
-                let docs = documents(r)?;
-                let chunks = chunks(r)?;
+                let docs = documents(r, file)?;
+                let chunks = chunks(r, file)?;
                 let (nodes, edges) = graph(r)?;
                 Some(Records { docs, chunks, nodes, edges })
             }),
@@ -144,8 +153,8 @@ impl Records {
                     _ => return Err(damaged()),
                 };
                 std::thread::scope(|scope| {
-                    let decoding_chunks = scope.spawn(|| whole(&bytes[chunks_at..graph_at], chunks));
-                    let docs = whole(&bytes[HEADER..chunks_at], documents);
+                    let decoding_chunks = scope.spawn(|| whole(&bytes[chunks_at..graph_at], |r| chunks(r, file)));
+                    let docs = whole(&bytes[HEADER..chunks_at], |r| documents(r, file));
                     let nodes_and_edges = whole(&bytes[graph_at..], graph);
                     let chunks = decoding_chunks.join().ok().flatten()?;
                     let ((nodes, edges), docs) = (nodes_and_edges?, docs?);
@@ -160,8 +169,8 @@ impl Records {
     /// Brings the records up to date with the store: each record `changed` names takes its
     /// stored state (written, or gone), and every family stays in id order.
     pub fn overlay(&mut self, changed: &ChangedRecords) -> Result<()> {
-        overlay(&mut self.docs, changed.records(Family::Doc)?, |d| d.key as u64);
-        overlay(&mut self.chunks, changed.records(Family::Chunk)?, |c| c.id as u64);
+        overlay(&mut self.docs, boxed(changed.records(Family::Doc)?), |d| d.key as u64);
+        overlay(&mut self.chunks, boxed(changed.records(Family::Chunk)?), |c| c.id as u64);
         let nodes = changed.nodes(|id| {
             let at = self.nodes.binary_search_by_key(&id, |n| n.id).ok()?;
             Some(self.nodes[at].chunks.as_slice())
@@ -180,69 +189,87 @@ fn whole<T>(bytes: &[u8], decode: impl FnOnce(&mut Reader) -> Option<T>) -> Opti
     r.rest.is_empty().then_some(decoded)
 }
 
-/// The documents, as [`Records::encode`] wrote them.
-fn documents(r: &mut Reader) -> Option<Vec<Document>> {
-    (0..r.u64()?)
-        .map(|_| {
-            Some(Document {
-                key: r.u32()?,
-                id: r.str()?.to_string(),
-                title: r.str()?.to_string(),
-                source: r.str()?.to_string(),
-                content_hash: r.str()?.to_string(),
-                summary: r.str()?.to_string(),
-                chunks: r.u32s()?,
-                edges: (0..r.u32()?).map(|_| r.u64()).collect::<Option<_>>()?,
-            })
-        })
-        .collect()
+/// The documents, as [`Records::encode`] wrote them in `file`.
+#[expect(clippy::vec_box, reason = "see `Records`")]
+fn documents(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Box<Document>>> {
+    let count = r.u64()?;
+    r.list(count, |r| {
+        Some(Box::new(Document {
+            key: r.u32()?,
+            id: r.str()?.to_string(),
+            title: r.str()?.to_string(),
+            source: r.str()?.to_string(),
+            content_hash: shared_text(r, file)?,
+            summary: shared_text(r, file)?,
+            chunks: r.u32s()?,
+            edges: {
+                let count = r.u32()?.into();
+                r.list(count, Reader::u64)?
+            },
+        }))
+    })
 }
 
-/// The chunks, as [`Records::encode`] wrote them.
-fn chunks(r: &mut Reader) -> Option<Vec<Chunk>> {
-    (0..r.u64()?)
-        .map(|_| {
-            Some(Chunk {
-                id: r.u32()?,
-                doc: r.u32()?,
-                ordinal: r.u32()?,
-                span: span(r)?,
-                text: r.str()?.to_string(),
-                section: r.str()?.to_string(),
-                links: (0..r.u32()?)
-                    .map(|_| Some(Link { anchor: span(r)?, target: r.str()?.to_string() }))
-                    .collect::<Option<_>>()?,
-            })
-        })
-        .collect()
+/// The chunks, as [`Records::encode`] wrote them in `file`.
+#[expect(clippy::vec_box, reason = "see `Records`")]
+fn chunks(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Box<Chunk>>> {
+    let count = r.u64()?;
+    r.list(count, |r| {
+        Some(Box::new(Chunk {
+            id: r.u32()?,
+            doc: r.u32()?,
+            ordinal: r.u32()?,
+            span: span(r)?,
+            text: shared_text(r, file)?,
+            section: r.str()?.to_string(),
+            links: {
+                let count = r.u32()?.into();
+                r.list(count, |r| Some(Link { anchor: span(r)?, target: r.str()?.to_string() }))?
+            },
+        }))
+    })
 }
 
 /// The nodes and edges, as [`Records::encode`] wrote them.
 fn graph(r: &mut Reader) -> Option<(Vec<Node>, Vec<Edge>)> {
-    let nodes = (0..r.u64()?)
-        .map(|_| {
-            Some(Node {
-                id: r.u32()?,
-                name: r.str()?.to_string(),
-                aliases: (0..r.u32()?).map(|_| r.str().map(str::to_string)).collect::<Option<_>>()?,
-                chunks: r.u32s()?,
-            })
+    let count = r.u64()?;
+    let nodes = r.list(count, |r| {
+        Some(Node {
+            id: r.u32()?,
+            name: r.str()?.to_string(),
+            aliases: {
+                let count = r.u32()?.into();
+                r.list(count, |r| r.str().map(str::to_string))?
+            },
+            chunks: r.u32s()?,
         })
-        .collect::<Option<_>>()?;
-    let labels: Vec<Arc<str>> = (0..r.u32()?).map(|_| r.str().map(Arc::from)).collect::<Option<_>>()?;
-    let edges = (0..r.u64()?)
-        .map(|_| {
-            Some(Edge {
-                id: r.u64()?,
-                subject: r.u32()?,
-                relation: labels.get(r.u32()? as usize)?.clone(),
-                object: r.u32()?,
-                chunk: r.u32()?,
-                origin: origin_of(*r.bytes(1)?.first()?)?,
-            })
+    })?;
+    let count = r.u32()?.into();
+    let labels: Vec<Arc<str>> = r.list(count, |r| r.str().map(Arc::from))?;
+    let count = r.u64()?;
+    let edges = r.list(count, |r| {
+        Some(Edge {
+            id: r.u64()?,
+            subject: r.u32()?,
+            relation: labels.get(r.u32()? as usize)?.clone(),
+            object: r.u32()?,
+            chunk: r.u32()?,
+            origin: origin_of(*r.bytes(1)?.first()?)?,
         })
-        .collect::<Option<_>>()?;
+    })?;
     Some((nodes, edges))
+}
+
+fn boxed<T>(records: Vec<(u64, Option<T>)>) -> Vec<(u64, Option<Box<T>>)> {
+    records.into_iter().map(|(id, record)| (id, record.map(Box::new))).collect()
+}
+
+/// The next text as [`put_str`] wrote it, read where it lies in `file`, which `r` reads.
+fn shared_text(r: &mut Reader, file: &SharedBytes) -> Option<Text> {
+    let len = r.u32()? as usize;
+    let at = (r.rest.as_ptr() as usize).checked_sub((**file).as_ref().as_ptr() as usize)?;
+    r.bytes(len)?;
+    Text::shared(file, at, len)
 }
 
 fn overlay<T>(records: &mut Vec<T>, changed: Vec<(u64, Option<T>)>, id: impl Fn(&T) -> u64) {
@@ -297,7 +324,7 @@ mod tests {
 
     fn sample() -> Records {
         Records {
-            docs: vec![Document {
+            docs: vec![Box::new(Document {
                 key: 3,
                 id: "harbour-notes".into(),
                 title: "Harbour notes".into(),
@@ -306,9 +333,9 @@ mod tests {
                 summary: "The harbour opens at dawn.".into(),
                 chunks: vec![7, 8],
                 edges: vec![40, 41],
-            }],
+            })],
             chunks: vec![
-                Chunk {
+                Box::new(Chunk {
                     id: 7,
                     doc: 3,
                     ordinal: 0,
@@ -316,8 +343,8 @@ mod tests {
                     text: "The harbour opens at dawn.".into(),
                     section: String::new(),
                     links: vec![],
-                },
-                Chunk {
+                }),
+                Box::new(Chunk {
                     id: 8,
                     doc: 3,
                     ordinal: 1,
@@ -325,7 +352,7 @@ mod tests {
                     text: "Ferries leave for Quiet Bay › daily.".into(),
                     section: "Ferries › Times".into(),
                     links: vec![Link { anchor: (18, 27), target: "quiet-bay".into() }],
-                },
+                }),
             ],
             nodes: vec![
                 Node {
@@ -357,18 +384,27 @@ mod tests {
         }
     }
 
+    fn decode(bytes: Vec<u8>) -> Result<Records> {
+        Records::decoded(Arc::new(bytes))
+    }
+
     fn encoded(records: &Records) -> Vec<u8> {
-        Records::encode(records.docs.iter(), records.chunks.iter(), records.nodes.iter(), records.edges.iter())
+        Records::encode(
+            records.docs.iter().map(|d| &**d),
+            records.chunks.iter().map(|c| &**c),
+            records.nodes.iter(),
+            records.edges.iter(),
+        )
     }
 
     #[test]
     fn records_read_back_as_written_in_id_order() {
         let records = sample();
-        assert_eq!(Records::decoded(&encoded(&records)).unwrap(), records);
+        assert_eq!(decode(encoded(&records)).unwrap(), records);
         let mut shuffled = sample();
         shuffled.chunks.reverse();
         shuffled.edges.reverse();
-        assert_eq!(Records::decoded(&encoded(&shuffled)).unwrap(), records, "written in id order");
+        assert_eq!(decode(encoded(&shuffled)).unwrap(), records, "written in id order");
     }
 
     #[test]
@@ -376,7 +412,7 @@ mod tests {
         let records = sample();
         let current = encoded(&records);
         let first = [MAGIC.as_slice(), &1u32.to_le_bytes(), &current[HEADER..]].concat();
-        assert_eq!(Records::decoded(&first).unwrap(), records);
+        assert_eq!(decode(first).unwrap(), records);
     }
 
     #[test]
@@ -387,24 +423,24 @@ mod tests {
         share_relations(&mut edges);
         assert!(Arc::ptr_eq(&edges[1].relation, &edges[2].relation));
         assert!(!Arc::ptr_eq(&edges[0].relation, &edges[1].relation), "another label keeps its own");
-        let decoded = Records::decoded(&encoded(&Records { edges, ..sample() })).unwrap().edges;
+        let decoded = decode(encoded(&Records { edges, ..sample() })).unwrap().edges;
         assert!(Arc::ptr_eq(&decoded[1].relation, &decoded[2].relation), "a file's label is read once");
     }
 
     #[test]
     fn damaged_or_foreign_bytes_are_refused() {
         let bytes = encoded(&sample());
-        assert!(Records::decoded(&bytes[..bytes.len() - 1]).is_err(), "cut short");
-        assert!(Records::decoded(&[bytes.as_slice(), &[0]].concat()).is_err(), "runs on");
+        assert!(decode(bytes[..bytes.len() - 1].to_vec()).is_err(), "cut short");
+        assert!(decode([bytes.as_slice(), &[0]].concat()).is_err(), "runs on");
         let mut other_version = bytes.clone();
         other_version[8] ^= 1;
-        assert!(Records::decoded(&other_version).is_err());
+        assert!(decode(other_version).is_err());
         let mut bad_origin = bytes.clone();
         *bad_origin.last_mut().unwrap() = 9;
-        assert!(Records::decoded(&bad_origin).is_err(), "an origin no build writes");
+        assert!(decode(bad_origin).is_err(), "an origin no build writes");
         let mut graph_elsewhere = bytes.clone();
         graph_elsewhere[HEADER - 8] ^= 1;
-        assert!(Records::decoded(&graph_elsewhere).is_err(), "the graph's offset moved");
+        assert!(decode(graph_elsewhere).is_err(), "the graph's offset moved");
     }
 
     #[test]

@@ -88,7 +88,7 @@ pub fn reindex_at(location: &Location, embedder: Arc<dyn Embedder>) -> Result<Re
             copies.remove_vector(Family::SummaryVec, doc.key as u64);
             continue;
         }
-        pending.push((doc.key as u64, doc.summary.clone()));
+        pending.push((doc.key as u64, doc.summary.to_string()));
         if pending.len() == RECORDS_PER_COMMIT {
             summaries += write_vectors(&store, embedder.as_ref(), Family::SummaryVec, &mut pending, dim)?;
         }

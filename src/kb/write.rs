@@ -395,7 +395,7 @@ impl Kb {
                 doc: key,
                 ordinal: ordinal as u32,
                 span: prepared.span,
-                text: prepared.text.clone(),
+                text: prepared.text.as_str().into(),
                 section: prepared.section.clone(),
                 links: prepared.links.clone(),
             };
@@ -421,8 +421,8 @@ impl Kb {
             id: doc.id,
             title: doc.title,
             source: doc.source,
-            content_hash: doc.content_hash,
-            summary: doc.summary,
+            content_hash: doc.content_hash.into(),
+            summary: doc.summary.into(),
             chunks: chunk_ids,
             edges: edge_ids,
         };

@@ -122,7 +122,7 @@ impl RankedChunk {
             section: chunk.section.clone(),
             span: chunk.span,
             score,
-            text: chunk.text.clone(),
+            text: chunk.text.to_string(),
         })
     }
 }
