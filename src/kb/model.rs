@@ -253,3 +253,52 @@ impl<'de> Deserialize<'de> for Text {
         String::deserialize(deserializer).map(Text::from)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(bytes: &[u8]) -> SharedBytes {
+        Arc::new(bytes.to_vec())
+    }
+
+    #[test]
+    fn a_shared_text_reads_its_stretch_of_the_file_and_equals_the_same_text_owned() {
+        let bytes = file("xxThe ferry leaves at noon.yy".as_bytes());
+        let shared = Text::shared(&bytes, 2, 25).expect("a whole UTF-8 stretch");
+        assert_eq!(shared.as_str(), "The ferry leaves at noon.");
+        assert_eq!(shared, Text::from("The ferry leaves at noon."));
+        assert_eq!(shared, "The ferry leaves at noon.".to_string());
+        assert_eq!(format!("{shared} / {shared:?}"), "The ferry leaves at noon. / \"The ferry leaves at noon.\"");
+        assert!(shared.contains("noon"), "reads as a str");
+    }
+
+    #[test]
+    fn a_stretch_past_the_end_or_not_utf8_is_refused() {
+        let bytes = file(b"short");
+        assert!(Text::shared(&bytes, 2, 4).is_none(), "past the end");
+        assert!(Text::shared(&bytes, usize::MAX, 2).is_none(), "an offset that overflows");
+        let split = file("caf\u{e9}".as_bytes());
+        assert!(Text::shared(&split, 0, 4).is_none(), "cuts a character in two");
+        assert_eq!(Text::shared(&split, 0, 5).map(|t| t.to_string()), Some("caf\u{e9}".to_string()));
+    }
+
+    #[test]
+    fn a_text_serialises_as_a_plain_string_and_reads_back_owned() {
+        let bytes = file(b"[Harbour opens at dawn]");
+        let chunk = Chunk {
+            id: 1,
+            doc: 2,
+            ordinal: 0,
+            span: (0, 21),
+            text: Text::shared(&bytes, 1, 21).expect("in the file"),
+            section: String::new(),
+            links: vec![],
+        };
+        let json = serde_json::to_value(&chunk).expect("serialises");
+        assert_eq!(json["text"], "Harbour opens at dawn");
+        let back: Chunk = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back, chunk);
+        assert_eq!(Text::default().as_str(), "");
+    }
+}
