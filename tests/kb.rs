@@ -421,7 +421,11 @@ fn an_open_reads_the_saved_records_and_what_was_written_since_on(store: &TestSto
         .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("records-"))
         .collect();
     assert_eq!(records_files.len(), 1, "one records file: {records_files:?}");
-    std::fs::write(&records_files[0], b"not the records").unwrap();
+    // Damaged by a replacement, as the texts of `expected` still point into the file it
+    // replaces (a KB keeps the records file it opened mapped; nothing rewrites one in place).
+    let damaged = index.join("damaged");
+    std::fs::write(&damaged, b"not the records").unwrap();
+    std::fs::rename(&damaged, &records_files[0]).unwrap();
     let (kb, _) = open(&settings);
     assert_eq!(kb.records_at_open(), RecordsAtOpen::ReadFromStore, "a damaged file is not read");
     assert!(all_records(&kb) == expected);
