@@ -110,10 +110,23 @@ impl Reader<'_> {
         std::str::from_utf8(self.bytes(len)?).ok()
     }
 
-    /// `count` items read by `item`, if each is there: sized once, as growing a list of a
-    /// million records doubles it (and has fresh pages zeroed) twenty times. Every item
-    /// takes at least a byte, so a damaged count cannot ask for more room than the bytes left.
-    pub fn list<T>(&mut self, count: u64, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+    /// The next list written as its count (little-endian u64) and its items, each read by
+    /// `item`, if all are there.
+    pub fn long_list<T>(&mut self, item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        let count = self.u64()?;
+        self.list(count, item)
+    }
+
+    /// [`Reader::long_list`] for a list whose count is a u32.
+    pub fn short_list<T>(&mut self, item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
+        let count = self.u32()?;
+        self.list(count.into(), item)
+    }
+
+    /// `count` items, sized once: growing a list of a million records doubles it (and has
+    /// fresh pages zeroed) twenty times. Every item takes at least a byte, so a damaged
+    /// count cannot ask for more room than the bytes left.
+    fn list<T>(&mut self, count: u64, mut item: impl FnMut(&mut Self) -> Option<T>) -> Option<Vec<T>> {
         let count = usize::try_from(count).ok()?;
         if count > self.rest.len() {
             return None;

@@ -192,8 +192,7 @@ fn whole<T>(bytes: &[u8], decode: impl FnOnce(&mut Reader) -> Option<T>) -> Opti
 /// The documents, as [`Records::encode`] wrote them in `file`.
 #[expect(clippy::vec_box, reason = "see `Records`")]
 fn documents(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Box<Document>>> {
-    let count = r.u64()?;
-    r.list(count, |r| {
+    r.long_list(|r| {
         Some(Box::new(Document {
             key: r.u32()?,
             id: r.str()?.to_string(),
@@ -202,10 +201,7 @@ fn documents(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Box<Document>>> {
             content_hash: shared_text(r, file)?,
             summary: shared_text(r, file)?,
             chunks: r.u32s()?,
-            edges: {
-                let count = r.u32()?.into();
-                r.list(count, Reader::u64)?
-            },
+            edges: r.short_list(Reader::u64)?,
         }))
     })
 }
@@ -213,8 +209,7 @@ fn documents(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Box<Document>>> {
 /// The chunks, as [`Records::encode`] wrote them in `file`.
 #[expect(clippy::vec_box, reason = "see `Records`")]
 fn chunks(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Box<Chunk>>> {
-    let count = r.u64()?;
-    r.list(count, |r| {
+    r.long_list(|r| {
         Some(Box::new(Chunk {
             id: r.u32()?,
             doc: r.u32()?,
@@ -222,32 +217,23 @@ fn chunks(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Box<Chunk>>> {
             span: span(r)?,
             text: shared_text(r, file)?,
             section: r.str()?.to_string(),
-            links: {
-                let count = r.u32()?.into();
-                r.list(count, |r| Some(Link { anchor: span(r)?, target: r.str()?.to_string() }))?
-            },
+            links: r.short_list(|r| Some(Link { anchor: span(r)?, target: r.str()?.to_string() }))?,
         }))
     })
 }
 
 /// The nodes and edges, as [`Records::encode`] wrote them.
 fn graph(r: &mut Reader) -> Option<(Vec<Node>, Vec<Edge>)> {
-    let count = r.u64()?;
-    let nodes = r.list(count, |r| {
+    let nodes = r.long_list(|r| {
         Some(Node {
             id: r.u32()?,
             name: r.str()?.to_string(),
-            aliases: {
-                let count = r.u32()?.into();
-                r.list(count, |r| r.str().map(str::to_string))?
-            },
+            aliases: r.short_list(|r| r.str().map(str::to_string))?,
             chunks: r.u32s()?,
         })
     })?;
-    let count = r.u32()?.into();
-    let labels: Vec<Arc<str>> = r.list(count, |r| r.str().map(Arc::from))?;
-    let count = r.u64()?;
-    let edges = r.list(count, |r| {
+    let labels: Vec<Arc<str>> = r.short_list(|r| r.str().map(Arc::from))?;
+    let edges = r.long_list(|r| {
         Some(Edge {
             id: r.u64()?,
             subject: r.u32()?,
