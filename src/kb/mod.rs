@@ -361,7 +361,7 @@ impl Kb {
         // Mapping a save's indexes (checksums, member tables) needs nothing of the records:
         // it runs beside their reading, whose second core is mostly idle.
         let (dir, dim, index_settings) = (self.index_dir(), self.embedder.dim(), self.settings.index.clone());
-        let mapped = std::thread::scope(|scope| -> Result<_> {
+        let (mapped, bm25_mapped) = std::thread::scope(|scope| -> Result<_> {
             let mapping = match (&manifest, since_save) {
                 (Some(manifest), Some(changed)) if !matches!(changed, Changed::Everything { .. }) => {
                     Some(scope.spawn(|| map_saved_indexes(&dir, manifest, dim, &index_settings)))
@@ -369,15 +369,12 @@ impl Kb {
                 _ => None,
             };
             let bm25_mapped = self.load_records(manifest.as_ref(), &log, started)?;
-            let mapped = match mapping {
-                Some(mapping) => {
-                    Some(mapping.join().map_err(|_| Error::Internal("mapping the saved indexes panicked".into()))?)
-                }
-                None => None,
-            };
+            let mapped = mapping
+                .map(|mapping| mapping.join())
+                .transpose()
+                .map_err(|_| Error::Internal("mapping the saved indexes panicked".into()))?;
             Ok((mapped, bm25_mapped))
         })?;
-        let (mapped, bm25_mapped) = mapped;
         let adopted = match (saved_change, since_save, mapped) {
             (Some(change), Some(changed), Some(mapped)) => self.adopt_save(mapped, change, changed)?,
             _ => None,

@@ -188,12 +188,6 @@ impl Deref for Text {
     }
 }
 
-impl AsRef<str> for Text {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
 impl Default for Text {
     fn default() -> Text {
         Text(Repr::Own(Box::default()))
@@ -215,12 +209,6 @@ impl From<&str> for Text {
 impl PartialEq for Text {
     fn eq(&self, other: &Text) -> bool {
         self.as_str() == other.as_str()
-    }
-}
-
-impl PartialEq<str> for Text {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
     }
 }
 

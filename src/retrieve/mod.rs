@@ -332,7 +332,7 @@ impl<'kb> Retriever<'kb> {
     /// Starts a retrieval whose stages the caller runs and judges one by one (see
     /// [`RetrievalRun`]); finds the seeds and the text list now. Where the global stage is
     /// planned, the wide dense search it seeds its walk with starts now too, on the other
-    /// cores, and is abandoned if an earlier stage suffices (see [`DenseSeeds`]).
+    /// cores, and is abandoned when the run is dropped without it (see [`DenseSeeds`]).
     pub fn start(&self, query: &EmbeddedQuery, options: RetrieveOptions) -> Result<RetrievalRun<'kb>> {
         let started = Instant::now();
         let kb = self.kb;
@@ -470,8 +470,9 @@ enum DenseSeeds<'kb> {
     /// No stage has needed them.
     Unasked,
     /// The global stage is planned: its wide search of the chunk graphs began as the run
-    /// started, on the cores the earlier stages leave idle, and is abandoned if one of them
-    /// suffices. At a million passages it is the largest part of a query.
+    /// started, on the cores the earlier stages leave idle, and is abandoned when the run is
+    /// dropped before that stage (after an earlier stage sufficed). At a million passages it
+    /// is the largest part of a query.
     Searching(Search<'kb>),
     Found(Vec<(ChunkId, f32)>),
 }
