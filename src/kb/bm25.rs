@@ -336,26 +336,69 @@ impl Bm25 {
     /// Writes every live chunk as a new base file `NAME.postings` current with `change`, and
     /// serves it from now on.
     pub fn rewrite(&mut self, dir: &Path, name: &str, change: u64) -> Result<()> {
-        let mut rows: Vec<Row<'_>> = Vec::with_capacity(self.len());
+        let vocabulary = self.merged_vocabulary();
+        let mut rows: Vec<Row> = Vec::with_capacity(self.len());
         if let Some(base) = &self.base {
             for (row, key) in base.keys().iter().enumerate() {
                 if !self.is_dead(*key) {
-                    let terms = base.row_terms(row).iter().map(|[id, tf]| (base.term(*id as usize), *tf)).collect();
+                    let renumber = |[id, tf]: &[u32; 2]| Some([*vocabulary.of_base.get(*id as usize)?, *tf]);
+                    let terms = base.row_terms(row).iter().filter_map(renumber).collect();
                     rows.push(Row { key: *key, len: base.length(row), terms });
                 }
             }
         }
         for (key, terms) in &self.terms {
-            let terms = terms.iter().map(|t| (&**t, self.postings[t][key])).collect();
-            rows.push(Row { key: *key, len: self.lengths[key], terms });
+            let renumber = |term: &Arc<str>| Some([*vocabulary.of_added.get(&**term)?, self.postings[term][key]]);
+            rows.push(Row { key: *key, len: self.lengths[key], terms: terms.iter().filter_map(renumber).collect() });
         }
         rows.sort_unstable_by_key(|r| r.key);
-        let saved = Postings::write(dir, name, &rows, change)?;
+        let saved = Postings::write(dir, name, &vocabulary.terms, &rows, change)?;
         drop(rows);
+        drop(vocabulary);
         let base = Postings::open(dir, &saved)?;
         *self = Bm25 { base: Some(base), ..Bm25 { k1: self.k1, b: self.b, ..Default::default() } };
         Ok(())
     }
+
+    /// The base's terms and those of the chunks indexed since, sorted and distinct, with the
+    /// place of each base term id and of each added term among them.
+    fn merged_vocabulary(&self) -> Vocabulary<'_> {
+        let base: Vec<&str> =
+            self.base.as_ref().map_or_else(Vec::new, |b| (0..b.terms()).map(|id| b.term(id)).collect());
+        let mut added: Vec<&str> =
+            self.postings.keys().map(|t| &**t).filter(|t| base.binary_search(t).is_err()).collect();
+        added.sort_unstable();
+        let mut terms = Vec::with_capacity(base.len() + added.len());
+        let mut of_base = Vec::with_capacity(base.len());
+        let (mut from_base, mut from_added) = (base.iter().peekable(), added.iter().peekable());
+        loop {
+            let base_first = match (from_base.peek(), from_added.peek()) {
+                (Some(b), Some(a)) => b < a,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            if base_first {
+                of_base.push(terms.len() as u32);
+                terms.extend(from_base.next());
+            } else {
+                terms.extend(from_added.next());
+            }
+        }
+        let of_added =
+            self.postings.keys().filter_map(|t| Some((&**t, terms.binary_search(&&**t).ok()? as u32))).collect();
+        Vocabulary { terms, of_base, of_added }
+    }
+}
+
+/// Every term a rewrite writes, sorted, and where each term of the base and of the chunks
+/// indexed since falls among them: rows are renumbered by lookups, not by comparing strings
+/// per posting.
+struct Vocabulary<'a> {
+    terms: Vec<&'a str>,
+    /// By base term id.
+    of_base: Vec<u32>,
+    of_added: Table<&'a str, u32>,
 }
 
 /// Rows a search scores for its floor at most (see [`Bm25::score_floor`]): a query of
@@ -487,7 +530,15 @@ mod tests {
         }
         assert!(reopened.worth_rewriting(7, 100), "four changed rows of five are worth a new base");
         reopened.rewrite(dir.path(), "base-2", 9).unwrap();
-        assert_eq!(reopened.search("amber dock", 5), reference.search("amber dock", 5));
+        // The new base merges both vocabularies and keeps only the terms live rows hold
+        // ("crane" was only in the removed row), still sorted for lookups.
+        assert_eq!((reopened.len(), reopened.vocabulary()), (reference.len(), reference.vocabulary()));
+        for term in ["amber", "crane", "granite", "lighthouse", "beacon", "harbour", "quarry", "nothing"] {
+            assert_eq!(reopened.frequency(term), reference.frequency(term), "{term}");
+        }
+        for query in ["amber dock", "granite lighthouse beacon", "crane keeper cottage"] {
+            assert_eq!(reopened.search(query, 5), reference.search(query, 5), "{query}");
+        }
         assert!(!reopened.worth_rewriting(9, 100), "nothing changed since");
         assert!(
             Bm25::open(&settings, dir.path(), &SavedPostings { crc: 1, ..reopened.saved().unwrap().clone() }).is_err()

@@ -17,7 +17,6 @@
 //! lists are read through bounds-checked lookups, so a damaged pair costs a wrong score, never
 //! a crash.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -43,11 +42,12 @@ pub struct SavedPostings {
     pub change: u64,
 }
 
-/// One row to write: its key, its length in terms, and its distinct terms with their counts.
-pub struct Row<'a> {
+/// One row to write: its key, its length in terms, and its distinct terms as (id, count),
+/// each id a place in the vocabulary the rows are written with.
+pub struct Row {
     pub key: u64,
     pub len: u32,
-    pub terms: Vec<(&'a str, u32)>,
+    pub terms: Vec<[u32; 2]>,
 }
 
 /// A mapped postings file.
@@ -221,25 +221,39 @@ impl Postings {
     }
 
     /// Writes `rows` (sorted by key) as `NAME.postings` in `dir`, synced and renamed into place.
-    pub fn write(dir: &Path, name: &str, rows: &[Row<'_>], change: u64) -> Result<SavedPostings> {
-        let mut ids: BTreeMap<&str, u32> = rows.iter().flat_map(|r| r.terms.iter().map(|(t, _)| (*t, 0))).collect();
-        for (id, slot) in ids.values_mut().enumerate() {
-            *slot = id as u32;
-        }
-        let terms: Vec<&str> = ids.keys().copied().collect();
-        let pairs: usize = rows.iter().map(|r| r.terms.len()).sum();
-        let mut forward: Vec<[u32; 2]> = Vec::with_capacity(pairs);
-        let mut row_offsets: Vec<u32> = Vec::with_capacity(rows.len() + 1);
-        let mut by_term: Vec<u32> = vec![0; terms.len() + 1];
-        for row in rows {
-            row_offsets.push(forward.len() as u32);
-            for (term, tf) in &row.terms {
-                let id = ids[term];
-                by_term[id as usize + 1] += 1;
-                forward.push([id, *tf]);
+    /// The rows' term ids are places in `vocabulary` (sorted, distinct); the file keeps the
+    /// terms some row holds, numbered in that order. Rows name their terms by id so that a
+    /// rewrite of millions of rows compares no strings per posting (building the dictionary
+    /// from every row's strings was most of a rewrite at a million passages).
+    pub fn write(dir: &Path, name: &str, vocabulary: &[&str], rows: &[Row], change: u64) -> Result<SavedPostings> {
+        let mut held = vec![0u32; vocabulary.len()];
+        for [id, _] in rows.iter().flat_map(|r| &r.terms) {
+            if let Some(count) = held.get_mut(*id as usize) {
+                *count += 1;
             }
         }
+        let mut terms: Vec<&str> = Vec::new();
+        let mut by_term: Vec<u32> = vec![0];
+        let renumbered: Vec<Option<u32>> = vocabulary
+            .iter()
+            .zip(&held)
+            .map(|(term, count)| {
+                (*count > 0).then(|| {
+                    terms.push(*term);
+                    by_term.push(*count);
+                    terms.len() as u32 - 1
+                })
+            })
+            .collect();
+        let mut forward: Vec<[u32; 2]> = Vec::with_capacity(held.iter().map(|c| *c as usize).sum());
+        let mut row_offsets: Vec<u32> = Vec::with_capacity(rows.len() + 1);
+        for row in rows {
+            row_offsets.push(forward.len() as u32);
+            forward
+                .extend(row.terms.iter().filter_map(|[id, tf]| Some([renumbered.get(*id as usize).copied()??, *tf])));
+        }
         row_offsets.push(forward.len() as u32);
+        let pairs = forward.len();
         let mut term_offsets: Vec<u64> = Vec::with_capacity(terms.len() + 1);
         let mut running = 0u64;
         for count in &by_term {

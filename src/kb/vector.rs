@@ -613,9 +613,15 @@ impl VectorIndex {
     pub fn save(&mut self, dir: &Path, name: &str, generation: u64) -> Result<Vec<SavedGraph>> {
         self.finish_linking()?;
         let mut members: Vec<Vec<(u64, u64)>> = vec![Vec::new(); self.graphs.len()];
-        for (key, at) in &self.home {
-            if let (None, Some(vector)) = (&self.graphs[*at].saved, self.vectors.get(*key)) {
-                members[*at].push((*key, saved::fingerprint(&vector)));
+        // Only the members of a graph written anew are fingerprinted: reading every vector
+        // of the index (millions, decoded from the mapped segments) made each save cost
+        // seconds at a million passages.
+        let unsaved: Vec<bool> = self.graphs.iter().map(|graph| graph.saved.is_none()).collect();
+        if unsaved.contains(&true) {
+            for (key, at) in self.home.iter().filter(|(_, at)| unsaved[**at]) {
+                if let Some(vector) = self.vectors.get(*key) {
+                    members[*at].push((*key, saved::fingerprint(&vector)));
+                }
             }
         }
         let mut files = Vec::new();
