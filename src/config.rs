@@ -158,6 +158,9 @@ pub struct AliasSettings {
 pub struct IndexSettings {
     pub connectivity: usize,
     pub expansion_add: usize,
+    /// `expansion_add` of the fact index's graphs, searched only for a question whose words
+    /// name too many nodes or edges to read their facts one by one.
+    pub fact_expansion_add: usize,
     pub expansion_search: usize,
     /// Threads that link staged vectors into the HNSW graphs; 0 = one per core. One thread
     /// builds the same graph from the same inserts (reproducible retrieval).
@@ -166,6 +169,13 @@ pub struct IndexSettings {
     pub exact_search_max: usize,
     /// How the HNSW graphs store vectors (candidate generation only; scores are exact).
     pub quantization: Quantization,
+}
+
+impl IndexSettings {
+    /// The settings the fact index is built with.
+    pub fn for_facts(&self) -> IndexSettings {
+        IndexSettings { expansion_add: self.fact_expansion_add, ..self.clone() }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

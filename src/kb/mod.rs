@@ -309,7 +309,7 @@ impl Kb {
             chunk_index: VectorIndex::new(dim, &settings.index)?,
             summary_index: VectorIndex::new(dim, &settings.index)?,
             node_index: VectorIndex::new(dim, &settings.index)?,
-            fact_index: VectorIndex::new(dim, &settings.index)?,
+            fact_index: VectorIndex::new(dim, &settings.index.for_facts())?,
             fact_edges: Table::default(),
             relations: RelationLabels::new(dim, &settings.index)?,
             bm25: Bm25::new(&settings.bm25),
@@ -1273,7 +1273,7 @@ fn map_saved_indexes(
     dim: usize,
     settings: &IndexSettings,
 ) -> Result<SavedIndexes> {
-    let map = |name: &str| -> Result<VectorIndex> {
+    let map = |name: &str, settings: &IndexSettings| -> Result<VectorIndex> {
         let mut index = VectorIndex::new(dim, settings)?;
         let graphs = manifest.indexes.get(name).map_or(&[][..], Vec::as_slice);
         let vectors = manifest.vectors.get(name).ok_or_else(|| Error::Index(format!("no vectors saved for {name}")))?;
@@ -1281,7 +1281,7 @@ fn map_saved_indexes(
         Ok(index)
     };
     let [chunks, summaries, nodes, facts] = SAVED_INDEXES;
-    Ok([map(chunks)?, map(summaries)?, map(nodes)?, map(facts)?])
+    Ok([map(chunks, settings)?, map(summaries, settings)?, map(nodes, settings)?, map(facts, &settings.for_facts())?])
 }
 
 /// The elements of `a` missing from `b`, both sorted ascending (node provenance lists), in
