@@ -21,6 +21,7 @@ use a2rag::control::QueryResponse;
 use a2rag::control::budget::Ledger;
 use a2rag::curate::{self, Status};
 use a2rag::ingest::triples::TripleImport;
+use a2rag::kb::audit::Action;
 
 const TOWNS: usize = 60;
 
@@ -183,6 +184,16 @@ fn kill_9_during_ingest_and_curation_loses_nothing_acknowledged_and_keeps_decisi
         assert!(violations.is_empty(), "{context}: {violations:?}");
         for doc in &acked_docs {
             assert!(kb.doc_by_id(doc).is_some(), "{context}: acknowledged document {doc} is gone");
+        }
+        // Every document the KB holds, acknowledged or not, came with its audit entry.
+        let audited: std::collections::HashSet<String> = curate::audit_log(&kb)
+            .unwrap()
+            .into_iter()
+            .filter(|entry| entry.action == Action::Ingest)
+            .map(|entry| entry.doc_id)
+            .collect();
+        for doc in kb.docs() {
+            assert!(audited.contains(&doc.id), "{context}: document {} has no audit entry", doc.id);
         }
         for (id, status) in &acked_decisions {
             let p = curate::get(&kb, *id).unwrap();

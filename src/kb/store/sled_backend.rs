@@ -21,6 +21,9 @@ const AHEAD_PART: usize = 2048;
 const META_CHANGE: &[u8] = b"meta/change";
 /// `meta/log/SEQ` (SEQ big-endian): one change's commit time and the KB keys it wrote.
 const META_LOG: &[u8] = b"meta/log/";
+/// `meta/audit-intent/KEY`: an audit entry committed with the KB's writes, on its way to the
+/// audit tree under KEY (see [`SledBackend::commit`]).
+const META_AUDIT_INTENT: &[u8] = b"meta/audit-intent/";
 
 pub(super) struct SledBackend {
     db: sled::Db,
@@ -78,13 +81,30 @@ impl SledBackend {
         }
         let id_offset = kb.get(META_ID_OFFSET)?.map(|raw| read_u64_or_u32(&raw, "meta/id-offset")).transpose()?;
         let change = kb.get(META_CHANGE)?.map(|raw| read_u64_or_u32(&raw, "meta/change")).transpose()?;
-        Ok(SledBackend {
+        let backend = SledBackend {
             db,
             kb,
             keyspaces,
             id_offset: id_offset.unwrap_or(0).into(),
             change: std::sync::Mutex::new(change.unwrap_or(0)),
-        })
+        };
+        let left: Vec<sled::IVec> = backend.kb.scan_prefix(META_AUDIT_INTENT).keys().collect::<sled::Result<_>>()?;
+        backend.settle_audit_intents(left.iter().map(|intent| intent.as_ref()))?;
+        Ok(backend)
+    }
+
+    /// Moves the audit entries of `intents` (keys under [`META_AUDIT_INTENT`] in the KB's
+    /// tree) into the audit tree: each is written there before its intent goes, so a crash
+    /// in between leaves an intent whose move is repeated, never a lost entry.
+    fn settle_audit_intents<'a>(&self, intents: impl IntoIterator<Item = &'a [u8]>) -> Result<()> {
+        let audit = self.tree(Space::Curation(Keyspace::Audit));
+        for intent in intents {
+            if let Some(value) = self.kb.get(intent)? {
+                audit.insert(&intent[META_AUDIT_INTENT.len()..], value)?;
+            }
+            self.kb.remove(intent)?;
+        }
+        Ok(())
     }
 
     fn latest(&self) -> std::sync::MutexGuard<'_, u64> {
@@ -230,10 +250,28 @@ impl Backend for SledBackend {
                 kb_batch.remove(log_key(seq - CHANGES_KEPT));
             }
         }
-        if side.is_empty() {
+        // An ingest's or a delete's only curation write is its audit entry. It goes into the
+        // KB's own batch as an intent, moved to the audit tree right after: as atomic as a
+        // sled transaction over both trees, which reads every key it writes first (a third
+        // of an ingest's commit at a million passages). An open moves what a crash left.
+        let audit_only = side.iter().all(|(keyspace, _, value)| *keyspace == Keyspace::Audit && value.is_some());
+        if audit_only {
+            let intents: Vec<(Vec<u8>, Vec<u8>)> = side
+                .into_iter()
+                .filter_map(|(_, key, value)| Some(([META_AUDIT_INTENT, key.as_slice()].concat(), value?)))
+                .collect();
+            for (intent, value) in &intents {
+                kb_batch.insert(intent.as_slice(), value.as_slice());
+            }
             self.kb.apply_batch(kb_batch)?;
             if let Some(seq) = seq {
                 *latest = seq;
+            }
+            drop(latest);
+            // Committed whatever follows: an intent left by a failure here is moved by the
+            // next open.
+            if let Err(e) = self.settle_audit_intents(intents.iter().map(|(intent, _)| intent.as_slice())) {
+                tracing::warn!(error = %e, "an audit entry stays in the KB's tree until the next open moves it");
             }
             return Ok(seq);
         }
@@ -421,7 +459,34 @@ fn held_by_another_process(io: &std::io::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::Write;
     use super::*;
+
+    /// An ingest's audit entry commits with its KB writes and reaches the audit tree; one a
+    /// crash left on its way there is moved by the next open, and neither is a KB change.
+    #[test]
+    fn an_audit_entry_reaches_its_tree_even_after_a_crash_on_its_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let audit = Space::Curation(Keyspace::Audit);
+        let write = |space, key: &[u8], value: &[u8]| Write { space, key: key.to_vec(), value: Some(value.to_vec()) };
+        {
+            let store = SledBackend::open(dir.path()).unwrap();
+            let writes = vec![write(Space::Kb, b"doc/1", b"d"), write(audit, b"entry-1", b"v")];
+            assert_eq!(store.commit(Commit { ahead: vec![], writes, author: "tester".into() }).unwrap(), Some(1));
+            assert_eq!(store.get(audit, b"entry-1").unwrap(), Some(b"v".to_vec()));
+            assert_eq!(store.kb.scan_prefix(META_AUDIT_INTENT).count(), 0, "the intent is gone once moved");
+            // A crash between the KB's batch and the move leaves the intent behind.
+            store.kb.insert([META_AUDIT_INTENT, b"entry-2"].concat(), b"w".as_slice()).unwrap();
+            store.flush().unwrap();
+        }
+        let store = SledBackend::open(dir.path()).unwrap();
+        assert_eq!(store.get(audit, b"entry-2").unwrap(), Some(b"w".to_vec()));
+        assert_eq!(store.get(audit, b"entry-1").unwrap(), Some(b"v".to_vec()));
+        assert_eq!(store.kb.scan_prefix(META_AUDIT_INTENT).count(), 0);
+        assert!(
+            matches!(store.changes_since(0).unwrap(), ChangeLog::Since { latest: 1, keys } if keys == [b"doc/1".to_vec()])
+        );
+    }
 
     #[test]
     fn a_directory_another_process_holds_is_named_as_in_use() {
