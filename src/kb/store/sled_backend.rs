@@ -459,8 +459,8 @@ fn held_by_another_process(io: &std::io::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::Write;
     use super::*;
+    use crate::kb::store::Write;
 
     /// An ingest's audit entry commits with its KB writes and reaches the audit tree; one a
     /// crash left on its way there is moved by the next open, and neither is a KB change.
