@@ -18,15 +18,31 @@ pub fn map(path: &Path) -> Result<memmap2::Mmap> {
 }
 
 /// Maps the file at `path` read-only for reads scattered over all of it (vector rows, graph
-/// nodes): the kernel is told not to read ahead around each page touched, which would
-/// otherwise bring in (and count as this process's memory) tens of neighbouring rows for
-/// every row a search rescores.
+/// nodes): see [`scatter`].
 pub fn map_scattered(path: &Path) -> Result<memmap2::Mmap> {
     let map = map(path)?;
+    scatter(&map);
+    Ok(map)
+}
+
+/// Tells the kernel not to read ahead around each page of `map` touched, which would
+/// otherwise bring in (and count as this process's memory) tens of neighbouring rows for
+/// every row a search rescores. A pass over all of the file should come first: under this
+/// advice every page it touches is a fault of its own, and on a cold cache a read of one
+/// page from disk.
+pub fn scatter(map: &memmap2::Mmap) {
     if let Err(e) = map.advise(memmap2::Advice::Random) {
         tracing::debug!(error = %e, "could not advise a mapped file's access pattern");
     }
-    Ok(map)
+}
+
+/// Maps the file at `path` read-only with all of it read in at once, for passes over the
+/// whole file (a checksum, usearch walking a graph's nodes): the kernel reads it in large
+/// sequential blocks, where faulting it in page by page would cost a fault per page.
+pub fn map_read_in(path: &Path) -> Result<memmap2::Mmap> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: as in `map`.
+    unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|e| Error::io(path, e))
 }
 
 /// Hands a mapped file's pages back to the kernel: reading a whole file (a checksum, usearch

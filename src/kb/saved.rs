@@ -271,17 +271,14 @@ fn read_members(dir: &Path, saved: &SavedGraph) -> Result<Members> {
 }
 
 /// Maps one graph's file for viewing in place and reads its members, refusing either if its
-/// checksum or size is off. The check reads the whole file; its pages are released as it
-/// goes (see [`mapped::release`]), so it costs an open time, not resident memory.
+/// checksum or size is off. The file is read in whole for the check and for usearch's walk
+/// over its nodes; the caller releases its pages and advises scattered reads after that
+/// walk (see [`mapped::release`], [`mapped::scatter`]), so it costs an open time, not
+/// resident memory.
 pub fn map_graph(dir: &Path, saved: &SavedGraph) -> Result<(memmap2::Mmap, Members)> {
     let path = dir.join(&saved.file);
-    let map = mapped::map_scattered(&path)?;
-    let mut crc = crc32fast::Hasher::new();
-    for (at, window) in map.chunks(RELEASE_WINDOW).enumerate() {
-        crc.update(window);
-        mapped::release_range(&map, at * RELEASE_WINDOW, window.len());
-    }
-    if crc.finalize() != saved.crc {
+    let map = mapped::map_read_in(&path)?;
+    if crc32fast::hash(&map) != saved.crc {
         return Err(Error::Index(format!("{}: checksum mismatch", path.display())));
     }
     Ok((map, read_members(dir, saved)?))
@@ -338,9 +335,6 @@ pub fn read_snapshot(dir: &Path, saved: &SavedSnapshot) -> Result<memmap2::Mmap>
 
 /// The suffix of a snapshot's file.
 const SNAPSHOT: &str = ".snapshot";
-
-/// Bytes of a mapped file read before their pages are handed back.
-const RELEASE_WINDOW: usize = 64 << 20;
 
 /// A fingerprint of a vector's exact values: equal vectors, equal prints; a changed vector
 /// almost surely changes it. Not a defence against crafted input (the files are the

@@ -714,6 +714,7 @@ impl VectorIndex {
             // `Graph::index`), and the file is never modified (see `saved`).
             unsafe { graph.view_from_buffer(&view) }.map_err(index_error)?;
             mapped::release(&view);
+            mapped::scatter(&view);
             (Some(view), members)
         } else {
             let (bytes, members) = saved::read_graph(dir, file)?;
