@@ -1,6 +1,8 @@
 //! The navigation graph: entities as nodes, triples as directed edges. The graph only
 //! points at evidence; the evidence itself is always the source chunks (provenance).
 
+use std::collections::hash_map::Entry;
+
 use petgraph::Direction;
 use petgraph::stable_graph::{EdgeIndex, NodeIndex, StableDiGraph};
 use petgraph::visit::EdgeRef;
@@ -57,10 +59,7 @@ impl KnowledgeGraph {
     }
 
     pub fn add_node(&mut self, node: NodeId) {
-        if !self.nodes.contains_key(&node) {
-            let ix = self.g.add_node(Entity { id: node, degree: 0 });
-            self.nodes.insert(node, ix);
-        }
+        node_index(&mut self.g, &mut self.nodes, node);
     }
 
     /// Removes the node and every incident edge.
@@ -81,14 +80,13 @@ impl KnowledgeGraph {
     }
 
     pub fn add_edge(&mut self, id: EdgeId, subject: NodeId, object: NodeId) {
-        if self.edges.contains_key(&id) {
+        // One lookup per table and key: an open adds millions of edges.
+        let Entry::Vacant(slot) = self.edges.entry(id) else {
             return;
-        }
-        self.add_node(subject);
-        self.add_node(object);
-        let (from, to) = (self.nodes[&subject], self.nodes[&object]);
-        let ix = self.g.add_edge(from, to, id);
-        self.edges.insert(id, ix);
+        };
+        let from = node_index(&mut self.g, &mut self.nodes, subject);
+        let to = node_index(&mut self.g, &mut self.nodes, object);
+        slot.insert(self.g.add_edge(from, to, id));
         self.g[from].degree += 1;
         self.g[to].degree += 1;
     }
@@ -129,6 +127,11 @@ impl KnowledgeGraph {
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.nodes.keys().copied()
     }
+}
+
+/// The graph's index of `node`, added without edges if the graph lacks it.
+fn node_index(g: &mut StableDiGraph<Entity, EdgeId>, nodes: &mut Table<NodeId, NodeIndex>, node: NodeId) -> NodeIndex {
+    *nodes.entry(node).or_insert_with(|| g.add_node(Entity { id: node, degree: 0 }))
 }
 
 /// Undirected weighted adjacency in CSR form: row `i` lists its neighbours with the weight of

@@ -190,9 +190,12 @@ struct NameTables {
 
 impl NameTables {
     fn of(nodes: &[Node]) -> NameTables {
+        // Sized once for every alias: grown a doubling at a time, each table is built again
+        // and its fresh pages zeroed at every step.
+        let aliases = nodes.iter().map(|n| n.aliases.len()).sum();
         let mut tables = NameTables {
-            keys: Table::with_capacity_and_hasher(nodes.len(), Default::default()),
-            blocks: AliasBlocks::default(),
+            keys: Table::with_capacity_and_hasher(aliases, Default::default()),
+            blocks: AliasBlocks::with_capacity(aliases),
         };
         for node in nodes {
             index_names(&mut tables.keys, &mut tables.blocks, node);
@@ -294,7 +297,17 @@ impl Kb {
     /// Opens the knowledge base at `location` and rebuilds the in-memory indexes. Refuses a
     /// KB embedded by a different embedder (vectors would not be comparable).
     pub fn open_at(settings: Arc<Settings>, embedder: Arc<dyn Embedder>, location: &Location) -> Result<Kb> {
-        let store = Store::open(location)?;
+        // The save's manifest and records file need nothing of the store: a second core reads
+        // and decodes them while the store opens (at a million passages each is about half a
+        // second of one core). Whether the save is current is decided once the store is open.
+        let save_dir = index_dir_at(&settings, location);
+        let built_for = graph_fingerprint(&settings.index, embedder.as_ref());
+        let (store, save) = std::thread::scope(|scope| {
+            let reading = scope.spawn(|| SaveAtOpen::read(&save_dir, &built_for));
+            (Store::open(location), reading.join())
+        });
+        let store = store?;
+        let save = save.map_err(|_| Error::Internal("reading the saved indexes panicked".into()))?;
         match store.embedder_id()? {
             Some(stored) if stored != embedder.id() => {
                 return Err(Error::EmbedderMismatch { stored, configured: embedder.id() });
@@ -337,19 +350,20 @@ impl Kb {
             records_at_open: RecordsAtOpen::ReadFromStore,
             linked_at_open: 0,
         };
-        kb.load()?;
+        kb.load(save)?;
         Ok(kb)
     }
 
-    /// Reads everything from one consistent state of the store, and notes the change it
-    /// follows from.
-    fn load(&mut self) -> Result<()> {
+    /// Reads everything from one consistent state of the store, and the parts of `save` still
+    /// current with it, and notes the change it follows from.
+    fn load(&mut self, save: SaveAtOpen) -> Result<()> {
         let started = std::time::Instant::now();
         let _snapshot = self.store.snapshot_session()?;
         self.applied_change = self.store.latest_change()?;
         // A save of another store of the same name replays nothing of this one's log: at most
         // its graphs are adopted, member by member, as a full read checks them.
-        let manifest = saved::Manifest::read(&self.index_dir(), &self.graph_fingerprint()).map(|mut m| {
+        let SaveAtOpen { manifest, records: decoded } = save;
+        let manifest = manifest.map(|mut m| {
             if m.store != Some(self.instance) {
                 (m.change, m.bm25, m.passages, m.pages, m.records) = (None, None, None, None, None);
             }
@@ -368,7 +382,7 @@ impl Kb {
                 }
                 _ => None,
             };
-            let bm25_mapped = self.load_records(manifest.as_ref(), &log, started)?;
+            let bm25_mapped = self.load_records(manifest.as_ref(), &log, decoded, started)?;
             let mapped = mapping
                 .map(|mapping| mapping.join())
                 .transpose()
@@ -420,9 +434,10 @@ impl Kb {
         &mut self,
         manifest: Option<&saved::Manifest>,
         log: &HashMap<u64, Changed>,
+        decoded: Option<Result<Records>>,
         started: std::time::Instant,
     ) -> Result<bool> {
-        let Records { docs, chunks, nodes, edges } = self.read_records(manifest, log)?;
+        let Records { docs, chunks, nodes, edges } = self.read_records(manifest, log, decoded)?;
         // Sized once: growing them a record at a time rehashes every table several times.
         self.docs.reserve(docs.len());
         self.doc_ids.reserve(docs.len());
@@ -509,21 +524,23 @@ impl Kb {
         Ok(log)
     }
 
-    /// Every record as of the store's current change: the save's records file with what was
-    /// written since (`log`, see [`Kb::log_since_save`]) taken from the store, or, where
-    /// there is no usable file, every record read from the store.
-    fn read_records(&mut self, manifest: Option<&saved::Manifest>, log: &HashMap<u64, Changed>) -> Result<Records> {
+    /// Every record as of the store's current change: the save's records file (`decoded`
+    /// already, when the open read it) with what was written since (`log`, see
+    /// [`Kb::log_since_save`]) taken from the store, or, where there is no usable file, every
+    /// record read from the store.
+    fn read_records(
+        &mut self,
+        manifest: Option<&saved::Manifest>,
+        log: &HashMap<u64, Changed>,
+        decoded: Option<Result<Records>>,
+    ) -> Result<Records> {
         let Some((saved, changed)) =
             manifest.and_then(|m| m.records.as_ref()).and_then(|s| Some((s, log.get(&s.change)?)))
         else {
             return Records::read(&self.store);
         };
         let from_save = || -> Result<Option<Records>> {
-            let file = Arc::new(saved::read_snapshot(&self.index_dir(), saved)?);
-            let mut records = Records::decoded(file.clone())?;
-            // Decoding read every page; the texts read from the file fault theirs in again as
-            // they are read, rather than all of it counting as this process's memory.
-            mapped::release(&file);
+            let mut records = decoded.unwrap_or_else(|| Records::from_save(&self.index_dir(), saved))?;
             match changed {
                 Changed::Nothing => {}
                 Changed::Everything { .. } => return Ok(None),
@@ -658,12 +675,7 @@ impl Kb {
     /// The directory of the saved HNSW graphs: beside a sled store, or under the data
     /// directory for a PostgreSQL KB (each machine keeps its own).
     pub fn index_dir(&self) -> std::path::PathBuf {
-        match self.store.location() {
-            Location::Sled(dir) => dir.join(SAVED_INDEX_DIR),
-            Location::Postgres { kb, .. } => {
-                self.settings.data_dir.join("postgres").join(kb.as_str()).join(SAVED_INDEX_DIR)
-            }
-        }
+        index_dir_at(&self.settings, self.store.location())
     }
 
     /// Where this KB's vectors came from when it opened.
@@ -678,12 +690,7 @@ impl Kb {
     }
 
     fn graph_fingerprint(&self) -> saved::GraphFingerprint {
-        let index = &self.settings.index;
-        saved::GraphFingerprint {
-            embedder: self.embedder.id(),
-            dim: self.embedder.dim(),
-            options: format!("{:?}/{}", index.quantization, index.connectivity),
-        }
+        graph_fingerprint(&self.settings.index, self.embedder.as_ref())
     }
 
     /// The four vector indexes, in the saved-graph manifest's order.
@@ -1264,6 +1271,38 @@ const SAVED_INDEXES: [&str; 4] = ["chunks", "summaries", "nodes", "facts"];
 
 /// The saved vector indexes, mapped apart from a KB (see [`Kb::adopt_save`]).
 type SavedIndexes = [VectorIndex; 4];
+
+/// Where the saved indexes of the KB at `location` lie.
+fn index_dir_at(settings: &Settings, location: &Location) -> std::path::PathBuf {
+    match location {
+        Location::Sled(dir) => dir.join(SAVED_INDEX_DIR),
+        Location::Postgres { kb, .. } => settings.data_dir.join("postgres").join(kb.as_str()).join(SAVED_INDEX_DIR),
+    }
+}
+
+/// What saved graphs must have been built for to be adopted.
+fn graph_fingerprint(index: &IndexSettings, embedder: &dyn Embedder) -> saved::GraphFingerprint {
+    saved::GraphFingerprint {
+        embedder: embedder.id(),
+        dim: embedder.dim(),
+        options: format!("{:?}/{}", index.quantization, index.connectivity),
+    }
+}
+
+/// The save as an open first reads it, before knowing whether the store has moved on: its
+/// manifest, and its records file decoded (or why it could not be).
+struct SaveAtOpen {
+    manifest: Option<saved::Manifest>,
+    records: Option<Result<Records>>,
+}
+
+impl SaveAtOpen {
+    fn read(dir: &Path, built_for: &saved::GraphFingerprint) -> SaveAtOpen {
+        let manifest = saved::Manifest::read(dir, built_for);
+        let records = manifest.as_ref().and_then(|m| m.records.as_ref()).map(|saved| Records::from_save(dir, saved));
+        SaveAtOpen { manifest, records }
+    }
+}
 
 /// Maps each vector index of the save `manifest` names, in [`SAVED_INDEXES`]' order: its
 /// vectors, and its graphs as they were. An error if any of them is unusable.

@@ -10,8 +10,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::mapped::{Reader, put_str, put_u32s};
+use super::mapped::{self, Reader, put_str, put_u32s};
 use super::model::{Chunk, Document, Edge, EdgeOrigin, Link, Node, SharedBytes, Text};
+use super::saved::{self, SavedSnapshot};
 use super::store::{ChangedRecords, Family, Store};
 use crate::error::{Error, Result};
 
@@ -131,6 +132,16 @@ impl Records {
     /// The records [`Records::encode`] wrote in `file`, their long texts read from it where
     /// they lie (see [`Text`]); an error for bytes of another version, cut short, or that
     /// run on.
+    /// The records of a save's file, refused if its checksum is off.
+    pub fn from_save(dir: &std::path::Path, saved: &SavedSnapshot) -> Result<Records> {
+        let file = Arc::new(saved::read_snapshot(dir, saved)?);
+        let records = Records::decoded(file.clone())?;
+        // Decoding read every page; the texts read from the file fault theirs in again as
+        // they are read, rather than all of it counting as this process's memory.
+        mapped::release(&file);
+        Ok(records)
+    }
+
     pub fn decoded(file: SharedBytes) -> Result<Records> {
         let damaged =
             || Error::Index("the saved records are unusable: not a records file of this version, or damaged".into());
