@@ -7,22 +7,27 @@
 //! A snapshot of the KB's documents, rebuilt lazily after a write like the PPR graph, and
 //! saved like it ([`super::snapshot`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::ops::Range;
 
-use super::Kb;
 use super::mapped::{Reader, put_str, put_u32s};
 use super::model::ChunkId;
 use super::snapshot::Snapshot;
+use super::{Kb, Table};
 use crate::error::{Error, Result};
 use crate::{lexicon, text};
 
 pub struct Pages {
     /// Passages about each topic, by [`Pages::topic_key`].
-    by_topic: HashMap<String, Vec<ChunkId>>,
-    /// Every leading run of words of a topic key ("new", "new york", "new york city"): a
-    /// text's words that start none end the search for a name there.
-    prefixes: HashSet<String>,
+    by_topic: Table<String, Vec<ChunkId>>,
+    /// Every leading run of words of a topic key ("new", "new york", "new york city"), by
+    /// its hash under `hasher`: a text's words that start none end the search for a name
+    /// there. Hashes rather than strings, as this only cuts a search short (a collision lets
+    /// it go on to the exact lookup in `by_topic`), and a million topics have millions of
+    /// prefixes to allocate.
+    prefixes: foldhash::HashSet<u64>,
+    hasher: foldhash::fast::RandomState,
     /// Read back from a save rather than built.
     pub read_from_save: bool,
 }
@@ -87,7 +92,10 @@ impl Pages {
             return Err(damaged("another version"));
         }
         let topics = reader.u64().ok_or_else(|| damaged("cut short"))?;
-        let mut by_topic = HashMap::new();
+        // Sized once (a topic takes at least 8 bytes, whatever the count claims): a first
+        // query after an open reads a million topics here.
+        let room = usize::try_from(topics).unwrap_or(usize::MAX).min(reader.rest.len() / 8);
+        let mut by_topic = Table::with_capacity_and_hasher(room, Default::default());
         for _ in 0..topics {
             let key = reader.str().ok_or_else(|| damaged("a key"))?.to_string();
             let chunks = reader.u32s().ok_or_else(|| damaged("cut short"))?;
@@ -106,7 +114,7 @@ impl Pages {
     /// starts with that name: "Ledger is the billing service ..." under "Ledger service",
     /// where a heading adds what kind of thing its subject is and other texts name it alone.
     pub fn from_titles<'t>(docs: impl IntoIterator<Item = (&'t str, Option<&'t str>, &'t [ChunkId])>) -> Pages {
-        let mut by_topic: HashMap<String, Vec<ChunkId>> = HashMap::new();
+        let mut by_topic: Table<String, Vec<ChunkId>> = Table::default();
         for (title, opening, chunks) in docs {
             let Some(key) = Pages::topic_key(title) else { continue };
             let short = opening.and_then(opening_name).filter(|name| {
@@ -126,13 +134,14 @@ impl Pages {
     }
 
     /// The pages of these topics, with the prefixes a search for names walks.
-    fn indexed(by_topic: HashMap<String, Vec<ChunkId>>) -> Pages {
-        let mut prefixes = HashSet::new();
+    fn indexed(by_topic: Table<String, Vec<ChunkId>>) -> Pages {
+        let hasher = foldhash::fast::RandomState::default();
+        let mut prefixes = foldhash::HashSet::with_capacity_and_hasher(2 * by_topic.len(), Default::default());
         for key in by_topic.keys() {
-            prefixes.extend(key.match_indices(' ').map(|(at, _)| key[..at].to_string()));
-            prefixes.insert(key.clone());
+            prefixes.extend(key.match_indices(' ').map(|(at, _)| hasher.hash_one(&key[..at])));
+            prefixes.insert(hasher.hash_one(key.as_str()));
         }
-        Pages { by_topic, prefixes, read_from_save: false }
+        Pages { by_topic, prefixes, hasher, read_from_save: false }
     }
 
     /// The key of the topic a title names: its entity's lower-case words joined by spaces
@@ -156,7 +165,7 @@ impl Pages {
                     key.push(' ');
                 }
                 key.push_str(word);
-                if !self.prefixes.contains(&key) {
+                if !self.prefixes.contains(&self.hasher.hash_one(key.as_str())) {
                     break;
                 }
                 let Some(chunks) = self.by_topic.get(&key) else { continue };
