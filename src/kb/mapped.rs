@@ -91,7 +91,7 @@ pub struct Reader<'a> {
     pub rest: &'a [u8],
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     /// The next `N` bytes, zeros past the end: for a reader that checked the length first.
     pub fn array<const N: usize>(&mut self) -> [u8; N] {
         let (piece, rest) = self.rest.split_first_chunk::<N>().map_or(([0; N], &[][..]), |(p, r)| (*p, r));
@@ -100,7 +100,7 @@ impl Reader<'_> {
     }
 
     /// The next `n` bytes, if there are that many.
-    pub fn bytes(&mut self, n: usize) -> Option<&[u8]> {
+    pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
         let (piece, rest) = self.rest.split_at_checked(n)?;
         self.rest = rest;
         Some(piece)
@@ -121,7 +121,7 @@ impl Reader<'_> {
     }
 
     /// The next text as [`put_str`] wrote it, if it is there whole and UTF-8.
-    pub fn str(&mut self) -> Option<&str> {
+    pub fn str(&mut self) -> Option<&'a str> {
         let len = self.u32()? as usize;
         std::str::from_utf8(self.bytes(len)?).ok()
     }

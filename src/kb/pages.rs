@@ -8,33 +8,33 @@
 //! saved like it ([`super::snapshot`]).
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::ops::Range;
+use std::sync::Arc;
 
-use super::mapped::{Reader, put_str, put_u32s};
-use super::model::ChunkId;
+use super::Kb;
+use super::mapped::{Reader, put_str, put_u32s, u64_at};
+use super::model::{ChunkId, SharedBytes};
 use super::snapshot::Snapshot;
-use super::{Kb, Table};
 use crate::error::{Error, Result};
 use crate::{lexicon, text};
 
+/// The pages, read in place from their encoding (see [`Pages::encoded`]): a save's mapped
+/// file, or the bytes built in memory. A topic is found by binary search over the keys in
+/// order, so a first query after an open reads the file's header and checks its layout
+/// instead of decoding a million topics into tables.
 pub struct Pages {
-    /// Passages about each topic, by [`Pages::topic_key`].
-    by_topic: Table<String, Vec<ChunkId>>,
-    /// Every leading run of words of a topic key ("new", "new york", "new york city"), by
-    /// its hash under `hasher`: a text's words that start none end the search for a name
-    /// there. Hashes rather than strings, as this only cuts a search short (a collision lets
-    /// it go on to the exact lookup in `by_topic`), and a million topics have millions of
-    /// prefixes to allocate.
-    prefixes: foldhash::HashSet<u64>,
-    hasher: foldhash::fast::RandomState,
+    bytes: SharedBytes,
+    topics: usize,
     /// Read back from a save rather than built.
     pub read_from_save: bool,
 }
 
-/// The first bytes of saved pages, with the version of what [`Pages::from_titles`] computes.
+/// The first bytes of saved pages, with the version of what [`Pages::from_titles`] computes
+/// and of the layout.
 const PAGES_MAGIC: &[u8; 8] = b"a2rpages";
-const PAGES_VERSION: u32 = 1;
+const PAGES_VERSION: u32 = 2;
+/// Where the topics' offsets start: after the magic, the version and the topic count.
+const OFFSETS: usize = 20;
 
 impl Snapshot for Pages {
     const NAME: &'static str = "pages";
@@ -50,7 +50,7 @@ impl Snapshot for Pages {
         self.encoded()
     }
 
-    fn decode(bytes: &[u8], _: &Kb) -> Result<Self> {
+    fn decode(bytes: SharedBytes, _: &Kb) -> Result<Self> {
         Pages::decoded(bytes)
     }
 }
@@ -66,47 +66,65 @@ pub struct Anchor {
 }
 
 impl Pages {
-    /// The magic and version, the topic count (u64), then per topic in key order its key's
-    /// length (u32) and bytes and its passages' count (u32) and ids (u32), little-endian.
+    /// The magic and version, the topic count (u64), each topic's offset in the bytes (u64),
+    /// then per topic in key order its key's length (u32) and bytes and its passages' count
+    /// (u32) and ids (u32), little-endian.
     fn encoded(&self) -> Vec<u8> {
-        let mut topics: Vec<(&String, &Vec<ChunkId>)> = self.by_topic.iter().collect();
+        (*self.bytes).as_ref().to_vec()
+    }
+
+    /// The encoding of these topics (see [`Pages::encoded`]).
+    fn encode_topics(by_topic: HashMap<String, Vec<ChunkId>>) -> Vec<u8> {
+        let mut topics: Vec<(String, Vec<ChunkId>)> = by_topic.into_iter().collect();
         topics.sort_unstable();
         let mut out = Vec::new();
         out.extend_from_slice(PAGES_MAGIC);
         out.extend_from_slice(&PAGES_VERSION.to_le_bytes());
         out.extend_from_slice(&(topics.len() as u64).to_le_bytes());
-        for (key, chunks) in topics {
-            put_str(&mut out, key);
-            put_u32s(&mut out, chunks);
+        let mut entries = Vec::new();
+        let first = (OFFSETS + 8 * topics.len()) as u64;
+        for (key, chunks) in &topics {
+            out.extend_from_slice(&(first + entries.len() as u64).to_le_bytes());
+            put_str(&mut entries, key);
+            put_u32s(&mut entries, chunks);
         }
+        out.extend_from_slice(&entries);
         out
     }
 
     /// The pages [`Pages::encoded`] wrote; an error for bytes of another version, cut short,
-    /// or that run on.
-    fn decoded(bytes: &[u8]) -> Result<Pages> {
+    /// that run on, or whose topics are out of order. Every entry's extent is checked here,
+    /// so a lookup reads only what was checked.
+    fn decoded(bytes: SharedBytes) -> Result<Pages> {
         let damaged = |what: &str| Error::Index(format!("the saved pages are unusable: {what}"));
-        let rest = bytes.strip_prefix(PAGES_MAGIC).ok_or_else(|| damaged("not a pages file"))?;
+        let all = (*bytes).as_ref();
+        let rest = all.strip_prefix(PAGES_MAGIC).ok_or_else(|| damaged("not a pages file"))?;
         let mut reader = Reader { rest };
         if reader.u32() != Some(PAGES_VERSION) {
             return Err(damaged("another version"));
         }
-        let topics = reader.u64().ok_or_else(|| damaged("cut short"))?;
-        // Sized once (a topic takes at least 8 bytes, whatever the count claims): a first
-        // query after an open reads a million topics here.
-        let room = usize::try_from(topics).unwrap_or(usize::MAX).min(reader.rest.len() / 8);
-        let mut by_topic = Table::with_capacity_and_hasher(room, Default::default());
-        for _ in 0..topics {
-            let key = reader.str().ok_or_else(|| damaged("a key"))?.to_string();
-            let chunks = reader.u32s().ok_or_else(|| damaged("cut short"))?;
-            by_topic.insert(key, chunks);
+        let topics = reader.u64().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| damaged("cut short"))?;
+        let entries_at = topics.checked_mul(8).and_then(|n| n.checked_add(OFFSETS)).filter(|at| *at <= all.len());
+        let mut expected = entries_at.ok_or_else(|| damaged("cut short"))?;
+        let mut previous: Option<&str> = None;
+        for topic in 0..topics {
+            if u64_at(all, OFFSETS + 8 * topic) != expected as u64 {
+                return Err(damaged("an entry out of place"));
+            }
+            let mut entry = Reader { rest: &all[expected..] };
+            let key = entry.str().ok_or_else(|| damaged("a key"))?;
+            let chunks = entry.u32().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| damaged("cut short"))?;
+            entry.bytes(4 * chunks).ok_or_else(|| damaged("cut short"))?;
+            if previous.is_some_and(|p| p >= key) {
+                return Err(damaged("topics out of order"));
+            }
+            previous = Some(key);
+            expected = all.len() - entry.rest.len();
         }
-        if !reader.rest.is_empty() {
+        if expected != all.len() {
             return Err(damaged("bytes after the last topic"));
         }
-        let mut pages = Pages::indexed(by_topic);
-        pages.read_from_save = true;
-        Ok(pages)
+        Ok(Pages { bytes, topics, read_from_save: true })
     }
 
     /// The pages of documents with these titles, opening texts and chunks. A page is found
@@ -114,7 +132,7 @@ impl Pages {
     /// starts with that name: "Ledger is the billing service ..." under "Ledger service",
     /// where a heading adds what kind of thing its subject is and other texts name it alone.
     pub fn from_titles<'t>(docs: impl IntoIterator<Item = (&'t str, Option<&'t str>, &'t [ChunkId])>) -> Pages {
-        let mut by_topic: Table<String, Vec<ChunkId>> = Table::default();
+        let mut by_topic: HashMap<String, Vec<ChunkId>> = HashMap::new();
         for (title, opening, chunks) in docs {
             let Some(key) = Pages::topic_key(title) else { continue };
             let short = opening.and_then(opening_name).filter(|name| {
@@ -130,18 +148,34 @@ impl Pages {
             chunks.sort_unstable();
             chunks.dedup();
         });
-        Pages::indexed(by_topic)
+        let topics = by_topic.len();
+        Pages { bytes: Arc::new(Pages::encode_topics(by_topic)), topics, read_from_save: false }
     }
 
-    /// The pages of these topics, with the prefixes a search for names walks.
-    fn indexed(by_topic: Table<String, Vec<ChunkId>>) -> Pages {
-        let hasher = foldhash::fast::RandomState::default();
-        let mut prefixes = foldhash::HashSet::with_capacity_and_hasher(2 * by_topic.len(), Default::default());
-        for key in by_topic.keys() {
-            prefixes.extend(key.match_indices(' ').map(|(at, _)| hasher.hash_one(&key[..at])));
-            prefixes.insert(hasher.hash_one(key.as_str()));
+    /// Topic `i`'s entry: its key, then a reader at its passages.
+    fn entry(&self, i: usize) -> Option<(&str, Reader<'_>)> {
+        let all = (*self.bytes).as_ref();
+        let at = usize::try_from(u64_at(all, OFFSETS + 8 * i)).ok()?;
+        let mut entry = Reader { rest: all.get(at..)? };
+        Some((entry.str()?, entry))
+    }
+
+    /// The first topic whose key is not below `key`, and that key (`None` past the last).
+    fn first_from(&self, key: &str) -> (usize, Option<&str>) {
+        let (mut low, mut high) = (0, self.topics);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.entry(middle) {
+                Some((found, _)) if found < key => low = middle + 1,
+                _ => high = middle,
+            }
         }
-        Pages { by_topic, prefixes, hasher, read_from_save: false }
+        (low, self.entry(low).filter(|_| low < self.topics).map(|(found, _)| found))
+    }
+
+    /// The passages of topic `i`.
+    fn chunks(&self, i: usize) -> Vec<ChunkId> {
+        self.entry(i).and_then(|(_, mut entry)| entry.short_list(Reader::u32)).unwrap_or_default()
     }
 
     /// The key of the topic a title names: its entity's lower-case words joined by spaces
@@ -165,13 +199,22 @@ impl Pages {
                     key.push(' ');
                 }
                 key.push_str(word);
-                if !self.prefixes.contains(&self.hasher.hash_one(key.as_str())) {
+                // Keys in byte order put every key that runs on from `key` (with a space)
+                // right after it, so the first key from `key` says whether to read on.
+                let (topic, found) = self.first_from(&key);
+                let Some(found) = found else { break };
+                let runs_on =
+                    found.strip_prefix(key.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with(' '));
+                if !runs_on {
                     break;
                 }
-                let Some(chunks) = self.by_topic.get(&key) else { continue };
+                if found.len() != key.len() {
+                    continue;
+                }
+                let chunks = self.chunks(topic);
                 let Some(range) = text::whole_name(text, &spans, first, len) else { continue };
                 let capitalised = text[range.clone()].chars().any(char::is_uppercase);
-                for chunk in chunks {
+                for chunk in &chunks {
                     let anchor =
                         named.entry(*chunk).or_insert_with(|| Anchor { first: range.clone(), capitalised: None });
                     if capitalised && anchor.capitalised.is_none() {
@@ -243,7 +286,7 @@ mod tests {
             ("Ledger service", Some("Ledger is the billing service."), &[7]),
         ]);
         let bytes = pages.encoded();
-        let read = Pages::decoded(&bytes).unwrap();
+        let read = Pages::decoded(Arc::new(bytes.clone())).unwrap();
         assert!(read.read_from_save && !pages.read_from_save);
         for text in ["Mira sailed from North Kell to Kell.", "Ledger bills.", "nothing here", ""] {
             let sorted = |p: &Pages| {
@@ -262,7 +305,7 @@ mod tests {
         for (damage, bytes) in
             [("another version", other_version), ("cut short", cut_short), ("running on", running_on)]
         {
-            assert!(Pages::decoded(&bytes).is_err(), "{damage} was accepted");
+            assert!(Pages::decoded(Arc::new(bytes)).is_err(), "{damage} was accepted");
         }
     }
 

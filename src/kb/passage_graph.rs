@@ -31,7 +31,7 @@ use std::collections::BTreeSet;
 
 use super::graph::Csr;
 use super::mapped::Reader;
-use super::model::{Chunk, ChunkId, DocKey, NodeId, SECTION_SEPARATOR};
+use super::model::{Chunk, ChunkId, DocKey, NodeId, SECTION_SEPARATOR, SharedBytes};
 use super::snapshot::Snapshot;
 use super::{Kb, Table};
 use crate::error::{Error, Result};
@@ -73,8 +73,8 @@ impl Snapshot for PassageGraph {
         self.encode_with(kb.settings.retrieve.synonym_threshold)
     }
 
-    fn decode(bytes: &[u8], kb: &Kb) -> Result<Self> {
-        PassageGraph::decode_with(bytes, kb.settings.retrieve.synonym_threshold)
+    fn decode(bytes: SharedBytes, kb: &Kb) -> Result<Self> {
+        PassageGraph::decode_with((*bytes).as_ref(), kb.settings.retrieve.synonym_threshold)
     }
 }
 

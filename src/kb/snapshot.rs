@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::Kb;
+use super::model::SharedBytes;
 use super::saved::{self, SavedSnapshot};
 use crate::error::Result;
 
@@ -20,7 +21,7 @@ pub trait Snapshot: Sized {
     fn encode(&self, kb: &Kb) -> Vec<u8>;
     /// The snapshot `encode` wrote, for `kb`'s settings; an error for bytes of another
     /// version or settings, or damaged ones.
-    fn decode(bytes: &[u8], kb: &Kb) -> Result<Self>;
+    fn decode(bytes: SharedBytes, kb: &Kb) -> Result<Self>;
 }
 
 /// One snapshot of a KB: the current one, once used, and the saved file that holds it while
@@ -62,7 +63,7 @@ impl<T: Snapshot> Lazy<T> {
     /// where its file is unusable.
     fn read(&self, kb: &Kb, dir: &Path) -> Option<T> {
         let mut saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
-        match saved::read_snapshot(dir, saved.as_ref()?).and_then(|bytes| T::decode(&bytes, kb)) {
+        match saved::read_snapshot(dir, saved.as_ref()?).and_then(|bytes| T::decode(Arc::new(bytes), kb)) {
             Ok(read) => Some(read),
             Err(e) => {
                 tracing::warn!(snapshot = T::NAME, error = %e, "the saved snapshot is unusable; building it");
