@@ -302,9 +302,19 @@ mod tests {
         let mut running_on = bytes.clone();
         running_on.push(0);
         let cut_short = bytes[..bytes.len() - 2].to_vec();
-        for (damage, bytes) in
-            [("another version", other_version), ("cut short", cut_short), ("running on", running_on)]
-        {
+        // The first topic's key ("kell") made to sort after the second's.
+        let first_key = OFFSETS + 8 * u64_at(&bytes, 12) as usize + 4;
+        let mut out_of_order = bytes.clone();
+        out_of_order[first_key] = b'z';
+        let mut misplaced = bytes.clone();
+        misplaced[OFFSETS] += 1;
+        for (damage, bytes) in [
+            ("another version", other_version),
+            ("cut short", cut_short),
+            ("running on", running_on),
+            ("out of order", out_of_order),
+            ("an entry out of place", misplaced),
+        ] {
             assert!(Pages::decoded(Arc::new(bytes)).is_err(), "{damage} was accepted");
         }
     }
