@@ -154,6 +154,9 @@ impl Pages {
 
     /// Topic `i`'s entry: its key, then a reader at its passages.
     fn entry(&self, i: usize) -> Option<(&str, Reader<'_>)> {
+        if i >= self.topics {
+            return None;
+        }
         let all = (*self.bytes).as_ref();
         let at = usize::try_from(u64_at(all, OFFSETS + 8 * i)).ok()?;
         let mut entry = Reader { rest: all.get(at..)? };
@@ -170,7 +173,7 @@ impl Pages {
                 _ => high = middle,
             }
         }
-        (low, self.entry(low).filter(|_| low < self.topics).map(|(found, _)| found))
+        (low, self.entry(low).map(|(found, _)| found))
     }
 
     /// The passages of topic `i`.
@@ -271,6 +274,8 @@ mod tests {
         assert_eq!((written(&time.first), time.capitalised.as_ref().map(written)), ("time", Some("Time")));
         assert!(pages.named_in("in time").get(&4).is_some_and(|a| a.capitalised.is_none()));
         assert!(pages.named_in("").is_empty());
+        let no_pages = Pages::from_titles([("It", None, &[8][..])]);
+        assert!(no_pages.named_in("It was Mira.").is_empty(), "no topic: nothing is named");
         assert_eq!(Pages::topic_key("Mira (ship)").as_deref(), Some("mira"));
         assert_eq!(Pages::topic_key("It"), None);
     }
