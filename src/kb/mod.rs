@@ -524,23 +524,25 @@ impl Kb {
         Ok(log)
     }
 
-    /// Every record as of the store's current change: the save's records file (`decoded`
-    /// already, when the open read it) with what was written since (`log`, see
-    /// [`Kb::log_since_save`]) taken from the store, or, where there is no usable file, every
-    /// record read from the store.
+    /// Every record as of the store's current change: the save's records file (`decoded` by
+    /// the open beside the store's; see [`SaveAtOpen`]) with what was written since (`log`,
+    /// see [`Kb::log_since_save`]) taken from the store, or, where there is no usable file,
+    /// every record read from the store.
     fn read_records(
         &mut self,
         manifest: Option<&saved::Manifest>,
         log: &HashMap<u64, Changed>,
         decoded: Option<Result<Records>>,
     ) -> Result<Records> {
-        let Some((saved, changed)) =
-            manifest.and_then(|m| m.records.as_ref()).and_then(|s| Some((s, log.get(&s.change)?)))
+        // `decoded` is the file `manifest` names, read before the store was open: present
+        // whenever the manifest still names one.
+        let Some((saved, changed, decoded)) =
+            manifest.and_then(|m| m.records.as_ref()).and_then(|s| Some((s, log.get(&s.change)?, decoded?)))
         else {
             return Records::read(&self.store);
         };
         let from_save = || -> Result<Option<Records>> {
-            let mut records = decoded.unwrap_or_else(|| Records::from_save(&self.index_dir(), saved))?;
+            let mut records = decoded?;
             match changed {
                 Changed::Nothing => {}
                 Changed::Everything { .. } => return Ok(None),

@@ -129,9 +129,6 @@ impl Records {
         out
     }
 
-    /// The records [`Records::encode`] wrote in `file`, their long texts read from it where
-    /// they lie (see [`Text`]); an error for bytes of another version, cut short, or that
-    /// run on.
     /// The records of a save's file, refused if its checksum is off.
     pub fn from_save(dir: &std::path::Path, saved: &SavedSnapshot) -> Result<Records> {
         let file = Arc::new(saved::read_snapshot(dir, saved)?);
@@ -142,6 +139,9 @@ impl Records {
         Ok(records)
     }
 
+    /// The records [`Records::encode`] wrote in `file`, their long texts read from it where
+    /// they lie (see [`Text`]); an error for bytes of another version, cut short, or that
+    /// run on.
     pub fn decoded(file: SharedBytes) -> Result<Records> {
         let damaged =
             || Error::Index("the saved records are unusable: not a records file of this version, or damaged".into());
