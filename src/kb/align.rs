@@ -105,11 +105,6 @@ impl NameSketch {
 pub struct AliasBlocks(Table<String, Table<NodeId, NameSketch>>);
 
 impl AliasBlocks {
-    /// Room for about `blocks` blocks.
-    pub fn with_capacity(blocks: usize) -> AliasBlocks {
-        AliasBlocks(Table::with_capacity_and_hasher(blocks, Default::default()))
-    }
-
     /// Puts `id`, whose name is sketched as `sketch`, in the blocks of `surface`.
     pub fn insert(&mut self, surface: &str, id: NodeId, sketch: NameSketch) {
         self.insert_normalized(surface, &normalize_entity(surface), id, sketch);

@@ -8,6 +8,7 @@ pub mod align;
 pub mod audit;
 pub mod bm25;
 pub mod catalog;
+mod chunk_nodes;
 mod exact;
 pub mod explore;
 mod fact_edges;
@@ -43,6 +44,7 @@ use crate::error::{Error, Result};
 use crate::rank::reciprocal_rank_fusion;
 use align::{AliasBlocks, NameSketch};
 use bm25::Bm25;
+use chunk_nodes::ChunkNodes;
 use fact_edges::FactEdges;
 use graph::KnowledgeGraph;
 use model::{
@@ -88,7 +90,7 @@ pub struct Kb {
     doc_ids: Table<String, DocKey>,
     chunks: Table<ChunkId, Box<Chunk>>,
     /// Reverse provenance: which nodes mention a chunk.
-    chunk_nodes: Table<ChunkId, Vec<NodeId>>,
+    chunk_nodes: ChunkNodes,
     nodes: Table<NodeId, Box<Node>>,
     /// Normalised alias -> node, for every alias of every node.
     node_keys: Table<String, NodeId>,
@@ -190,12 +192,14 @@ struct NameTables {
 
 impl NameTables {
     fn of(nodes: &[Node]) -> NameTables {
-        // Sized once for every alias: grown a doubling at a time, each table is built again
-        // and its fresh pages zeroed at every step.
+        // The key table is sized once for every alias: grown a doubling at a time, it is built
+        // again and its fresh pages zeroed at every step. The blocks are far fewer (a word's
+        // first letters, initials) and grow: sized for every alias, their table would be
+        // mostly empty, and every lookup a cache miss in it.
         let aliases = nodes.iter().map(|n| n.aliases.len()).sum();
         let mut tables = NameTables {
             keys: Table::with_capacity_and_hasher(aliases, Default::default()),
-            blocks: AliasBlocks::with_capacity(aliases),
+            blocks: AliasBlocks::default(),
         };
         for node in nodes {
             index_names(&mut tables.keys, &mut tables.blocks, node);
@@ -332,7 +336,7 @@ impl Kb {
             docs: Table::default(),
             doc_ids: Table::default(),
             chunks: Table::default(),
-            chunk_nodes: Table::default(),
+            chunk_nodes: ChunkNodes::default(),
             nodes: Table::default(),
             node_keys: Table::default(),
             alias_blocks: AliasBlocks::default(),
@@ -442,10 +446,8 @@ impl Kb {
         self.docs.reserve(docs.len());
         self.doc_ids.reserve(docs.len());
         self.chunks.reserve(chunks.len());
-        self.chunk_nodes.reserve(chunks.len());
         self.nodes.reserve(nodes.len());
         self.edges.reserve(edges.len());
-        self.graph.reserve(nodes.len(), edges.len());
         for doc in docs {
             self.doc_ids.insert(doc.id.clone(), doc.key);
             self.docs.insert(doc.key, doc);
@@ -468,9 +470,8 @@ impl Kb {
         // builds them while this one builds the graph (at a million passages, 7.7 s on one).
         let (names, facts) = std::thread::scope(|scope| -> Result<_> {
             let tables = scope.spawn(|| (NameTables::of(&nodes), fact_table(&edges)));
-            for node in &nodes {
-                self.index_node_links(node, &[]);
-            }
+            self.chunk_nodes = ChunkNodes::of(&nodes);
+            self.graph = KnowledgeGraph::of(edges.iter().map(|e| (e.id, e.subject, e.object)).collect());
             for edge in &edges {
                 self.index_edge_links(edge, &vectors)?;
             }
@@ -885,12 +886,11 @@ impl Kb {
         self.nodes.insert(node.id, Box::new(node));
     }
 
-    /// The provenance and graph node of `node`, its chunks in `indexed_chunks` indexed already.
+    /// The provenance of `node`, its chunks in `indexed_chunks` indexed already.
     fn index_node_links(&mut self, node: &Node, indexed_chunks: &[ChunkId]) {
         for c in sorted_difference(&node.chunks, indexed_chunks) {
-            self.chunk_nodes.entry(c).or_default().push(node.id);
+            self.chunk_nodes.add(c, node.id);
         }
-        self.graph.add_node(node.id);
     }
 
     /// Embeddings of the relation labels of `edges` that the KB does not know yet: taken from
@@ -921,19 +921,19 @@ impl Kb {
     /// `vectors` holds the embeddings of labels new to the KB (see `embed_new_relations`).
     fn index_edge_in_memory(&mut self, edge: Edge, vectors: &HashMap<String, crate::embed::Embedding>) -> Result<()> {
         self.index_edge_links(&edge, vectors)?;
+        self.graph.add_edge(edge.id, edge.subject, edge.object);
         add_fact(&mut self.fact_edges, &edge);
         self.edges.insert(edge.id, edge);
         Ok(())
     }
 
-    /// The relation label's use and the graph edge of `edge`.
+    /// The relation label's use of `edge`.
     fn index_edge_links(&mut self, edge: &Edge, vectors: &HashMap<String, crate::embed::Embedding>) -> Result<()> {
         let embedder = &self.embedder;
         self.relations.add_use(&edge.relation, || match vectors.get(&*edge.relation) {
             Some(v) => Ok(v.clone()),
             None => embedder.embed_one(&edge.relation),
         })?;
-        self.graph.add_edge(edge.id, edge.subject, edge.object);
         self.rule_edges += usize::from(edge.origin == model::EdgeOrigin::Extracted);
         Ok(())
     }
@@ -1141,7 +1141,7 @@ impl Kb {
         &self.relations
     }
     pub fn nodes_in_chunk(&self, chunk: ChunkId) -> &[NodeId] {
-        self.chunk_nodes.get(&chunk).map_or(&[], Vec::as_slice)
+        self.chunk_nodes.get(chunk)
     }
     pub fn chunk_index(&self) -> &VectorIndex {
         &self.chunk_index
@@ -1365,9 +1365,7 @@ impl Kb {
             self.graph.remove_node(*id);
             self.node_index.remove(*id as u64)?;
             for c in &node.chunks {
-                if let Some(list) = self.chunk_nodes.get_mut(c) {
-                    list.retain(|n| n != id);
-                }
+                self.chunk_nodes.remove(*c, *id);
             }
         }
         self.invalidate_snapshot();
@@ -1459,9 +1457,9 @@ impl Kb {
                 }
             }
         }
-        for (c, ids) in &self.chunk_nodes {
+        for (c, ids) in self.chunk_nodes.iter() {
             for id in ids {
-                if self.nodes.get(id).is_none_or(|n| n.chunks.binary_search(c).is_err()) {
+                if self.nodes.get(id).is_none_or(|n| n.chunks.binary_search(&c).is_err()) {
                     problems.push(format!("reverse provenance of chunk {c} lists node {id}, which does not cite it"));
                 }
             }

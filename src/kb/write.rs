@@ -541,7 +541,7 @@ impl Kb {
         }
         for id in &changes.chunks_removed {
             self.chunks.remove(id);
-            self.chunk_nodes.remove(id);
+            self.chunk_nodes.remove_chunk(*id);
             self.bm25.remove(*id as u64);
             self.chunk_index.remove(*id as u64)?;
         }
@@ -586,9 +586,7 @@ impl Kb {
                 // provenance in most chunks, and a commit must not cost all of them.
                 let kept = node.as_ref().map_or(&[][..], |n| n.chunks.as_slice());
                 for c in super::sorted_difference(&old.chunks, kept) {
-                    if let Some(list) = self.chunk_nodes.get_mut(&c) {
-                        list.retain(|n| *n != id);
-                    }
+                    self.chunk_nodes.remove(c, id);
                 }
             }
             match node {

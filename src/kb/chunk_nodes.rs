@@ -1,0 +1,213 @@
+//! Reverse provenance: the nodes each chunk mentions (the inverse of `Node::chunks`).
+//!
+//! Held as a base, every chunk's nodes in one array (CSR), and the chunks changed since, each
+//! with its whole list. An open counts the mentions into place in two passes; a list per chunk,
+//! grown a push at a time, cost the open of a million passages a second of a core and a small
+//! allocation per chunk. A chunk's list is copied out of the base the first time a write
+//! changes it, so a lookup is one slice either way, and the changes are folded into a new base
+//! once they reach a quarter of it.
+
+use super::Table;
+use super::model::{ChunkId, Node, NodeId};
+
+/// Changed chunks are folded into the base once they reach a quarter of it, or this many
+/// while it is small.
+const MIN_FOLD: usize = 1_024;
+
+#[derive(Default)]
+pub struct ChunkNodes {
+    base: Base,
+    /// The lists of the chunks changed since the base was built; an empty list stands for a
+    /// chunk with no nodes or no longer there.
+    changed: Table<ChunkId, Vec<NodeId>>,
+}
+
+/// Row `r` lists its chunk's nodes at `nodes[starts[r]..starts[r + 1]]`.
+#[derive(Default)]
+struct Base {
+    rows: Table<ChunkId, u32>,
+    starts: Vec<u32>,
+    nodes: Vec<NodeId>,
+}
+
+impl ChunkNodes {
+    /// The chunks `nodes` cite, each listing the nodes that cite it in the order of `nodes`.
+    pub fn of(nodes: &[Node]) -> ChunkNodes {
+        let mut rows: Table<ChunkId, u32> = Table::default();
+        let mut counts: Vec<u32> = Vec::new();
+        let cited: Vec<u32> = nodes
+            .iter()
+            .flat_map(|node| &node.chunks)
+            .map(|&chunk| {
+                let row = *rows.entry(chunk).or_insert_with(|| {
+                    counts.push(0);
+                    (counts.len() - 1) as u32
+                });
+                counts[row as usize] += 1;
+                row
+            })
+            .collect();
+        let mut starts = Vec::with_capacity(counts.len() + 1);
+        let mut at = 0;
+        for count in counts {
+            starts.push(at);
+            at += count;
+        }
+        starts.push(at);
+        let mut next = starts.clone();
+        let mut listed = vec![0; at as usize];
+        let citing = nodes.iter().flat_map(|node| node.chunks.iter().map(move |_| node.id));
+        for (row, node) in cited.into_iter().zip(citing) {
+            let slot = &mut next[row as usize];
+            listed[*slot as usize] = node;
+            *slot += 1;
+        }
+        ChunkNodes { base: Base { rows, starts, nodes: listed }, changed: Table::default() }
+    }
+
+    /// The nodes that cite `chunk`.
+    pub fn get(&self, chunk: ChunkId) -> &[NodeId] {
+        match self.changed.get(&chunk) {
+            Some(nodes) => nodes,
+            None => self.base.get(chunk),
+        }
+    }
+
+    /// Adds `node` at the end of `chunk`'s list.
+    pub fn add(&mut self, chunk: ChunkId, node: NodeId) {
+        self.list_mut(chunk).push(node);
+        self.fold_if_grown();
+    }
+
+    /// Takes `node` out of `chunk`'s list.
+    pub fn remove(&mut self, chunk: ChunkId, node: NodeId) {
+        if self.get(chunk).contains(&node) {
+            self.list_mut(chunk).retain(|n| *n != node);
+            self.fold_if_grown();
+        }
+    }
+
+    /// Forgets `chunk`.
+    pub fn remove_chunk(&mut self, chunk: ChunkId) {
+        if !self.get(chunk).is_empty() {
+            self.list_mut(chunk).clear();
+            self.fold_if_grown();
+        }
+    }
+
+    /// Every chunk some node cites, with those nodes.
+    pub fn iter(&self) -> impl Iterator<Item = (ChunkId, &[NodeId])> {
+        let base =
+            self.base.rows.iter().filter(|(chunk, _)| !self.changed.contains_key(chunk)).map(|(&chunk, &row)| {
+                (
+                    chunk,
+                    &self.base.nodes
+                        [self.base.starts[row as usize] as usize..self.base.starts[row as usize + 1] as usize],
+                )
+            });
+        base.chain(self.changed.iter().map(|(&chunk, nodes)| (chunk, nodes.as_slice())))
+            .filter(|(_, nodes)| !nodes.is_empty())
+    }
+
+    /// `chunk`'s list, copied out of the base the first time it changes.
+    fn list_mut(&mut self, chunk: ChunkId) -> &mut Vec<NodeId> {
+        let base = &self.base;
+        self.changed.entry(chunk).or_insert_with(|| base.get(chunk).to_vec())
+    }
+
+    /// Builds the base again from every list once the changed chunks reach a quarter of it.
+    fn fold_if_grown(&mut self) {
+        if self.changed.len() < MIN_FOLD.max(self.base.rows.len() / 4) {
+            return;
+        }
+        let mut base = Base { rows: Table::default(), starts: vec![0], nodes: Vec::new() };
+        for (chunk, nodes) in self.iter() {
+            base.rows.insert(chunk, (base.starts.len() - 1) as u32);
+            base.nodes.extend_from_slice(nodes);
+            base.starts.push(base.nodes.len() as u32);
+        }
+        *self = ChunkNodes { base, changed: Table::default() };
+    }
+}
+
+impl Base {
+    fn get(&self, chunk: ChunkId) -> &[NodeId] {
+        match self.rows.get(&chunk) {
+            Some(&row) => &self.nodes[self.starts[row as usize] as usize..self.starts[row as usize + 1] as usize],
+            None => &[],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: NodeId, chunks: &[ChunkId]) -> Node {
+        Node { id, name: format!("Node {id}"), aliases: vec![format!("Node {id}")], chunks: chunks.to_vec() }
+    }
+
+    #[test]
+    fn a_built_index_lists_each_chunks_citing_nodes_in_node_order() {
+        let index = ChunkNodes::of(&[node(1, &[10, 11]), node(2, &[11]), node(3, &[12, 10])]);
+        assert_eq!(index.get(10), &[1, 3]);
+        assert_eq!(index.get(11), &[1, 2]);
+        assert_eq!(index.get(12), &[3]);
+        assert!(index.get(99).is_empty());
+        let mut all: Vec<(ChunkId, Vec<NodeId>)> = index.iter().map(|(c, n)| (c, n.to_vec())).collect();
+        all.sort();
+        assert_eq!(all, vec![(10, vec![1, 3]), (11, vec![1, 2]), (12, vec![3])]);
+    }
+
+    #[test]
+    fn changes_read_as_a_plain_table_before_and_after_folds() {
+        // A small generator keeps the sequence the same on every run.
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        let nodes: Vec<Node> = (0..200).map(|id| node(id, &[(id % 50) as ChunkId, 50 + (id % 7) as ChunkId])).collect();
+        let mut index = ChunkNodes::of(&nodes);
+        let mut plain: Table<ChunkId, Vec<NodeId>> = Table::default();
+        for n in &nodes {
+            for &c in &n.chunks {
+                plain.entry(c).or_default().push(n.id);
+            }
+        }
+        let mut folded = false;
+        for round in 0..20_000 {
+            let chunk = next(3_000) as ChunkId;
+            let before = index.base.rows.len();
+            match next(10) {
+                0..=5 => {
+                    let node = 1_000 + round as NodeId;
+                    index.add(chunk, node);
+                    plain.entry(chunk).or_default().push(node);
+                }
+                6..=8 => {
+                    let node = plain.get(&chunk).and_then(|list| list.first().copied()).unwrap_or(7);
+                    index.remove(chunk, node);
+                    if let Some(list) = plain.get_mut(&chunk) {
+                        list.retain(|n| *n != node);
+                    }
+                }
+                _ => {
+                    index.remove_chunk(chunk);
+                    plain.remove(&chunk);
+                }
+            }
+            folded |= index.base.rows.len() != before;
+            if round % 2_000 == 0 || round == 19_999 {
+                for chunk in 0..3_000 {
+                    assert_eq!(index.get(chunk), plain.get(&chunk).map_or(&[][..], Vec::as_slice), "chunk {chunk}");
+                }
+                let listed = index.iter().count();
+                assert_eq!(listed, plain.values().filter(|l| !l.is_empty()).count(), "after {round} changes");
+            }
+        }
+        assert!(folded, "the changes were folded into the base");
+    }
+}
