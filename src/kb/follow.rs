@@ -130,7 +130,7 @@ impl Kb {
             changes.nodes.insert(id as NodeId, node);
         }
         for (id, edge) in records.records::<Edge>(Family::Edge)? {
-            if self.edges.contains_key(&id) {
+            if self.edges.contains(id) {
                 changes.edges_removed.push(id);
             }
             if let Some(edge) = edge {

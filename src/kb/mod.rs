@@ -14,6 +14,7 @@ pub mod explore;
 mod fact_edges;
 pub mod follow;
 pub mod graph;
+mod id_table;
 mod mapped;
 pub mod model;
 pub mod name;
@@ -47,6 +48,7 @@ use bm25::Bm25;
 use chunk_nodes::ChunkNodes;
 use fact_edges::FactEdges;
 use graph::KnowledgeGraph;
+use id_table::{IdTable, Keyed};
 use model::{
     Chunk, ChunkId, DocKey, Document, Edge, EdgeId, Link, Node, NodeId, RawTriple, fact_text, summary_embedded_apart,
 };
@@ -96,7 +98,7 @@ pub struct Kb {
     node_keys: Table<String, NodeId>,
     /// Blocking key -> nodes with an alias carrying it (alias candidate generation).
     alias_blocks: AliasBlocks,
-    edges: Table<EdgeId, Edge>,
+    edges: IdTable<Edge>,
     /// Edges extracted by the rule extractor (the rest are imported, LLM-made or curated).
     rule_edges: usize,
     /// Distinct relation labels with their use count, searchable by embedding.
@@ -234,6 +236,12 @@ struct FactKey(NodeId, Arc<str>, NodeId);
 /// Each touched fact with the edge it was indexed under before a change (`None`: new fact).
 struct FactRepresentatives(HashMap<FactKey, Option<EdgeId>>);
 
+impl Keyed for Edge {
+    fn id(&self) -> u64 {
+        self.id
+    }
+}
+
 impl FactKey {
     fn of(edge: &Edge) -> FactKey {
         FactKey(edge.subject, Arc::clone(&edge.relation), edge.object)
@@ -340,7 +348,7 @@ impl Kb {
             nodes: Table::default(),
             node_keys: Table::default(),
             alias_blocks: AliasBlocks::default(),
-            edges: Table::default(),
+            edges: IdTable::default(),
             rule_edges: 0,
             graph: KnowledgeGraph::default(),
             passages: Lazy::default(),
@@ -447,7 +455,6 @@ impl Kb {
         self.doc_ids.reserve(docs.len());
         self.chunks.reserve(chunks.len());
         self.nodes.reserve(nodes.len());
-        self.edges.reserve(edges.len());
         for doc in docs {
             self.doc_ids.insert(doc.id.clone(), doc.key);
             self.docs.insert(doc.key, doc);
@@ -479,7 +486,7 @@ impl Kb {
         })?;
         (self.node_keys, self.alias_blocks, self.fact_edges) = (names.keys, names.blocks, facts);
         self.nodes.extend(nodes.into_iter().map(|node| (node.id, Box::new(node))));
-        self.edges.extend(edges.into_iter().map(|edge| (edge.id, edge)));
+        self.edges = IdTable::of(edges);
         // Labels embedded here are saved, or the next open embeds them again. The labels just
         // indexed are the file's when none was embedded: the next save need not write it again.
         self.labels_saved = manifest.and_then(|m| m.relation_labels.clone()).filter(|_| labels_embedded == 0);
@@ -923,7 +930,7 @@ impl Kb {
         self.index_edge_links(&edge, vectors)?;
         self.graph.add_edge(edge.id, edge.subject, edge.object);
         add_fact(&mut self.fact_edges, &edge);
-        self.edges.insert(edge.id, edge);
+        self.edges.insert(edge);
         Ok(())
     }
 
@@ -941,7 +948,7 @@ impl Kb {
     /// Whether edge `id` is the one its fact is indexed under (the first edge stating it).
     fn represents_fact(&self, id: EdgeId) -> bool {
         self.edges
-            .get(&id)
+            .get(id)
             .and_then(|edge| self.fact_representative(&FactKey::of(edge)))
             .is_some_and(|first| first == id)
     }
@@ -974,7 +981,7 @@ impl Kb {
 
     /// The facts of the edges among `ids` that are in memory.
     fn facts_of(&self, ids: &[EdgeId]) -> Vec<FactKey> {
-        ids.iter().filter_map(|id| self.edges.get(id)).map(FactKey::of).collect()
+        ids.iter().filter_map(|id| self.edges.get(*id)).map(FactKey::of).collect()
     }
 
     /// Brings `fact_index` in line with `fact_edges` for the facts in `before`: each fact's
@@ -1010,7 +1017,7 @@ impl Kb {
     }
 
     fn forget_edge_in_memory(&mut self, id: EdgeId) {
-        if let Some(edge) = self.edges.remove(&id) {
+        if let Some(edge) = self.edges.remove(id) {
             self.graph.remove_edge(id);
             let key = FactKey::of(&edge);
             if let Some(rest) = self.fact_edges.remove(&key).and_then(|ids| ids.without(id)) {
@@ -1127,7 +1134,7 @@ impl Kb {
         self.node_keys.get(&crate::text::normalize_entity(mention)).copied()
     }
     pub fn edge(&self, id: EdgeId) -> Option<&Edge> {
-        self.edges.get(&id)
+        self.edges.get(id)
     }
     pub fn edges(&self) -> impl Iterator<Item = &Edge> {
         self.edges.values()
@@ -1399,7 +1406,7 @@ impl Kb {
                 }
             }
             for e in &doc.edges {
-                if !self.edges.contains_key(e) {
+                if !self.edges.contains(*e) {
                     problems.push(format!("document {} lists missing edge {e}", doc.id));
                 }
             }

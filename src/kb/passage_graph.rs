@@ -31,7 +31,7 @@ use std::collections::BTreeSet;
 
 use super::graph::Csr;
 use super::mapped::Reader;
-use super::model::{Chunk, ChunkId, DocKey, NodeId, SECTION_SEPARATOR, SharedBytes};
+use super::model::{Chunk, ChunkId, DocKey, EdgeId, NodeId, SECTION_SEPARATOR, SharedBytes};
 use super::snapshot::Snapshot;
 use super::{Kb, Table};
 use crate::error::{Error, Result};
@@ -101,10 +101,9 @@ impl PassageGraph {
     pub fn build(kb: &Kb, synonym_threshold: f32) -> PassageGraph {
         let nodes: Vec<NodeId> = kb.nodes.keys().copied().collect();
         let chunks: Vec<ChunkId> = kb.chunks.keys().copied().collect();
-        let mut ids: Vec<_> = kb.edges.keys().copied().collect();
-        ids.sort_unstable();
-        let triples: Vec<(NodeId, NodeId)> =
-            ids.iter().filter_map(|id| kb.edges.get(id)).map(|e| (e.subject, e.object)).collect();
+        let mut edges: Vec<(EdgeId, NodeId, NodeId)> = kb.edges.values().map(|e| (e.id, e.subject, e.object)).collect();
+        edges.sort_unstable_by_key(|&(id, _, _)| id);
+        let triples: Vec<(NodeId, NodeId)> = edges.iter().map(|&(_, subject, object)| (subject, object)).collect();
         let mut mentions: Vec<(NodeId, ChunkId)> =
             kb.nodes.values().flat_map(|n| n.chunks.iter().map(move |c| (n.id, *c))).collect();
         mentions.sort_unstable();

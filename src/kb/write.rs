@@ -317,7 +317,7 @@ impl<'kb> Staging<'kb> {
     fn hand_fact_vectors_on(&mut self) -> Result<()> {
         let mut inherited = Vec::new();
         for id in &self.removed_edges {
-            let Some(edge) = self.kb.edges.get(id) else {
+            let Some(edge) = self.kb.edges.get(*id) else {
                 continue;
             };
             let fact = FactKey::of(edge);
