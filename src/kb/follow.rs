@@ -108,22 +108,22 @@ impl Kb {
         };
         let mut changes = Changes::default();
         for (key, doc) in records.records::<Document>(Family::Doc)? {
-            if let Some(old) = self.docs.get(&(key as DocKey)) {
-                changes.docs_removed.push((**old).clone());
+            if let Some(old) = self.docs.get(key as DocKey) {
+                changes.docs_removed.push(old.clone());
             }
             if let Some(doc) = doc {
                 changes.docs_added.push((doc, records.vector(Family::SummaryVec, key)?));
             }
         }
         for (id, chunk) in records.records::<Chunk>(Family::Chunk)? {
-            if self.chunks.contains_key(&(id as ChunkId)) {
+            if self.chunks.contains(id as ChunkId) {
                 changes.chunks_removed.push(id as ChunkId);
             }
             if let Some(chunk) = chunk {
                 changes.chunks_added.push((chunk, vector(Family::ChunkVec, id)?));
             }
         }
-        for (id, node) in records.nodes(|id| self.nodes.get(&id).map(|n| n.chunks.as_slice()))? {
+        for (id, node) in records.nodes(|id| self.nodes.get(id).map(|n| n.chunks.as_slice()))? {
             if node.is_some() {
                 changes.node_vectors.insert(id as NodeId, vector(Family::NodeVec, id)?);
             }

@@ -1,11 +1,12 @@
-//! Records by id, held as the sorted list an open decodes plus the changes since.
+//! Records by id (the KB's documents, chunks, nodes and edges), held as the sorted list an
+//! open decodes plus the changes since.
 //!
-//! An open used to move each decoded record into a hash table: at a million passages the
-//! three million edges became a table of 200 MB of fresh memory, the list they came in freed
-//! right after. Here the list itself is the base, found through a position per id (ids are
-//! handed out by one counter, so they are dense and an array of positions is a quarter of a
-//! table's size); records written since sit in a small table in front of it, folded into a new
-//! base once they reach a quarter of it.
+//! An open used to move each decoded record into a hash table, or a box a table pointed to: at
+//! a million passages the three million edges alone became a table of 200 MB of fresh memory,
+//! the list they came in freed right after. Here the list itself is the base, found through a
+//! position per id (ids are handed out by one counter, so they are dense, and an array of
+//! positions is a quarter of a table's size); records written since sit in a small table in
+//! front of it, folded into a new base once they reach a quarter of it.
 
 use super::Table;
 
@@ -15,7 +16,13 @@ const MIN_FOLD: usize = 1_024;
 
 /// A record's id.
 pub trait Keyed {
-    fn id(&self) -> u64;
+    type Id: Copy + Into<u64>;
+    fn id(&self) -> Self::Id;
+
+    /// The id as every table keeps it.
+    fn key(&self) -> u64 {
+        self.id().into()
+    }
 }
 
 pub struct IdTable<V> {
@@ -49,9 +56,9 @@ impl<V: Keyed + Clone> IdTable<V> {
     /// The table of `records`; of records sharing an id, the last is kept.
     pub fn of(mut records: Vec<V>) -> IdTable<V> {
         // Decoded records come in id order: then the sort only checks it.
-        records.sort_by_key(Keyed::id);
+        records.sort_by_key(Keyed::key);
         records.reverse();
-        records.dedup_by_key(|r| r.id());
+        records.dedup_by_key(|r| r.key());
         records.reverse();
         let positions = Positions::of(&records);
         IdTable { len: records.len(), base: records, positions, changed: Table::default() }
@@ -65,35 +72,41 @@ impl<V: Keyed + Clone> IdTable<V> {
         self.len == 0
     }
 
-    pub fn get(&self, id: u64) -> Option<&V> {
+    pub fn get(&self, id: V::Id) -> Option<&V> {
+        let id = id.into();
         match self.changed.get(&id) {
             Some(changed) => changed.as_ref(),
             None => self.positions.of_id(id).map(|at| &self.base[at]),
         }
     }
 
-    pub fn contains(&self, id: u64) -> bool {
+    pub fn contains(&self, id: V::Id) -> bool {
         self.get(id).is_some()
     }
 
     /// Every record, in no particular order.
     pub fn values(&self) -> impl Iterator<Item = &V> + Clone {
-        let base = self.base.iter().filter(|r| self.changed.is_empty() || !self.changed.contains_key(&r.id()));
+        let base = self.base.iter().filter(|r| self.changed.is_empty() || !self.changed.contains_key(&r.key()));
         base.chain(self.changed.values().flatten())
+    }
+
+    /// Every record's id, in no particular order.
+    pub fn ids(&self) -> impl Iterator<Item = V::Id> + '_ {
+        self.values().map(Keyed::id)
     }
 
     /// Puts `record` under its id, in place of any record there.
     pub fn insert(&mut self, record: V) {
-        let id = record.id();
-        if !self.contains(id) {
+        if !self.contains(record.id()) {
             self.len += 1;
         }
-        self.changed.insert(id, Some(record));
+        self.changed.insert(record.key(), Some(record));
         self.fold_if_grown();
     }
 
     /// Takes the record `id` out, if there is one.
-    pub fn remove(&mut self, id: u64) -> Option<V> {
+    pub fn remove(&mut self, id: V::Id) -> Option<V> {
+        let id = id.into();
         let in_base = self.positions.of_id(id).map(|at| &self.base[at]);
         let removed = match self.changed.remove(&id) {
             Some(changed) => changed,
@@ -116,7 +129,7 @@ impl<V: Keyed + Clone> IdTable<V> {
         }
         let changed = std::mem::take(&mut self.changed);
         let mut records = std::mem::take(&mut self.base);
-        records.retain(|r| !changed.contains_key(&r.id()));
+        records.retain(|r| !changed.contains_key(&r.key()));
         records.extend(changed.into_values().flatten());
         *self = IdTable::of(records);
     }
@@ -127,15 +140,15 @@ impl Positions {
         let (Some(first), Some(last)) = (records.first(), records.last()) else {
             return Positions::Sparse(Table::default());
         };
-        let (first, span) = (first.id(), last.id() - first.id() + 1);
+        let (first, span) = (first.key(), last.key() - first.key() + 1);
         if span <= (records.len() as u64).saturating_mul(SPREAD) && records.len() < u32::MAX as usize {
             let mut at = vec![u32::MAX; span as usize];
             for (position, record) in records.iter().enumerate() {
-                at[(record.id() - first) as usize] = position as u32;
+                at[(record.key() - first) as usize] = position as u32;
             }
             Positions::Dense { first, at }
         } else {
-            Positions::Sparse(records.iter().enumerate().map(|(position, r)| (r.id(), position as u32)).collect())
+            Positions::Sparse(records.iter().enumerate().map(|(position, r)| (r.key(), position as u32)).collect())
         }
     }
 
@@ -156,6 +169,7 @@ mod tests {
     struct Record(u64, &'static str);
 
     impl Keyed for Record {
+        type Id = u64;
         fn id(&self) -> u64 {
             self.0
         }

@@ -88,12 +88,12 @@ pub struct Kb {
     embedder: Arc<dyn Embedder>,
     /// Boxed, as are chunks and nodes: a table keeps up to twice its entries' room empty
     /// (it grows by doubling), and a million documents left 190 MB of empty `Document`s.
-    docs: Table<DocKey, Box<Document>>,
+    docs: IdTable<Document>,
     doc_ids: Table<String, DocKey>,
-    chunks: Table<ChunkId, Box<Chunk>>,
+    chunks: IdTable<Chunk>,
     /// Reverse provenance: which nodes mention a chunk.
     chunk_nodes: ChunkNodes,
-    nodes: Table<NodeId, Box<Node>>,
+    nodes: IdTable<Node>,
     /// Normalised alias -> node, for every alias of every node.
     node_keys: Table<String, NodeId>,
     /// Blocking key -> nodes with an alias carrying it (alias candidate generation).
@@ -237,8 +237,30 @@ struct FactKey(NodeId, Arc<str>, NodeId);
 struct FactRepresentatives(HashMap<FactKey, Option<EdgeId>>);
 
 impl Keyed for Edge {
-    fn id(&self) -> u64 {
+    type Id = EdgeId;
+    fn id(&self) -> EdgeId {
         self.id
+    }
+}
+
+impl Keyed for Node {
+    type Id = NodeId;
+    fn id(&self) -> NodeId {
+        self.id
+    }
+}
+
+impl Keyed for Chunk {
+    type Id = ChunkId;
+    fn id(&self) -> ChunkId {
+        self.id
+    }
+}
+
+impl Keyed for Document {
+    type Id = DocKey;
+    fn id(&self) -> DocKey {
+        self.key
     }
 }
 
@@ -341,11 +363,11 @@ impl Kb {
             settings,
             store,
             embedder,
-            docs: Table::default(),
+            docs: IdTable::default(),
             doc_ids: Table::default(),
-            chunks: Table::default(),
+            chunks: IdTable::default(),
             chunk_nodes: ChunkNodes::default(),
-            nodes: Table::default(),
+            nodes: IdTable::default(),
             node_keys: Table::default(),
             alias_blocks: AliasBlocks::default(),
             edges: IdTable::default(),
@@ -451,15 +473,10 @@ impl Kb {
     ) -> Result<bool> {
         let Records { docs, chunks, nodes, edges } = self.read_records(manifest, log, decoded)?;
         // Sized once: growing them a record at a time rehashes every table several times.
-        self.docs.reserve(docs.len());
         self.doc_ids.reserve(docs.len());
-        self.chunks.reserve(chunks.len());
-        self.nodes.reserve(nodes.len());
-        for doc in docs {
-            self.doc_ids.insert(doc.id.clone(), doc.key);
-            self.docs.insert(doc.key, doc);
-        }
-        self.chunks.extend(chunks.into_iter().map(|chunk| (chunk.id, chunk)));
+        self.doc_ids.extend(docs.iter().map(|doc| (doc.id.clone(), doc.key)));
+        self.docs = IdTable::of(docs);
+        self.chunks = IdTable::of(chunks);
         tracing::debug!(ms = started.elapsed().as_millis() as u64, records = ?self.records_at_open, "loaded the records");
         // A label's vector depends on its text and the embedder alone: saved ones stay right
         // whatever the store did since, and only labels the save lacks are embedded.
@@ -485,7 +502,7 @@ impl Kb {
             tables.join().map_err(|_| Error::Internal("building the name and fact tables panicked".into()))
         })?;
         (self.node_keys, self.alias_blocks, self.fact_edges) = (names.keys, names.blocks, facts);
-        self.nodes.extend(nodes.into_iter().map(|node| (node.id, Box::new(node))));
+        self.nodes = IdTable::of(nodes);
         self.edges = IdTable::of(edges);
         // Labels embedded here are saved, or the next open embeds them again. The labels just
         // indexed are the file's when none was embedded: the next save need not write it again.
@@ -645,7 +662,7 @@ impl Kb {
         };
         for id in touched {
             self.bm25.remove(id);
-            if let Some(chunk) = self.chunks.get(&(id as ChunkId)) {
+            if let Some(chunk) = self.chunks.get(id as ChunkId) {
                 self.bm25.insert(id, &self.bm25_text(chunk));
             }
         }
@@ -654,7 +671,7 @@ impl Kb {
 
     /// The text BM25 indexes for `chunk`: the passage under its document's title.
     fn bm25_text(&self, chunk: &Chunk) -> String {
-        let title = self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str());
+        let title = self.docs.get(chunk.doc).map_or("", |d| d.title.as_str());
         model::passage_text(title, &chunk.section, &chunk.text)
     }
 
@@ -803,8 +820,7 @@ impl Kb {
             self.records_saved = None;
         }
         if scope == SaveScope::Complete && !self.records_current() {
-            let encoded =
-                Records::encode(self.docs(), self.chunks.values().map(|c| &**c), self.nodes(), self.edges.values());
+            let encoded = Records::encode(self.docs(), self.chunks.values(), self.nodes(), self.edges.values());
             self.records_saved =
                 Some(saved::write_snapshot(dir, &format!("records-{generation}"), &encoded, self.applied_change)?);
         }
@@ -890,7 +906,7 @@ impl Kb {
     /// provenance only gains the chunks that are new.
     fn index_node_in_memory(&mut self, node: Node, indexed_chunks: &[ChunkId]) {
         self.index_node_links(&node, indexed_chunks);
-        self.nodes.insert(node.id, Box::new(node));
+        self.nodes.insert(node);
     }
 
     /// The provenance of `node`, its chunks in `indexed_chunks` indexed already.
@@ -956,7 +972,7 @@ impl Kb {
     /// The fact `edge` states, in its nodes' names (a triple's own surface forms are not
     /// stored).
     fn fact_text_of(&self, edge: &Edge) -> String {
-        let name = |id: NodeId| self.nodes.get(&id).map_or_else(String::new, |n| n.name.clone());
+        let name = |id: NodeId| self.nodes.get(id).map_or_else(String::new, |n| n.name.clone());
         fact_text(&RawTriple {
             subject: name(edge.subject),
             relation: edge.relation.to_string(),
@@ -1050,7 +1066,7 @@ impl Kb {
         &self.graph
     }
     pub fn doc(&self, key: DocKey) -> Option<&Document> {
-        self.docs.get(&key).map(|d| &**d)
+        self.docs.get(key)
     }
     pub fn doc_by_id(&self, id: &str) -> Option<&Document> {
         self.doc_ids.get(id).and_then(|k| self.doc(*k))
@@ -1064,19 +1080,19 @@ impl Kb {
             .filter_map(move |link| self.doc_by_id(&link.target).filter(|d| d.key != chunk.doc).map(|d| (link, d)))
     }
     pub fn docs(&self) -> impl Iterator<Item = &Document> {
-        self.docs.values().map(|d| &**d)
+        self.docs.values()
     }
     pub fn chunk(&self, id: ChunkId) -> Option<&Chunk> {
-        self.chunks.get(&id).map(|c| &**c)
+        self.chunks.get(id)
     }
     pub fn chunk_ids(&self) -> impl Iterator<Item = ChunkId> + '_ {
-        self.chunks.keys().copied()
+        self.chunks.ids()
     }
     pub fn node(&self, id: NodeId) -> Option<&Node> {
-        self.nodes.get(&id).map(|n| &**n)
+        self.nodes.get(id)
     }
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
-        self.nodes.values().map(|n| &**n)
+        self.nodes.values()
     }
     /// Committed nodes with an alias carrying one of `blocks` (see [`align::blocking_keys`]):
     /// the only possible alias matches.
@@ -1199,12 +1215,12 @@ impl Kb {
     /// How many chunks mention `node` (0 for an unknown node): the inverse of a node's
     /// specificity.
     pub fn node_chunk_count(&self, node: NodeId) -> usize {
-        self.nodes.get(&node).map_or(0, |n| n.chunks.len())
+        self.nodes.get(node).map_or(0, |n| n.chunks.len())
     }
 
     /// Title of a chunk's document, for display and for indexing ("title\ntext").
     pub fn chunk_title(&self, chunk: &Chunk) -> &str {
-        self.docs.get(&chunk.doc).map_or("", |d| d.title.as_str())
+        self.docs.get(chunk.doc).map_or("", |d| d.title.as_str())
     }
 
     pub fn stats(&self) -> Stats {
@@ -1359,7 +1375,7 @@ impl Kb {
     /// sled untouched, as if the extractor had missed those entities.
     pub fn forget_nodes_in_memory(&mut self, ids: &[NodeId]) -> Result<()> {
         for id in ids {
-            let Some(node) = self.nodes.remove(id) else {
+            let Some(node) = self.nodes.remove(*id) else {
                 continue;
             };
             self.unindex_node_names(&node);
@@ -1401,7 +1417,7 @@ impl Kb {
         }
         for doc in self.docs.values() {
             for c in &doc.chunks {
-                if !self.chunks.contains_key(c) {
+                if !self.chunks.contains(*c) {
                     problems.push(format!("document {} lists missing chunk {c}", doc.id));
                 }
             }
@@ -1415,7 +1431,7 @@ impl Kb {
             }
         }
         for chunk in self.chunks.values() {
-            if !self.docs.contains_key(&chunk.doc) {
+            if !self.docs.contains(chunk.doc) {
                 problems.push(format!("chunk {} belongs to missing document {}", chunk.id, chunk.doc));
             }
             if !self.chunk_index.contains(chunk.id as u64) {
@@ -1429,7 +1445,7 @@ impl Kb {
             (
                 "summary",
                 self.summary_index.len(),
-                self.docs.keys().filter(|k| self.summary_index.contains(**k as u64)).count(),
+                self.docs.ids().filter(|k| self.summary_index.contains(*k as u64)).count(),
             ),
             ("entity", self.node_index.len(), self.nodes.len()),
         ] {
@@ -1439,7 +1455,7 @@ impl Kb {
         }
         for edge in self.edges.values() {
             for end in [edge.subject, edge.object] {
-                match self.nodes.get(&end) {
+                match self.nodes.get(end) {
                     None => problems.push(format!("edge {} points at missing node {end}", edge.id)),
                     Some(n) if n.chunks.binary_search(&edge.chunk).is_err() => {
                         problems.push(format!("node {end} lacks provenance chunk {} of edge {}", edge.chunk, edge.id))
@@ -1456,7 +1472,7 @@ impl Kb {
                 problems.push(format!("node {} has no vector", node.id));
             }
             for c in &node.chunks {
-                if !self.chunks.contains_key(c) {
+                if !self.chunks.contains(*c) {
                     problems.push(format!("node {} cites missing chunk {c}", node.id));
                 }
                 if self.nodes_in_chunk(*c).iter().filter(|n| **n == node.id).count() != 1 {
@@ -1466,7 +1482,7 @@ impl Kb {
         }
         for (c, ids) in self.chunk_nodes.iter() {
             for id in ids {
-                if self.nodes.get(id).is_none_or(|n| n.chunks.binary_search(&c).is_err()) {
+                if self.nodes.get(*id).is_none_or(|n| n.chunks.binary_search(&c).is_err()) {
                     problems.push(format!("reverse provenance of chunk {c} lists node {id}, which does not cite it"));
                 }
             }

@@ -41,7 +41,7 @@ impl Snapshot for Pages {
 
     fn build_from(kb: &Kb) -> Self {
         Pages::from_titles(kb.docs.values().map(|doc| {
-            let opening = doc.chunks.first().and_then(|c| kb.chunks.get(c)).map(|c| c.text.as_str());
+            let opening = doc.chunks.first().and_then(|c| kb.chunks.get(*c)).map(|c| c.text.as_str());
             (doc.title.as_str(), opening, doc.chunks.as_slice())
         }))
     }

@@ -31,7 +31,7 @@ use std::collections::BTreeSet;
 
 use super::graph::Csr;
 use super::mapped::Reader;
-use super::model::{Chunk, ChunkId, DocKey, EdgeId, NodeId, SECTION_SEPARATOR, SharedBytes};
+use super::model::{Chunk, ChunkId, DocKey, Document, EdgeId, NodeId, SECTION_SEPARATOR, SharedBytes};
 use super::snapshot::Snapshot;
 use super::{Kb, Table};
 use crate::error::{Error, Result};
@@ -99,8 +99,8 @@ impl PassageGraph {
 
     /// Builds the snapshot of `kb`'s current contents.
     pub fn build(kb: &Kb, synonym_threshold: f32) -> PassageGraph {
-        let nodes: Vec<NodeId> = kb.nodes.keys().copied().collect();
-        let chunks: Vec<ChunkId> = kb.chunks.keys().copied().collect();
+        let nodes: Vec<NodeId> = kb.nodes.ids().collect();
+        let chunks: Vec<ChunkId> = kb.chunks.ids().collect();
         let mut edges: Vec<(EdgeId, NodeId, NodeId)> = kb.edges.values().map(|e| (e.id, e.subject, e.object)).collect();
         edges.sort_unstable_by_key(|&(id, _, _)| id);
         let triples: Vec<(NodeId, NodeId)> = edges.iter().map(|&(_, subject, object)| (subject, object)).collect();
@@ -109,10 +109,10 @@ impl PassageGraph {
         mentions.sort_unstable();
         let topics: Vec<(NodeId, ChunkId)> = kb
             .chunks
-            .iter()
-            .filter_map(|(id, chunk)| {
+            .values()
+            .filter_map(|chunk| {
                 let node = kb.node_by_alias(&text::title_entity(kb.chunk_title(chunk))?)?;
-                Some((node, *id))
+                Some((node, chunk.id))
             })
             .collect();
         let links = Links {
@@ -267,23 +267,22 @@ pub struct Outline {
 
 impl Outline {
     pub fn of(kb: &Kb) -> Outline {
-        let mut keys: Vec<DocKey> = kb.docs.keys().copied().collect();
-        keys.sort_unstable();
+        let mut docs: Vec<&Document> = kb.docs.values().collect();
+        docs.sort_unstable_by_key(|doc| doc.key);
         let mut outline = Outline::default();
         let mut ends: Table<DocKey, OutlineEnd> = Table::default();
         let mut linking: Vec<&Chunk> = Vec::new();
-        for key in &keys {
-            let doc = &kb.docs[key];
+        for doc in docs {
             let chunks: Vec<&Chunk> = doc.chunks.iter().filter_map(|c| kb.chunk(*c)).collect();
             linking.extend(chunks.iter().filter(|c| !c.links.is_empty()));
             match chunks.as_slice() {
                 [] => {}
                 [one] => {
-                    ends.insert(*key, OutlineEnd::Passage(one.id));
+                    ends.insert(doc.key, OutlineEnd::Passage(one.id));
                 }
                 many => {
                     let end = outline.document(many.iter().map(|c| (c.id, c.section.as_str())));
-                    ends.insert(*key, end);
+                    ends.insert(doc.key, end);
                 }
             }
         }

@@ -25,16 +25,12 @@ const VERSION: u32 = 2;
 const HEADER: usize = MAGIC.len() + 4 + 16;
 
 /// Every record of a KB, each family in id order (the order a scan of the store gives).
-#[expect(
-    clippy::vec_box,
-    reason = "the KB's tables hold documents and chunks boxed; boxed as decoded, each is moved there"
-)]
+/// The KB's tables keep these lists as they are (see `kb::id_table`): a record is never
+/// copied after it is decoded.
 #[derive(Debug, Default, PartialEq)]
 pub struct Records {
-    /// Boxed as the KB's tables hold them: boxed when decoded, not moved into boxes after
-    /// (a second copy of a million records, in memory the kernel zeroes first).
-    pub docs: Vec<Box<Document>>,
-    pub chunks: Vec<Box<Chunk>>,
+    pub docs: Vec<Document>,
+    pub chunks: Vec<Chunk>,
     pub nodes: Vec<Node>,
     pub edges: Vec<Edge>,
 }
@@ -50,8 +46,8 @@ impl Records {
                 share_relations(&mut edges);
                 Ok((store.nodes().collect::<Result<_>>()?, edges))
             });
-            let docs = store.docs().map(|doc| doc.map(Box::new)).collect::<Result<Vec<_>>>()?;
-            let chunks = store.chunks().map(|chunk| chunk.map(Box::new)).collect::<Result<Vec<_>>>()?;
+            let docs = store.docs().collect::<Result<Vec<_>>>()?;
+            let chunks = store.chunks().collect::<Result<Vec<_>>>()?;
             let (nodes, edges) =
                 graph.join().map_err(|_| Error::Internal("reading the nodes and edges panicked".into()))??;
             Ok(Records { docs, chunks, nodes, edges })
@@ -180,8 +176,8 @@ impl Records {
     /// Brings the records up to date with the store: each record `changed` names takes its
     /// stored state (written, or gone), and every family stays in id order.
     pub fn overlay(&mut self, changed: &ChangedRecords) -> Result<()> {
-        overlay(&mut self.docs, boxed(changed.records(Family::Doc)?), |d| d.key as u64);
-        overlay(&mut self.chunks, boxed(changed.records(Family::Chunk)?), |c| c.id as u64);
+        overlay(&mut self.docs, changed.records(Family::Doc)?, |d| d.key as u64);
+        overlay(&mut self.chunks, changed.records(Family::Chunk)?, |c| c.id as u64);
         let nodes = changed.nodes(|id| {
             let at = self.nodes.binary_search_by_key(&id, |n| n.id).ok()?;
             Some(self.nodes[at].chunks.as_slice())
@@ -201,10 +197,9 @@ fn whole<T>(bytes: &[u8], decode: impl FnOnce(&mut Reader) -> Option<T>) -> Opti
 }
 
 /// The documents, as [`Records::encode`] wrote them in `file`.
-#[expect(clippy::vec_box, reason = "see `Records`")]
-fn documents(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Box<Document>>> {
+fn documents(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Document>> {
     r.long_list(|r| {
-        Some(Box::new(Document {
+        Some(Document {
             key: r.u32()?,
             id: r.str()?.to_string(),
             title: r.str()?.to_string(),
@@ -213,15 +208,14 @@ fn documents(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Box<Document>>> {
             summary: shared_text(r, file)?,
             chunks: r.u32s()?,
             edges: r.short_list(Reader::u64)?,
-        }))
+        })
     })
 }
 
 /// The chunks, as [`Records::encode`] wrote them in `file`.
-#[expect(clippy::vec_box, reason = "see `Records`")]
-fn chunks(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Box<Chunk>>> {
+fn chunks(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Chunk>> {
     r.long_list(|r| {
-        Some(Box::new(Chunk {
+        Some(Chunk {
             id: r.u32()?,
             doc: r.u32()?,
             ordinal: r.u32()?,
@@ -229,7 +223,7 @@ fn chunks(r: &mut Reader, file: &SharedBytes) -> Option<Vec<Box<Chunk>>> {
             text: shared_text(r, file)?,
             section: r.str()?.to_string(),
             links: r.short_list(|r| Some(Link { anchor: span(r)?, target: r.str()?.to_string() }))?,
-        }))
+        })
     })
 }
 
@@ -255,10 +249,6 @@ fn graph(r: &mut Reader) -> Option<(Vec<Node>, Vec<Edge>)> {
         })
     })?;
     Some((nodes, edges))
-}
-
-fn boxed<T>(records: Vec<(u64, Option<T>)>) -> Vec<(u64, Option<Box<T>>)> {
-    records.into_iter().map(|(id, record)| (id, record.map(Box::new))).collect()
 }
 
 /// The next text as [`put_str`] wrote it, read where it lies in `file`, which `r` reads.
@@ -321,7 +311,7 @@ mod tests {
 
     fn sample() -> Records {
         Records {
-            docs: vec![Box::new(Document {
+            docs: vec![Document {
                 key: 3,
                 id: "harbour-notes".into(),
                 title: "Harbour notes".into(),
@@ -330,9 +320,9 @@ mod tests {
                 summary: "The harbour opens at dawn.".into(),
                 chunks: vec![7, 8],
                 edges: vec![40, 41],
-            })],
+            }],
             chunks: vec![
-                Box::new(Chunk {
+                Chunk {
                     id: 7,
                     doc: 3,
                     ordinal: 0,
@@ -340,8 +330,8 @@ mod tests {
                     text: "The harbour opens at dawn.".into(),
                     section: String::new(),
                     links: vec![],
-                }),
-                Box::new(Chunk {
+                },
+                Chunk {
                     id: 8,
                     doc: 3,
                     ordinal: 1,
@@ -349,7 +339,7 @@ mod tests {
                     text: "Ferries leave for Quiet Bay › daily.".into(),
                     section: "Ferries › Times".into(),
                     links: vec![Link { anchor: (18, 27), target: "quiet-bay".into() }],
-                }),
+                },
             ],
             nodes: vec![
                 Node {
@@ -386,12 +376,7 @@ mod tests {
     }
 
     fn encoded(records: &Records) -> Vec<u8> {
-        Records::encode(
-            records.docs.iter().map(|d| &**d),
-            records.chunks.iter().map(|c| &**c),
-            records.nodes.iter(),
-            records.edges.iter(),
-        )
+        Records::encode(records.docs.iter(), records.chunks.iter(), records.nodes.iter(), records.edges.iter())
     }
 
     #[test]

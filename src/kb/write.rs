@@ -356,7 +356,7 @@ impl<'kb> Staging<'kb> {
             match node {
                 // Most touched nodes only gained a mention, written as it was staged.
                 Some(node) => {
-                    if self.kb.nodes.get(id).is_none_or(|committed| !committed.same_names(node)) {
+                    if self.kb.nodes.get(*id).is_none_or(|committed| !committed.same_names(node)) {
                         self.batch.put_node(node);
                     }
                 }
@@ -540,13 +540,13 @@ impl Kb {
             self.forget_edge_in_memory(*id);
         }
         for id in &changes.chunks_removed {
-            self.chunks.remove(id);
+            self.chunks.remove(*id);
             self.chunk_nodes.remove_chunk(*id);
             self.bm25.remove(*id as u64);
             self.chunk_index.remove(*id as u64)?;
         }
         for doc in &changes.docs_removed {
-            self.docs.remove(&doc.key);
+            self.docs.remove(doc.key);
             if self.doc_ids.get(&doc.id) == Some(&doc.key) {
                 self.doc_ids.remove(&doc.id);
             }
@@ -557,25 +557,25 @@ impl Kb {
                 self.summary_index.upsert(doc.key as u64, &summary)?;
             }
             self.doc_ids.insert(doc.id.clone(), doc.key);
-            self.docs.insert(doc.key, Box::new(doc));
+            self.docs.insert(doc);
         }
         for doc in changes.docs_updated {
-            if let Some(old) = self.docs.get(&doc.key)
+            if let Some(old) = self.docs.get(doc.key)
                 && old.id != doc.id
                 && self.doc_ids.get(&old.id) == Some(&doc.key)
             {
                 self.doc_ids.remove(&old.id);
             }
             self.doc_ids.insert(doc.id.clone(), doc.key);
-            self.docs.insert(doc.key, Box::new(doc));
+            self.docs.insert(doc);
         }
         for (chunk, vector) in changes.chunks_added {
             self.bm25.insert(chunk.id as u64, &self.bm25_text(&chunk));
             self.chunk_index.upsert(chunk.id as u64, &vector)?;
-            self.chunks.insert(chunk.id, Box::new(chunk));
+            self.chunks.insert(chunk);
         }
         for (id, node) in changes.nodes {
-            let old = self.nodes.remove(&id);
+            let old = self.nodes.remove(id);
             // Most touched nodes only gain a chunk: their names stay keyed and blocked.
             let renamed = old.as_ref().is_none_or(|o| node.as_ref().is_none_or(|n| !n.same_names(o)));
             if let Some(old) = &old {
