@@ -675,7 +675,9 @@ impl VectorIndex {
         }
         let store = VectorStore::open(dir, &vectors.segments, self.dim, vectors.len)?;
         let mut loaded = Vec::new();
-        let mut home = Table::default();
+        // Sized once for every vector: filled a graph at a time, it would be built again and
+        // its fresh pages zeroed at every doubling (at a million passages, three million facts).
+        let mut home = Table::with_capacity_and_hasher(vectors.len, Default::default());
         for (at, file) in graphs.iter().enumerate() {
             let (mut graph, members) = self.load_graph(dir, file, at + 1 < graphs.len())?;
             home.extend(members.into_iter().map(|(key, _)| (key, at)));
