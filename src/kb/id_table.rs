@@ -140,9 +140,11 @@ impl Positions {
         let (Some(first), Some(last)) = (records.first(), records.last()) else {
             return Positions::Sparse(Table::default());
         };
-        let (first, span) = (first.key(), last.key() - first.key() + 1);
-        if span <= (records.len() as u64).saturating_mul(SPREAD) && records.len() < u32::MAX as usize {
-            let mut at = vec![u32::MAX; span as usize];
+        // The largest offset rather than the count of slots: ids up to `u64::MAX` stay sparse
+        // instead of overflowing the count.
+        let (first, last_offset) = (first.key(), last.key() - first.key());
+        if last_offset < (records.len() as u64).saturating_mul(SPREAD) && records.len() < u32::MAX as usize {
+            let mut at = vec![u32::MAX; last_offset as usize + 1];
             for (position, record) in records.iter().enumerate() {
                 at[(record.key() - first) as usize] = position as u32;
             }
@@ -177,14 +179,15 @@ mod tests {
 
     #[test]
     fn records_are_found_by_id_whether_their_ids_are_dense_or_spread_out() {
-        for ids in [vec![3, 4, 6, 7], vec![5, 1_000_000, 7_000_000_000]] {
+        for ids in [vec![3, 4, 6, 7], vec![5, 1_000_000, 7_000_000_000], vec![0, 4, u64::MAX]] {
             let table = IdTable::of(ids.iter().rev().map(|&id| Record(id, "x")).collect());
-            assert!(matches!(table.positions, Positions::Dense { .. }) == (ids[1] == 4), "{ids:?}");
+            assert!(matches!(table.positions, Positions::Dense { .. }) == (ids[0] == 3), "{ids:?}");
             for &id in &ids {
                 assert_eq!(table.get(id), Some(&Record(id, "x")));
             }
-            assert_eq!(table.get(5).is_some(), ids.contains(&5));
-            assert!(table.get(0).is_none() && table.get(u64::MAX).is_none());
+            for probe in [0, 5, 8, u64::MAX] {
+                assert_eq!(table.get(probe).is_some(), ids.contains(&probe), "{ids:?}");
+            }
             assert_eq!(table.len(), ids.len());
         }
     }
