@@ -10,10 +10,6 @@
 use super::Table;
 use super::model::{ChunkId, Node, NodeId};
 
-/// Changed chunks are folded into the base once they reach a quarter of it, or this many
-/// while it is small.
-const MIN_FOLD: usize = 1_024;
-
 #[derive(Default)]
 pub struct ChunkNodes {
     base: Base,
@@ -117,7 +113,7 @@ impl ChunkNodes {
 
     /// Builds the base again from every list once the changed chunks reach a quarter of it.
     fn fold_if_grown(&mut self) {
-        if self.changed.len() < MIN_FOLD.max(self.base.rows.len() / 4) {
+        if !super::fold_due(self.changed.len(), self.base.rows.len()) {
             return;
         }
         let mut base = Base { rows: Table::default(), starts: vec![0], nodes: Vec::new() };
@@ -161,14 +157,7 @@ mod tests {
 
     #[test]
     fn changes_read_as_a_plain_table_before_and_after_folds() {
-        // A small generator keeps the sequence the same on every run.
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut next = crate::kb::test_sequence(0x2545_F491_4F6C_DD1Du64);
         let nodes: Vec<Node> = (0..200).map(|id| node(id, &[(id % 50) as ChunkId, 50 + (id % 7) as ChunkId])).collect();
         let mut index = ChunkNodes::of(&nodes);
         let mut plain: Table<ChunkId, Vec<NodeId>> = Table::default();

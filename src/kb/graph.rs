@@ -13,10 +13,6 @@ use std::cmp::Reverse;
 use super::Table;
 use super::model::{EdgeId, NodeId};
 
-/// Changes are folded into the base once they reach a quarter of it, or this many while the
-/// graph is small.
-const MIN_FOLD: usize = 1_024;
-
 #[derive(Default)]
 pub struct KnowledgeGraph {
     base: Base,
@@ -132,7 +128,7 @@ impl KnowledgeGraph {
 
     /// Builds the base again from every edge once the changes since reach a quarter of it.
     fn fold_if_grown(&mut self) {
-        if self.added_edges.len() + self.removed.len() < MIN_FOLD.max(self.base.edges.len() / 4) {
+        if !super::fold_due(self.added_edges.len() + self.removed.len(), self.base.edges.len()) {
             return;
         }
         let mut edges = std::mem::take(&mut self.base.edges);
@@ -359,14 +355,7 @@ mod tests {
     fn random_changes_read_as_the_plain_graph_before_and_after_folds() {
         // Enough nodes that removing one takes few edges, so the changes reach a fold.
         const NODES: u64 = 1_000;
-        // A small generator keeps the sequence the same on every run.
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut next = crate::kb::test_sequence(0x9E37_79B9_7F4A_7C15u64);
         let mut plain: Vec<(EdgeId, NodeId, NodeId)> =
             (0..300).map(|id| (id, next(NODES) as NodeId, next(NODES) as NodeId)).collect();
         let mut g = KnowledgeGraph::of(plain.clone());

@@ -10,10 +10,6 @@
 
 use super::Table;
 
-/// Changes are folded into the base once they reach a quarter of it, or this many while it is
-/// small.
-const MIN_FOLD: usize = 1_024;
-
 /// A record's id.
 pub trait Keyed {
     type Id: Copy + Into<u64>;
@@ -124,7 +120,7 @@ impl<V: Keyed + Clone> IdTable<V> {
 
     /// Builds the base again from every record once the changes reach a quarter of it.
     fn fold_if_grown(&mut self) {
-        if self.changed.len() < MIN_FOLD.max(self.base.len() / 4) {
+        if !super::fold_due(self.changed.len(), self.base.len()) {
             return;
         }
         let changed = std::mem::take(&mut self.changed);
@@ -194,14 +190,7 @@ mod tests {
 
     #[test]
     fn random_changes_read_as_a_plain_table_before_and_after_folds() {
-        // A small generator keeps the sequence the same on every run.
-        let mut state = 0x5851_F42D_4C95_7F2Du64;
-        let mut next = |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut next = crate::kb::test_sequence(0x5851_F42D_4C95_7F2Du64);
         let mut table = IdTable::of((0..500).map(|id| Record(id * 2, "base")).collect());
         let mut plain: Table<u64, Record> = (0..500).map(|id| (id * 2, Record(id * 2, "base"))).collect();
         let labels = ["a", "b", "c"];

@@ -86,8 +86,7 @@ pub struct Kb {
     settings: Arc<Settings>,
     store: Store,
     embedder: Arc<dyn Embedder>,
-    /// Boxed, as are chunks and nodes: a table keeps up to twice its entries' room empty
-    /// (it grows by doubling), and a million documents left 190 MB of empty `Document`s.
+    /// The decoded lists themselves, not tables of them (see `id_table`).
     docs: IdTable<Document>,
     doc_ids: Table<String, DocKey>,
     chunks: IdTable<Chunk>,
@@ -227,6 +226,27 @@ fn fact_table(edges: &[Edge]) -> Table<FactKey, FactEdges> {
         add_fact(&mut facts, edge);
     }
     facts
+}
+
+/// Whether a structure kept as a base and the changes since (`graph`, `chunk_nodes`,
+/// `id_table`) should fold them into a new base: once they reach a quarter of it, or 1,024
+/// while it is small. Each fold costs the base's size, so a write costs amortised constant
+/// work, and reads stay mostly in the base.
+fn fold_due(changes: usize, base: usize) -> bool {
+    changes >= (base / 4).max(1_024)
+}
+
+/// A small deterministic generator for the tests that drive a structure through random
+/// changes: `next(bound)` is below `bound`, and the same `seed` gives the same sequence.
+#[cfg(test)]
+fn test_sequence(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut state = seed;
+    move |bound| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    }
 }
 
 /// What makes two edges state the same fact: subject, relation label and object.
@@ -472,8 +492,6 @@ impl Kb {
         started: std::time::Instant,
     ) -> Result<bool> {
         let Records { docs, chunks, nodes, edges } = self.read_records(manifest, log, decoded)?;
-        // Sized once: growing them a record at a time rehashes every table several times.
-        self.doc_ids.reserve(docs.len());
         self.doc_ids.extend(docs.iter().map(|doc| (doc.id.clone(), doc.key)));
         self.docs = IdTable::of(docs);
         self.chunks = IdTable::of(chunks);
