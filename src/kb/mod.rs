@@ -508,16 +508,20 @@ impl Kb {
         let known = saved_labels.len();
         let vectors = self.embed_new_relations(&edges, saved_labels)?;
         let labels_embedded = vectors.len() - known;
-        // The alias, blocking and fact tables depend on the records alone: a second core
-        // builds them while this one builds the graph (at a million passages, 7.7 s on one).
+        // The alias and blocking tables depend on the records alone: a second core builds
+        // them while this one builds the graph and the fact table, about as much work at a
+        // million passages (the fact table beside the names made the second core the open's
+        // longest part by half a second).
         let (names, facts) = std::thread::scope(|scope| -> Result<_> {
-            let tables = scope.spawn(|| (NameTables::of(&nodes), fact_table(&edges)));
+            let names = scope.spawn(|| NameTables::of(&nodes));
             self.chunk_nodes = ChunkNodes::of(&nodes);
             self.graph = KnowledgeGraph::of(edges.iter().map(|e| (e.id, e.subject, e.object)).collect());
             for edge in &edges {
                 self.index_edge_links(edge, &vectors)?;
             }
-            tables.join().map_err(|_| Error::Internal("building the name and fact tables panicked".into()))
+            let facts = fact_table(&edges);
+            let names = names.join().map_err(|_| Error::Internal("building the name tables panicked".into()))?;
+            Ok((names, facts))
         })?;
         (self.node_keys, self.alias_blocks, self.fact_edges) = (names.keys, names.blocks, facts);
         self.nodes = IdTable::of(nodes);
