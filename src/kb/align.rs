@@ -98,11 +98,105 @@ impl NameSketch {
 }
 
 /// Blocking key -> the nodes with a name or alias carrying it, each with its name's sketch:
-/// alias candidate generation, for the committed KB and for what a write stages. A map per
-/// block: a common key ("w:univ") can hold a large share of all nodes, and indexing or
-/// unindexing one must not scan it.
+/// alias candidate generation, for the committed KB and for what a write stages. A common
+/// key ("w:univ") can hold a large share of all nodes, so indexing or unindexing one must not
+/// scan its block ([`BlockMembers`]).
 #[derive(Default)]
-pub struct AliasBlocks(Table<String, Table<NodeId, NameSketch>>);
+pub struct AliasBlocks(Table<String, BlockMembers>);
+
+/// The members of one block: a list sorted by node id, and the members added out of order
+/// or removed since, folded into the list once they reach a quarter of it. Nodes get their
+/// ids from one counter and an open indexes them in id order, so nearly every insert is a
+/// push; a table per block, built an insert at a time, was most of a large KB's open that
+/// the alias tables took (a hash and a probe per alias and block, and a growing table each).
+#[derive(Default)]
+pub struct BlockMembers {
+    sorted: Vec<(NodeId, NameSketch)>,
+    /// `Some`: a member the list lacks; `None`: a member of the list removed since.
+    changed: Table<NodeId, Option<NameSketch>>,
+    len: usize,
+}
+
+impl BlockMembers {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Puts `id` in the block with `sketch`, replacing its sketch if it is a member.
+    pub fn insert(&mut self, id: NodeId, sketch: NameSketch) {
+        // A node's aliases often share a block: its second one finds it last.
+        if self.changed.is_empty() {
+            match self.sorted.last_mut() {
+                Some((last, kept)) if *last == id => {
+                    *kept = sketch;
+                    return;
+                }
+                Some((last, _)) if *last > id => {}
+                _ => {
+                    self.sorted.push((id, sketch));
+                    self.len += 1;
+                    return;
+                }
+            }
+        }
+        match self.sorted.binary_search_by_key(&id, |(member, _)| *member) {
+            Ok(at) => {
+                self.sorted[at].1 = sketch;
+                if let Some(None) = self.changed.remove(&id) {
+                    self.len += 1;
+                }
+            }
+            Err(_) => {
+                if self.changed.insert(id, Some(sketch)).is_none() {
+                    self.len += 1;
+                }
+                self.fold_if_grown();
+            }
+        }
+    }
+
+    pub fn remove(&mut self, id: NodeId) {
+        match self.changed.get(&id) {
+            Some(Some(_)) => {
+                self.changed.remove(&id);
+                self.len -= 1;
+            }
+            Some(None) => {}
+            None => {
+                if self.sorted.binary_search_by_key(&id, |(member, _)| *member).is_ok() {
+                    self.changed.insert(id, None);
+                    self.len -= 1;
+                    self.fold_if_grown();
+                }
+            }
+        }
+    }
+
+    /// The members with their sketches, in no set order.
+    pub fn iter(&self) -> impl Iterator<Item = (NodeId, &NameSketch)> {
+        let kept =
+            self.sorted.iter().filter(|(id, _)| self.changed.is_empty() || !matches!(self.changed.get(id), Some(None)));
+        let added = self.changed.iter().filter_map(|(id, sketch)| sketch.as_ref().map(|s| (*id, s)));
+        kept.map(|(id, sketch)| (*id, sketch)).chain(added)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.iter().map(|(id, _)| id)
+    }
+
+    fn fold_if_grown(&mut self) {
+        if !super::fold_due(self.changed.len(), self.sorted.len()) {
+            return;
+        }
+        let mut sorted: Vec<(NodeId, NameSketch)> = self.iter().map(|(id, sketch)| (id, *sketch)).collect();
+        sorted.sort_unstable_by_key(|(id, _)| *id);
+        *self = BlockMembers { len: sorted.len(), sorted, changed: Table::default() };
+    }
+}
 
 impl AliasBlocks {
     /// Puts `id`, whose name is sketched as `sketch`, in the blocks of `surface`.
@@ -121,7 +215,7 @@ impl AliasBlocks {
     pub fn remove(&mut self, surface: &str, id: NodeId) {
         for block in blocking_keys(surface) {
             if let Some(ids) = self.0.get_mut(&block) {
-                ids.remove(&id);
+                ids.remove(id);
                 if ids.is_empty() {
                     self.0.remove(&block);
                 }
@@ -134,9 +228,9 @@ impl AliasBlocks {
         let mut out: Vec<NodeId> = blocks
             .iter()
             .filter_map(|k| self.0.get(k))
-            .flatten()
+            .flat_map(BlockMembers::iter)
             .filter(|(_, sketch)| keep(sketch))
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect();
         out.sort_unstable();
         out.dedup();
@@ -149,7 +243,7 @@ impl AliasBlocks {
             .0
             .iter()
             .filter(|(block, _)| prefixes.iter().any(|p| block.starts_with(p.as_str())))
-            .flat_map(|(_, ids)| ids.keys().copied())
+            .flat_map(|(_, ids)| ids.keys())
             .collect();
         out.sort_unstable();
         out.dedup();
@@ -157,12 +251,12 @@ impl AliasBlocks {
     }
 
     /// The members of one block, if any node carries its key.
-    pub fn block(&self, key: &str) -> Option<&Table<NodeId, NameSketch>> {
+    pub fn block(&self, key: &str) -> Option<&BlockMembers> {
         self.0.get(key)
     }
 
     /// Every block's members.
-    pub fn members(&self) -> impl Iterator<Item = &Table<NodeId, NameSketch>> {
+    pub fn members(&self) -> impl Iterator<Item = &BlockMembers> {
         self.0.values()
     }
 }
@@ -240,6 +334,46 @@ mod tests {
     use super::*;
     use crate::config::Settings;
     use crate::embed::{Embedder, HashEmbedder, cosine};
+
+    /// Inserts mostly in id order, some out of it, replacements and removals: the block reads
+    /// as a plain table throughout, across folds.
+    #[test]
+    fn a_block_reads_as_a_plain_table_through_changes_and_folds() {
+        let mut next = crate::kb::test_sequence(0x5851_F42D_4C95_7F2D);
+        let sketches = [NameSketch::of("Anna Berg", "anna berg"), NameSketch::of("ABC", "abc")];
+        let mut block = BlockMembers::default();
+        let mut plain: Table<NodeId, NameSketch> = Table::default();
+        let (mut counter, mut folded) = (0, false);
+        for _ in 0..30_000 {
+            let before = block.changed.len();
+            let sketch = sketches[next(2) as usize];
+            match next(10) {
+                0..=5 => {
+                    counter += 1 + next(3) as NodeId;
+                    block.insert(counter, sketch);
+                    plain.insert(counter, sketch);
+                }
+                6 => {
+                    let id = next(u64::from(counter) + 1) as NodeId;
+                    block.insert(id, sketch);
+                    plain.insert(id, sketch);
+                }
+                _ => {
+                    let id = next(u64::from(counter) + 1) as NodeId;
+                    block.remove(id);
+                    plain.remove(&id);
+                }
+            }
+            folded |= before >= 1_000 && block.changed.is_empty();
+            assert_eq!(block.len(), plain.len());
+        }
+        let mut members: Vec<(NodeId, NameSketch)> = block.iter().map(|(id, s)| (id, *s)).collect();
+        let mut expected: Vec<(NodeId, NameSketch)> = plain.into_iter().collect();
+        members.sort_unstable_by_key(|(id, _)| *id);
+        expected.sort_unstable_by_key(|(id, _)| *id);
+        assert!(members == expected, "the members differ from the plain table's");
+        assert!(folded && !block.changed.is_empty(), "changes were folded in and gathered again");
+    }
 
     fn mention<'a>(surface: &'a str, key: &'a str) -> Mention<'a> {
         Mention { surface, key }

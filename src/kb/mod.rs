@@ -1141,7 +1141,7 @@ impl Kb {
     pub fn nodes_by_word(&self, word: &str, limit: usize) -> Option<Vec<NodeId>> {
         match self.alias_blocks.block(&align::word_block(word)) {
             None => Some(Vec::new()),
-            Some(members) if members.len() <= limit => Some(members.keys().copied().collect()),
+            Some(members) if members.len() <= limit => Some(members.keys().collect()),
             Some(_) => None,
         }
     }

@@ -354,7 +354,7 @@ fn mention_weights(mentions: &[(NodeId, ChunkId)], topics: &[(NodeId, ChunkId)])
 pub fn synonym_pairs(kb: &Kb, threshold: f32) -> Vec<(NodeId, NodeId, f32)> {
     let mut pairs: Vec<(NodeId, NodeId)> = Vec::new();
     for members in kb.alias_blocks.members().filter(|m| (2..=MAX_SYNONYM_BLOCK).contains(&m.len())) {
-        let mut members: Vec<NodeId> = members.keys().copied().collect();
+        let mut members: Vec<NodeId> = members.keys().collect();
         members.sort_unstable();
         for (i, a) in members.iter().enumerate() {
             pairs.extend(members[i + 1..].iter().map(|b| (*a, *b)));
