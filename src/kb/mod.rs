@@ -229,7 +229,7 @@ fn fact_table(edges: &[Edge]) -> Table<FactKey, FactEdges> {
 }
 
 /// Whether a structure kept as a base and the changes since (`graph`, `chunk_nodes`,
-/// `id_table`) should fold them into a new base: once they reach a quarter of it, or 1,024
+/// `id_table`, `align::BlockMembers`) should fold them into a new base: once they reach a quarter of it, or 1,024
 /// while it is small. Each fold costs the base's size, so a write costs amortised constant
 /// work, and reads stay mostly in the base.
 fn fold_due(changes: usize, base: usize) -> bool {
