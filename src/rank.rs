@@ -7,16 +7,17 @@ use std::collections::BinaryHeap;
 /// Reciprocal rank fusion (Cormack et al. 2009): score(d) = sum over lists of 1 / (k + rank).
 /// Ties break by key so results are deterministic.
 pub fn reciprocal_rank_fusion(lists: &[Vec<u64>], k: f32) -> Vec<(u64, f32)> {
-    let weighted: Vec<(&[u64], f32)> = lists.iter().map(|l| (l.as_slice(), 1.0)).collect();
+    let equal = |_: u64| 1.0_f32;
+    let weighted: Vec<(&[u64], &dyn Fn(u64) -> f32)> = lists.iter().map(|l| (l.as_slice(), &equal as _)).collect();
     weighted_rank_fusion(&weighted, k)
 }
 
-/// RRF where each list's votes are scaled by its weight.
-pub fn weighted_rank_fusion(lists: &[(&[u64], f32)], k: f32) -> Vec<(u64, f32)> {
+/// RRF where each list's vote for a key is scaled by the list's weight for that key.
+pub fn weighted_rank_fusion(lists: &[(&[u64], &dyn Fn(u64) -> f32)], k: f32) -> Vec<(u64, f32)> {
     let mut scores: foldhash::HashMap<u64, f32> = foldhash::HashMap::default();
     for (list, weight) in lists {
         for (rank, key) in list.iter().enumerate() {
-            *scores.entry(*key).or_default() += weight / (k + rank as f32 + 1.0);
+            *scores.entry(*key).or_default() += weight(*key) / (k + rank as f32 + 1.0);
         }
     }
     let mut fused: Vec<(u64, f32)> = scores.into_iter().collect();

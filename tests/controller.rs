@@ -367,6 +367,7 @@ fn a_stage_without_evidence_is_insufficient_without_asking_the_model() {
         seeds: &seeds,
         edges: &[],
         chunks: &[],
+        graph_share: 0.0,
         paths: &[],
         next: Some(Stage::Global),
     };

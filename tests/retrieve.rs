@@ -11,7 +11,7 @@ use a2rag::ingest::triples::TripleImport;
 use a2rag::kb::passage_graph::{PassageGraph, synonym_pairs};
 use a2rag::kb::{Kb, SearchMode};
 use a2rag::retrieve::sufficiency::{EvidenceCheck, Judgement, SufficiencyCheck};
-use a2rag::retrieve::{RetrieveOptions, Retriever, Stage, Strategy, bridge, facts, local, mapback, seeds};
+use a2rag::retrieve::{RetrieveOptions, Retriever, Stage, Strategy, bridge, facts, fusion, local, mapback, seeds};
 use common::*;
 
 fn embedded(kb: &Kb, text: &str) -> EmbeddedQuery {
@@ -525,4 +525,52 @@ fn a_fact_naming_the_question_links_though_many_nearer_facts_name_nothing_it_nam
     assert_eq!(linked.len(), 1, "only the person's fact names what the question names: {linked:?}");
     assert_eq!(linked[0].fact, "Ivo Marsh owns Green Cottage");
     assert_eq!(linked[0].score, 1.0);
+}
+
+#[test]
+fn each_passage_is_trusted_as_the_edges_read_from_it_were_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut kb = graph_kb(dir.path());
+    // Beside the imported triples, a folder the rule extractor reads.
+    let pipeline =
+        a2rag::ingest::Pipeline::from_settings(kb.settings(), kb.embedder().clone(), None, &a2rag::net::Remote::new())
+            .unwrap();
+    let notes = dir.path().join("notes.jsonl");
+    std::fs::write(
+        &notes,
+        r#"{"id":"n1","title":"Dora","text":"Dora Vale met Bob Lenoir in Paris. Dora Vale later founded Vale Weaving in Lyon."}"#,
+    )
+    .unwrap();
+    ingest(&mut kb, &pipeline, &[notes]);
+    let chunk_titled =
+        |title: &str| kb.chunk_ids().find(|id| kb.chunk(*id).is_some_and(|c| kb.chunk_title(c) == title)).unwrap();
+    let (imported, rule) = (chunk_titled("Bob"), chunk_titled("Dora"));
+    assert_eq!(kb.rule_edge_share_of([imported]), Some(0.0));
+    assert_eq!(kb.rule_edge_share_of([rule]), Some(1.0), "the rule extractor read edges from the note");
+    let whole = kb.rule_edge_share();
+    assert!(whole > 0.0 && whole < 1.0, "{whole}");
+
+    let share = fusion::GraphShare::new(&kb, Stage::Global, &[(rule, 1.0), (imported, 0.5)]);
+    let connected = kb.passage_graph().largest_component_share;
+    assert!(connected > 0.0);
+    assert!((share.of(imported) - connected).abs() < 1e-6);
+    assert!((share.of(rule) - connected / 3.0).abs() < 1e-6);
+    // A passage without edges takes the share of the ranking's best passages, half rule-made.
+    let ranked_share = connected * (3.0 - 2.0 * 0.5) / 3.0;
+    assert!((share.overall() - ranked_share).abs() < 1e-6, "{}", share.overall());
+    assert!((share.of(u32::MAX) - ranked_share).abs() < 1e-6);
+    // Without a ranking, the whole graph's share.
+    let unranked = fusion::GraphShare::new(&kb, Stage::Global, &[]).overall();
+    assert!((unranked - connected * (3.0 - 2.0 * whole) / 3.0).abs() < 1e-6);
+    assert_eq!(fusion::GraphShare::new(&kb, Stage::Fallback, &[(rule, 1.0)]).overall(), 0.0);
+
+    // The graph ranks the rule-made passage first and the imported one second; trusted three
+    // times as much, the imported one leads the fusion.
+    let fused = fusion::fuse(&[], &[(rule, 1.0), (imported, 0.5)], &share, 60.0);
+    assert_eq!(fused.iter().map(|(c, _)| *c).collect::<Vec<_>>(), vec![imported, rule]);
+    // The text list counts for a passage what its graph rank does not.
+    let fused = fusion::fuse(&[(rule, 1.0)], &[(imported, 1.0), (rule, 0.5)], &share, 60.0);
+    let score = |chunk| fused.iter().find(|(c, _)| *c == chunk).unwrap().1;
+    let rule_expected = (1.0 - connected / 3.0) / 61.0 + (connected / 3.0) / 62.0;
+    assert!((score(rule) - rule_expected).abs() < 1e-6, "{} vs {rule_expected}", score(rule));
 }

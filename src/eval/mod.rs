@@ -424,7 +424,7 @@ pub fn run(mut settings: Settings, options: &EvalOptions, progress: &mut dyn ing
     let stats = kb.stats();
     let passage_graph = kb.passage_graph();
     let (largest_component_share, synonym_edges) = (passage_graph.largest_component_share, passage_graph.synonym_edges);
-    let graph_share = crate::retrieve::fusion::graph_share(&kb, Stage::Global);
+    let graph_share = crate::retrieve::fusion::GraphShare::new(&kb, Stage::Global, &[]).overall();
     let rule_edge_share = kb.rule_edge_share();
     let node_deletion = node_deletion(&mut kb, &questions, options, top_k)?;
     let report = Report {

@@ -13,6 +13,7 @@ mod exact;
 pub mod explore;
 mod fact_edges;
 pub mod follow;
+mod grades;
 pub mod graph;
 mod id_table;
 mod mapped;
@@ -98,8 +99,9 @@ pub struct Kb {
     /// Blocking key -> nodes with an alias carrying it (alias candidate generation).
     alias_blocks: AliasBlocks,
     edges: IdTable<Edge>,
-    /// Edges extracted by the rule extractor (the rest are imported, LLM-made or curated).
-    rule_edges: usize,
+    /// Which edges the rule extractor made (the rest are imported, LLM-made or curated), in
+    /// all and per chunk.
+    grades: grades::EdgeGrades,
     /// Distinct relation labels with their use count, searchable by embedding.
     relations: RelationLabels,
     graph: KnowledgeGraph,
@@ -391,7 +393,7 @@ impl Kb {
             node_keys: Table::default(),
             alias_blocks: AliasBlocks::default(),
             edges: IdTable::default(),
-            rule_edges: 0,
+            grades: grades::EdgeGrades::default(),
             graph: KnowledgeGraph::default(),
             passages: Lazy::default(),
             pages: Lazy::default(),
@@ -979,7 +981,7 @@ impl Kb {
             Some(v) => Ok(v.clone()),
             None => embedder.embed_one(&edge.relation),
         })?;
-        self.rule_edges += usize::from(edge.origin == model::EdgeOrigin::Extracted);
+        self.grades.add(edge);
         Ok(())
     }
 
@@ -1061,7 +1063,7 @@ impl Kb {
             if let Some(rest) = self.fact_edges.remove(&key).and_then(|ids| ids.without(id)) {
                 self.fact_edges.insert(key, rest);
             }
-            self.rule_edges -= usize::from(edge.origin == model::EdgeOrigin::Extracted);
+            self.grades.remove(&edge);
             // Only fails on an index error for a label it knows; the label's vector then
             // lingers in the index, which costs memory, not correctness.
             if let Err(e) = self.relations.remove_use(&edge.relation) {
@@ -1179,7 +1181,12 @@ impl Kb {
     }
     /// Share of edges that came from the rule extractor (0 for an empty graph).
     pub fn rule_edge_share(&self) -> f32 {
-        if self.edges.is_empty() { 0.0 } else { self.rule_edges as f32 / self.edges.len() as f32 }
+        self.grades.rule_share()
+    }
+    /// Share of the edges read from `chunks` that came from the rule extractor; `None` when
+    /// they hold no edge.
+    pub fn rule_edge_share_of(&self, chunks: impl IntoIterator<Item = ChunkId>) -> Option<f32> {
+        self.grades.rule_share_of(chunks)
     }
 
     pub fn relations(&self) -> &RelationLabels {

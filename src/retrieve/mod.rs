@@ -399,6 +399,7 @@ impl<'kb> Retriever<'kb> {
             stage: Stage::Fallback,
             sufficient: false,
             ranked: None,
+            earned_share: 0.0,
             view: Vec::new(),
             started,
         })
@@ -460,6 +461,9 @@ pub struct RetrievalRun<'kb> {
     /// The final ranking as the last stage left it (see [`RetrievalRun::ranking`]), kept for
     /// [`RetrievalRun::finish`]; `None` before any stage ran.
     ranked: Option<Ranking>,
+    /// The graph's share in the fusion ([`fusion::GraphShare::overall`]) for the last stage's graph
+    /// ranking, fused or not.
+    earned_share: f32,
     /// The reader's evidence as it stands (the first `top_k` of `ranked`).
     view: Vec<ChunkId>,
     started: Instant,
@@ -545,7 +549,11 @@ impl<'kb> RetrievalRun<'kb> {
             let started = Instant::now();
             let (edges, nodes) = self.run_stage(stage)?;
             self.stage = stage;
-            let ranked = self.ranking();
+            let graph_ranked = self.candidates.ranked();
+            // The check weighs the share the graph's ranking earns whether this strategy
+            // fuses it or not (`local-only` and `ppr-always` rank by the graph alone).
+            self.earned_share = fusion::GraphShare::new(self.kb, stage, &graph_ranked).overall();
+            let ranked = self.rank(graph_ranked);
             self.view = ranked.0.iter().map(|(c, _)| *c).take(self.options.top_k).collect();
             self.ranked = Some(ranked);
             self.pending = Some(PendingStage {
@@ -564,6 +572,7 @@ impl<'kb> RetrievalRun<'kb> {
             seeds: &self.seeds,
             edges: &pending.edge_ids,
             chunks: &self.view,
+            graph_share: self.earned_share,
             paths: &self.candidates.paths,
             next: self.remaining.front().copied(),
         }))
@@ -592,13 +601,18 @@ impl<'kb> RetrievalRun<'kb> {
     /// share: the graph's ranking fused with the text list and led by the text list's best
     /// (adaptive), the graph's alone (its baselines), or the text list (text strategies).
     fn ranking(&self) -> Ranking {
-        let graph_ranked = self.candidates.ranked();
+        self.rank(self.candidates.ranked())
+    }
+
+    /// [`RetrievalRun::ranking`] from the graph's ranking `graph_ranked`, best first.
+    fn rank(&self, graph_ranked: Vec<(ChunkId, f32)>) -> Ranking {
         match self.options.strategy {
             Strategy::Text(_) => (self.text.clone(), None, 0.0),
             Strategy::Adaptive => {
                 let stage = if graph_ranked.is_empty() { Stage::Fallback } else { self.stage };
-                let graph_share = fusion::graph_share(self.kb, stage);
-                let fused = fusion::fuse(&self.text, &graph_ranked, graph_share, self.settings.rrf_k);
+                let share = fusion::GraphShare::new(self.kb, stage, &graph_ranked);
+                let fused = fusion::fuse(&self.text, &graph_ranked, &share, self.settings.rrf_k);
+                let graph_share = share.overall();
                 let lead = self.text.first().map(|(c, _)| *c);
                 let (ranking, link) =
                     lead::lead_with_link(self.kb, lead, fused, self.settings.link_candidates, &self.candidates);

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use super::seeds::Seeds;
-use super::{PathHop, Stage, fusion};
+use super::{PathHop, Stage};
 use crate::kb::Kb;
 use crate::kb::model::{ChunkId, EdgeId};
 use crate::kb::pages::Pages;
@@ -52,6 +52,9 @@ pub struct StageEvidence<'a> {
     /// What the reader would receive if escalation stopped now: the final ranking, best
     /// first, at most `top_k`.
     pub chunks: &'a [ChunkId],
+    /// The graph's share in the fusion ([`super::fusion::GraphShare::overall`]) that its ranking after this
+    /// stage earns, whether the strategy fuses it or not.
+    pub graph_share: f32,
     /// Bridge paths found so far.
     pub paths: &'a [Vec<PathHop>],
     /// The stage an insufficient judgement escalates to; `None` after the last, where a
@@ -78,7 +81,7 @@ pub struct Signals {
     /// seed) is a hop still missing.
     pub term_coverage: f32,
     /// The graph's share in the fusion that makes the reader's ranking
-    /// ([`fusion::graph_share`]).
+    /// ([`super::fusion::GraphShare::overall`]).
     pub graph_share: f32,
 }
 
@@ -100,7 +103,7 @@ impl Signals {
         Signals {
             seed_coverage: share(mentioned, seeds.len()),
             term_coverage: share(covered.len(), terms.len()),
-            graph_share: fusion::graph_share(kb, evidence.stage),
+            graph_share: evidence.graph_share,
         }
     }
 }
@@ -196,6 +199,7 @@ mod tests {
             seeds,
             edges: &[],
             chunks,
+            graph_share: 0.0,
             paths: &[],
             next: Some(Stage::Global),
         };
