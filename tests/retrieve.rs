@@ -555,8 +555,10 @@ fn each_passage_is_trusted_as_the_edges_read_from_it_were_made() {
     assert!(connected > 0.0);
     assert!((share.of(imported) - connected).abs() < 1e-6);
     assert!((share.of(rule) - connected / 3.0).abs() < 1e-6);
-    // A passage without edges takes the share of the ranking's best passages, half rule-made.
-    let ranked_share = connected * (3.0 - 2.0 * 0.5) / 3.0;
+    // A passage without edges takes the share of the edges of the ranking's best passages.
+    let best = kb.rule_edge_share_of([rule, imported]).unwrap();
+    assert!(best > 0.0 && best < 1.0 && best != whole, "{best} {whole}");
+    let ranked_share = connected * (3.0 - 2.0 * best) / 3.0;
     assert!((share.overall() - ranked_share).abs() < 1e-6, "{}", share.overall());
     assert!((share.of(u32::MAX) - ranked_share).abs() < 1e-6);
     // Without a ranking, the whole graph's share.
