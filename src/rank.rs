@@ -8,12 +8,15 @@ use std::collections::BinaryHeap;
 /// Ties break by key so results are deterministic.
 pub fn reciprocal_rank_fusion(lists: &[Vec<u64>], k: f32) -> Vec<(u64, f32)> {
     let equal = |_: u64| 1.0_f32;
-    let weighted: Vec<(&[u64], &dyn Fn(u64) -> f32)> = lists.iter().map(|l| (l.as_slice(), &equal as _)).collect();
+    let weighted: Vec<WeightedList<'_>> = lists.iter().map(|l| (l.as_slice(), &equal as _)).collect();
     weighted_rank_fusion(&weighted, k)
 }
 
+/// A ranked list of keys, best first, with its weight for each key.
+pub type WeightedList<'a> = (&'a [u64], &'a dyn Fn(u64) -> f32);
+
 /// RRF where each list's vote for a key is scaled by the list's weight for that key.
-pub fn weighted_rank_fusion(lists: &[(&[u64], &dyn Fn(u64) -> f32)], k: f32) -> Vec<(u64, f32)> {
+pub fn weighted_rank_fusion(lists: &[WeightedList<'_>], k: f32) -> Vec<(u64, f32)> {
     let mut scores: foldhash::HashMap<u64, f32> = foldhash::HashMap::default();
     for (list, weight) in lists {
         for (rank, key) in list.iter().enumerate() {

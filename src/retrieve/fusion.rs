@@ -7,7 +7,7 @@ use super::Stage;
 use crate::embed::EmbedderKind;
 use crate::kb::model::ChunkId;
 use crate::kb::{Kb, SearchMode};
-use crate::rank::weighted_rank_fusion;
+use crate::rank::{WeightedList, weighted_rank_fusion};
 
 /// `text` and `graph` (each best first) fused, each passage with its own graph share
 /// ([`GraphShare::of`]); ties on chunk id.
@@ -16,7 +16,7 @@ pub fn fuse(text: &[(ChunkId, f32)], graph: &[(ChunkId, f32)], share: &GraphShar
     let (text, graph) = (ids(text), ids(graph));
     let text_weight = |chunk: u64| 1.0 - share.of(chunk as ChunkId);
     let graph_weight = |chunk: u64| share.of(chunk as ChunkId);
-    let lists: [(&[u64], &dyn Fn(u64) -> f32); 2] = [(&text, &text_weight), (&graph, &graph_weight)];
+    let lists: [WeightedList<'_>; 2] = [(&text, &text_weight), (&graph, &graph_weight)];
     weighted_rank_fusion(&lists, k).into_iter().map(|(c, s)| (c as ChunkId, s)).collect()
 }
 
