@@ -461,8 +461,8 @@ pub struct RetrievalRun<'kb> {
     /// The final ranking as the last stage left it (see [`RetrievalRun::ranking`]), kept for
     /// [`RetrievalRun::finish`]; `None` before any stage ran.
     ranked: Option<Ranking>,
-    /// The graph's share in the fusion ([`fusion::GraphShare::overall`]) for the last stage's graph
-    /// ranking, fused or not.
+    /// The graph's share in the fusion ([`fusion::GraphShare::overall`]) for the last stage's
+    /// graph ranking, fused or not.
     earned_share: f32,
     /// The reader's evidence as it stands (the first `top_k` of `ranked`).
     view: Vec<ChunkId>,

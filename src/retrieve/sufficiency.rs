@@ -52,8 +52,8 @@ pub struct StageEvidence<'a> {
     /// What the reader would receive if escalation stopped now: the final ranking, best
     /// first, at most `top_k`.
     pub chunks: &'a [ChunkId],
-    /// The graph's share in the fusion ([`super::fusion::GraphShare::overall`]) that its ranking after this
-    /// stage earns, whether the strategy fuses it or not.
+    /// The graph's share in the fusion ([`super::fusion::GraphShare::overall`]) that its
+    /// ranking after this stage earns, whether the strategy fuses it or not.
     pub graph_share: f32,
     /// Bridge paths found so far.
     pub paths: &'a [Vec<PathHop>],
