@@ -1,9 +1,9 @@
 //! Reverse provenance: the nodes each chunk mentions (the inverse of `Node::chunks`).
 //!
 //! Held as a base, every chunk's nodes in one array (CSR) indexed by chunk id, and the chunks
-//! changed since, each with its whole list. Chunk ids come from one counter, so the base's
-//! offsets are as many as the KB has had chunks, four bytes each, and an open counts the
-//! mentions into place in two passes with no lookup: a list per chunk, grown a push at a
+//! changed since, each with its whole list. Ids are dense (one counter for every record,
+//! `kb::store`), so the base's offsets cost four bytes per id the KB has issued, and an open
+//! counts the mentions into place in two passes with no lookup: a list per chunk, grown a push at a
 //! time, cost the open of a million passages a second of a core and a small allocation per
 //! chunk, and a hash table from chunk to row a fifth of the open's CPU in its probes. A
 //! chunk's list is copied out of the base the first time a write changes it, so a lookup is

@@ -13,8 +13,8 @@ use super::model::{ChunkId, Edge, EdgeOrigin};
 pub struct EdgeGrades {
     rule: usize,
     all: usize,
-    /// Indexed by chunk id: chunk ids come from one counter, so the vector is as long as
-    /// the KB has had chunks, a few bytes each.
+    /// Indexed by chunk id: ids are dense (one counter for every record, `kb::store`), so
+    /// the vector costs a few bytes per id the KB has issued.
     by_chunk: Vec<ChunkGrade>,
 }
 

@@ -238,7 +238,7 @@ impl<'kb> Staging<'kb> {
         {
             return Ok(id);
         }
-        let id = self.kb.store.next_id()? as NodeId;
+        let id = self.kb.store.next_narrow_id()?;
         self.put_node(Node { id, name: mention.to_string(), aliases: Vec::new(), chunks: Vec::new() });
         self.changes.node_vectors.insert(id, vector);
         self.sketches.insert(id, NameSketch::of(mention, key));
@@ -387,11 +387,11 @@ impl Kb {
         if let Some(prev) = &previous {
             staging.stage_delete_doc(prev);
         }
-        let key = self.store.next_id()? as u32;
+        let key = self.store.next_narrow_id()?;
         let mut chunk_ids = Vec::with_capacity(doc.chunks.len());
         for (ordinal, prepared) in doc.chunks.iter().enumerate() {
             let chunk = Chunk {
-                id: self.store.next_id()? as ChunkId,
+                id: self.store.next_narrow_id()?,
                 doc: key,
                 ordinal: ordinal as u32,
                 span: prepared.span,

@@ -411,6 +411,18 @@ impl Store {
         self.backend.next_id()
     }
 
+    /// [`Store::next_id`] for a record whose ids are 32 bits (a document's key, a chunk, a
+    /// node): an error, not a wrapped id that would name an existing record, once the store
+    /// has handed out 2^32 ids.
+    pub fn next_narrow_id(&self) -> Result<u32> {
+        let id = self.next_id()?;
+        u32::try_from(id).map_err(|_| {
+            Error::Invalid(format!(
+                "this KB has handed out every 32-bit id (next: {id}); ingest its documents into a new KB"
+            ))
+        })
+    }
+
     /// A random number naming this store, made by its first open: a save beside it
     /// (`kb::saved`) records it, and one made for another store of the same name (a
     /// PostgreSQL database dropped and made again, with the same data directory) is not used.

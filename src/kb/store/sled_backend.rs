@@ -12,8 +12,15 @@ use crate::config::StoreBackend;
 use crate::error::{Error, Result};
 
 const META_SCHEMA: &[u8] = b"meta/schema";
-/// Added to sled's id generator: set when a KB is copied in, so that new ids stay above the
-/// copied ones.
+/// The first id no session has reserved: ids are handed out from blocks of [`ID_BLOCK`],
+/// each recorded here before any of it is used.
+const META_NEXT_ID: &[u8] = b"meta/next-id";
+/// Ids a session reserves at a time: a block costs one small write, and a session ends
+/// having skipped at most one. sled's own generator skipped two million ids at every open,
+/// and chunk and node ids are 32 bits, indexing tables as long as the highest one.
+const ID_BLOCK: u64 = 1024;
+/// What earlier builds added to sled's id generator where a KB was copied in; read only by
+/// the first open of such a KB, which has no [`META_NEXT_ID`] yet.
 const META_ID_OFFSET: &[u8] = b"meta/id-offset";
 /// Writes per sled batch of a commit's ahead part: a few MB of vectors.
 const AHEAD_PART: usize = 2048;
@@ -30,7 +37,8 @@ pub(super) struct SledBackend {
     kb: sled::Tree,
     /// One tree per [`Keyspace`], in `Keyspace::ALL` order.
     keyspaces: [sled::Tree; 3],
-    id_offset: std::sync::atomic::AtomicU64,
+    /// The ids reserved and not handed out yet.
+    ids: std::sync::Mutex<std::ops::Range<u64>>,
     /// The newest change's sequence number; a commit takes the next one under this lock, so
     /// log entries are numbered in commit order.
     change: std::sync::Mutex<u64>,
@@ -79,13 +87,23 @@ impl SledBackend {
                 kb.insert(META_SCHEMA, &SCHEMA_VERSION.to_be_bytes())?;
             }
         }
-        let id_offset = kb.get(META_ID_OFFSET)?.map(|raw| read_u64_or_u32(&raw, "meta/id-offset")).transpose()?;
+        let next_id = match kb.get(META_NEXT_ID)? {
+            Some(raw) => read_u64_or_u32(&raw, "meta/next-id")?,
+            None => {
+                // Earlier builds took ids from sled's generator (plus an offset where the KB was
+                // copied in): one more call gives an id above every one it gave.
+                let offset = kb.get(META_ID_OFFSET)?.map(|raw| read_u64_or_u32(&raw, "meta/id-offset")).transpose()?;
+                let next = db.generate_id()? + offset.unwrap_or(0);
+                kb.insert(META_NEXT_ID, &next.to_be_bytes())?;
+                next
+            }
+        };
         let change = kb.get(META_CHANGE)?.map(|raw| read_u64_or_u32(&raw, "meta/change")).transpose()?;
         let backend = SledBackend {
             db,
             kb,
             keyspaces,
-            id_offset: id_offset.unwrap_or(0).into(),
+            ids: std::sync::Mutex::new(next_id..next_id),
             change: std::sync::Mutex::new(change.unwrap_or(0)),
         };
         let left: Vec<(sled::IVec, sled::IVec)> =
@@ -196,14 +214,27 @@ impl Backend for SledBackend {
     }
 
     fn next_id(&self) -> Result<u64> {
-        Ok(self.db.generate_id()? + self.id_offset.load(std::sync::atomic::Ordering::Relaxed))
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        if ids.is_empty() {
+            // Recorded before any id of the block is used: sled recovers a prefix of its
+            // writes, so a record that survives a crash survives with its id's reservation.
+            let end = ids.end + ID_BLOCK;
+            self.kb.insert(META_NEXT_ID, &end.to_be_bytes())?;
+            *ids = ids.end..end;
+        }
+        let id = ids.start;
+        ids.start += 1;
+        Ok(id)
     }
 
     fn reserve_ids_through(&self, floor: u64) -> Result<()> {
-        let offset = floor.saturating_add(1);
-        if offset > self.id_offset.load(std::sync::atomic::Ordering::Relaxed) {
-            self.kb.insert(META_ID_OFFSET, &offset.to_be_bytes())?;
-            self.id_offset.store(offset, std::sync::atomic::Ordering::Relaxed);
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        let next = floor.saturating_add(1);
+        if next > ids.end {
+            self.kb.insert(META_NEXT_ID, &next.to_be_bytes())?;
+            *ids = next..next;
+        } else if next > ids.start {
+            ids.start = next;
         }
         Ok(())
     }
@@ -542,6 +573,38 @@ mod tests {
             }
         }
         assert!(files > 0);
+    }
+
+    #[test]
+    fn ids_stay_dense_across_sessions() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut last: Option<u64> = None;
+        for session in 0..4 {
+            let store = SledBackend::open(dir.path()).unwrap();
+            let first = store.next_id().unwrap();
+            if let Some(last) = last {
+                assert!(first > last, "session {session} reused an id: {first} after {last}");
+                assert!(first - last <= ID_BLOCK, "session {session} skipped ids: {first} after {last}");
+            }
+            last = Some((0..10).map(|_| store.next_id().unwrap()).max().unwrap());
+        }
+    }
+
+    #[test]
+    fn a_kb_of_an_earlier_build_takes_ids_above_the_ones_it_gave_and_stops_skipping() {
+        let dir = tempfile::tempdir().unwrap();
+        let given = {
+            // As earlier builds numbered records: sled's generator plus a copied KB's offset.
+            let db = sled::Config::new().path(dir.path().join("db")).open().unwrap();
+            db.open_tree("kb").unwrap().insert(META_ID_OFFSET, &7u64.to_be_bytes()).unwrap();
+            let given = (0..5_000).map(|_| db.generate_id().unwrap() + 7).max().unwrap();
+            db.flush().unwrap();
+            given
+        };
+        let first = SledBackend::open(dir.path()).unwrap().next_id().unwrap();
+        assert!(first > given, "{first} is not above {given}");
+        let again = SledBackend::open(dir.path()).unwrap().next_id().unwrap();
+        assert!(again > first && again - first <= ID_BLOCK, "{again} after {first}");
     }
 
     #[test]
