@@ -23,26 +23,49 @@ pub fn blocking_keys(surface: &str) -> Vec<String> {
 
 /// [`blocking_keys`] of `surface`, whose `normalize_entity` is `key`.
 fn blocking_keys_normalized(surface: &str, key: &str) -> Vec<String> {
-    let mut keys: Vec<String> =
-        key.split_whitespace().filter(|w| !crate::text::is_stopword(w)).map(word_block).collect();
-    let initials: String =
-        surface.split_whitespace().filter_map(|w| w.chars().next()).filter(|c| c.is_uppercase()).collect();
-    if initials.len() >= 2 {
-        keys.push(format!("i:{initials}"));
-    }
-    // Seven are enough to tell a name is too long to be an acronym.
-    let letters: String = surface.chars().filter(|c| c.is_alphanumeric()).take(7).collect();
-    if (2..=6).contains(&letters.len()) && letters.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) {
-        keys.push(format!("i:{letters}"));
-    }
+    let mut keys = Vec::new();
+    visit_blocking_keys(surface, key, |block| keys.push(block.to_owned()));
     keys.sort();
     keys.dedup();
     keys
 }
 
+/// Calls `visit` with each of [`blocking_keys_normalized`], in one reused buffer, a key
+/// possibly twice: an open visits the keys of every alias of every node, and a string per
+/// key cost it an allocation and a free each.
+fn visit_blocking_keys(surface: &str, key: &str, mut visit: impl FnMut(&str)) {
+    let mut block = String::new();
+    for word in key.split_whitespace().filter(|w| !crate::text::is_stopword(w)) {
+        block.clear();
+        push_word_block(&mut block, word);
+        visit(&block);
+    }
+    const INITIALS: &str = "i:";
+    block.clear();
+    block.push_str(INITIALS);
+    block.extend(surface.split_whitespace().filter_map(|w| w.chars().next()).filter(|c| c.is_uppercase()));
+    if block.len() >= INITIALS.len() + 2 {
+        visit(&block);
+    }
+    // Seven are enough to tell a name is too long to be an acronym.
+    block.truncate(INITIALS.len());
+    block.extend(surface.chars().filter(|c| c.is_alphanumeric()).take(7));
+    let letters = &block[INITIALS.len()..];
+    if (2..=6).contains(&letters.len()) && letters.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) {
+        visit(&block);
+    }
+}
+
 /// The blocking key of one lower-case word of a name: its first four characters.
 pub fn word_block(word: &str) -> String {
-    format!("w:{}", &word[..word.char_indices().nth(4).map_or(word.len(), |(at, _)| at)])
+    let mut block = String::new();
+    push_word_block(&mut block, word);
+    block
+}
+
+fn push_word_block(block: &mut String, word: &str) {
+    block.push_str("w:");
+    block.push_str(&word[..word.char_indices().nth(4).map_or(word.len(), |(at, _)| at)]);
 }
 
 pub fn edit_similarity(a_key: &str, b_key: &str) -> f32 {
@@ -206,9 +229,10 @@ impl AliasBlocks {
 
     /// [`AliasBlocks::insert`] for a `surface` whose `normalize_entity` is `key`.
     pub fn insert_normalized(&mut self, surface: &str, key: &str, id: NodeId, sketch: NameSketch) {
-        for block in blocking_keys_normalized(surface, key) {
-            self.0.entry(block).or_default().insert(id, sketch);
-        }
+        visit_blocking_keys(surface, key, |block| match self.0.get_mut(block) {
+            Some(members) => members.insert(id, sketch),
+            None => self.0.entry(block.to_owned()).or_default().insert(id, sketch),
+        });
     }
 
     /// Takes `id` out of the blocks of `surface`.
@@ -337,6 +361,17 @@ mod tests {
 
     /// Inserts mostly in id order, some out of it, replacements and removals: the block reads
     /// as a plain table throughout, across folds.
+    #[test]
+    fn blocking_keys_are_word_prefixes_capital_initials_and_acronym_letters() {
+        assert_eq!(blocking_keys("Harbor Light Brewing"), ["i:HLB", "w:brew", "w:harb", "w:ligh"]);
+        assert_eq!(blocking_keys("NRWA"), ["i:NRWA", "w:nrwa"]);
+        assert_eq!(blocking_keys("the Quay"), ["w:quay"], "a stopword and a lone capital give no key");
+        let mut blocks = AliasBlocks::default();
+        blocks.insert("Harbor Harbor Ales", 4, NameSketch::of("Harbor Harbor Ales", "harbor harbor ales"));
+        assert_eq!(blocks.candidates(&blocking_keys("Harbor Works"), |_| true), [4]);
+        assert_eq!(blocks.block("w:harb").map(BlockMembers::len), Some(1), "a word twice puts the node in once");
+    }
+
     #[test]
     fn a_block_reads_as_a_plain_table_through_changes_and_folds() {
         let mut next = crate::kb::test_sequence(0x5851_F42D_4C95_7F2D);

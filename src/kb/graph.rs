@@ -6,7 +6,7 @@
 //! into a linked graph and two hash tables, the three million edges of a million passages cost
 //! it over a second of a core and 170 MB of fresh memory. The changes are folded into a new
 //! base once they reach a quarter of it, so a write costs amortised constant work and a node's
-//! steps stay one hash probe and a slice.
+//! steps stay a slice of the base, found by its id, and a probe of the few changes.
 
 use std::cmp::Reverse;
 
@@ -34,7 +34,11 @@ pub struct KnowledgeGraph {
 /// bytes here alone), and the arrays are a third of what `usize` would make them.
 #[derive(Default)]
 struct Base {
-    rows: Table<NodeId, u32>,
+    /// Each node's row, by node id ([`NO_ROW`] for a node without edges): ids are dense, so
+    /// this costs four bytes per id the KB has issued, and an open finds the rows of its six
+    /// million edge ends at a million passages without hashing one (a table from node to row
+    /// was most of this structure's build).
+    rows: Vec<u32>,
     starts: Vec<u32>,
     incoming: Vec<u32>,
     /// Positions in `edges`.
@@ -42,6 +46,8 @@ struct Base {
     /// `(edge, subject, object)`, by edge id.
     edges: Vec<(EdgeId, NodeId, NodeId)>,
 }
+
+const NO_ROW: u32 = u32::MAX;
 
 /// One step from a node: the edge taken, the node reached, and whether the edge was
 /// followed forwards (subject -> object) or against its direction (an inverse edge).
@@ -161,23 +167,24 @@ impl Base {
         edges.sort_by_key(|&(id, _, _)| id);
         edges.dedup_by_key(|&mut (id, _, _)| id);
         // Rows in order of first appearance, each with its outgoing and incoming count.
-        let mut rows: Table<NodeId, u32> = Table::with_capacity_and_hasher(edges.len() / 2, Default::default());
+        let highest = edges.iter().map(|&(_, subject, object)| subject.max(object)).max();
+        let mut rows = vec![NO_ROW; highest.map_or(0, |node| node as usize + 1)];
         let mut counts: Vec<(u32, u32)> = Vec::new();
-        let mut row = |node: NodeId, counts: &mut Vec<(u32, u32)>| {
-            *rows.entry(node).or_insert_with(|| {
+        let row = |node: NodeId, counts: &mut Vec<(u32, u32)>, rows: &mut [u32]| {
+            let row = &mut rows[node as usize];
+            if *row == NO_ROW {
+                *row = counts.len() as u32;
                 counts.push((0, 0));
-                (counts.len() - 1) as u32
-            }) as usize
+            }
+            *row as usize
         };
-        let ends: Vec<(u32, u32)> = edges
-            .iter()
-            .map(|&(_, subject, object)| {
-                let (from, to) = (row(subject, &mut counts), row(object, &mut counts));
-                counts[from].0 += 1;
-                counts[to].1 += 1;
-                (from as u32, to as u32)
-            })
-            .collect();
+        let mut ends: Vec<(u32, u32)> = Vec::with_capacity(edges.len());
+        for &(_, subject, object) in &edges {
+            let (from, to) = (row(subject, &mut counts, &mut rows), row(object, &mut counts, &mut rows));
+            counts[from].0 += 1;
+            counts[to].1 += 1;
+            ends.push((from as u32, to as u32));
+        }
         let mut starts = Vec::with_capacity(counts.len() + 1);
         let mut incoming = Vec::with_capacity(counts.len());
         let mut at = 0;
@@ -204,8 +211,8 @@ impl Base {
     }
 
     fn steps(&self, node: NodeId) -> impl Iterator<Item = Step> + '_ {
-        let (range, incoming) = match self.rows.get(&node) {
-            Some(&row) => (self.starts[row as usize]..self.starts[row as usize + 1], self.incoming[row as usize]),
+        let (range, incoming) = match self.row(node) {
+            Some(row) => (self.starts[row]..self.starts[row + 1], self.incoming[row]),
             None => (0..0, 0),
         };
         range.map(move |at| {
@@ -216,7 +223,11 @@ impl Base {
     }
 
     fn degree(&self, node: NodeId) -> usize {
-        self.rows.get(&node).map_or(0, |&row| (self.starts[row as usize + 1] - self.starts[row as usize]) as usize)
+        self.row(node).map_or(0, |row| (self.starts[row + 1] - self.starts[row]) as usize)
+    }
+
+    fn row(&self, node: NodeId) -> Option<usize> {
+        self.rows.get(node as usize).filter(|row| **row != NO_ROW).map(|row| *row as usize)
     }
 }
 
