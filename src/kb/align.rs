@@ -359,8 +359,6 @@ mod tests {
     use crate::config::Settings;
     use crate::embed::{Embedder, HashEmbedder, cosine};
 
-    /// Inserts mostly in id order, some out of it, replacements and removals: the block reads
-    /// as a plain table throughout, across folds.
     #[test]
     fn blocking_keys_are_word_prefixes_capital_initials_and_acronym_letters() {
         assert_eq!(blocking_keys("Harbor Light Brewing"), ["i:HLB", "w:brew", "w:harb", "w:ligh"]);
@@ -372,6 +370,8 @@ mod tests {
         assert_eq!(blocks.block("w:harb").map(BlockMembers::len), Some(1), "a word twice puts the node in once");
     }
 
+    /// Inserts mostly in id order, some out of it, replacements and removals: the block reads
+    /// as a plain table throughout, across folds.
     #[test]
     fn a_block_reads_as_a_plain_table_through_changes_and_folds() {
         let mut next = crate::kb::test_sequence(0x5851_F42D_4C95_7F2D);

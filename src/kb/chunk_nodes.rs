@@ -3,12 +3,12 @@
 //! Held as a base, every chunk's nodes in one array (CSR) indexed by chunk id, and the chunks
 //! changed since, each with its whole list. Ids are dense (one counter for every record,
 //! `kb::store`), so the base's offsets cost four bytes per id the KB has issued, and an open
-//! counts the mentions into place in two passes with no lookup: a list per chunk, grown a push at a
-//! time, cost the open of a million passages a second of a core and a small allocation per
-//! chunk, and a hash table from chunk to row a fifth of the open's CPU in its probes. A
-//! chunk's list is copied out of the base the first time a write changes it, so a lookup is
-//! one slice either way, and the changes are folded into a new base once they reach a quarter
-//! of it.
+//! counts the mentions into place in two passes with no lookup: a list per chunk, grown a
+//! push at a time, cost the open of a million passages a second of a core and a small
+//! allocation per chunk, and a hash table from chunk to row a fifth of the open's CPU in its
+//! probes. A chunk's list is copied out of the base the first time a write changes it, so a
+//! lookup is one slice either way, and the changes are folded into a new base once they
+//! reach a quarter of it.
 
 use super::Table;
 use super::model::{ChunkId, Node, NodeId};
