@@ -45,6 +45,28 @@ pub fn map_read_in(path: &Path) -> Result<memmap2::Mmap> {
     unsafe { memmap2::MmapOptions::new().populate().map(&file) }.map_err(|e| Error::io(path, e))
 }
 
+/// Reads all of `map` but `skipped` in ahead of a pass over it, as [`map_read_in`] reads a
+/// whole file: a graph's links are walked at open, its codes only as searches visit them.
+pub fn read_in_except(map: &memmap2::Mmap, skipped: std::ops::Range<usize>) {
+    let (start, end) = (skipped.start.min(map.len()), skipped.end.clamp(skipped.start, map.len()));
+    for (offset, len) in [(0, start), (end, map.len() - end)] {
+        if len == 0 {
+            continue;
+        }
+        // Populating maps the pages as they are read; where the kernel predates it (5.14),
+        // reading ahead still spares a read per page, and the pass maps them.
+        #[cfg(target_os = "linux")]
+        let advised = map
+            .advise_range(memmap2::Advice::PopulateRead, offset, len)
+            .or_else(|_| map.advise_range(memmap2::Advice::WillNeed, offset, len));
+        #[cfg(not(target_os = "linux"))]
+        let advised = map.advise_range(memmap2::Advice::WillNeed, offset, len);
+        if let Err(e) = advised {
+            tracing::debug!(error = %e, "could not read a mapped file in ahead");
+        }
+    }
+}
+
 /// Hands a mapped file's pages back to the kernel: reading a whole file (a checksum, usearch
 /// walking a viewed graph's nodes) would otherwise leave all of it counted as this process's
 /// memory. Later reads fault the pages they need in again from the page cache.

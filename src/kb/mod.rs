@@ -15,6 +15,7 @@ mod fact_edges;
 pub mod follow;
 mod grades;
 pub mod graph;
+mod homes;
 mod id_table;
 mod mapped;
 pub mod model;

@@ -4,7 +4,8 @@
 //!
 //! Layout of the directory ([`super::Kb::index_dir`]):
 //! - `manifest.json`: format, embedder, graph options, and for each index the files of its
-//!   graphs, each with its CRC-32 and member count;
+//!   graphs, each with its CRC-32, the CRC-32 of all but its codes ([`CheckedLinks`], which
+//!   an open checks) and its member count;
 //! - `NAME-GEN-I.usearch`: graph `I` of index `NAME` as usearch serialises it, written by the
 //!   save of generation `GEN`;
 //! - `NAME-GEN-I.keys`: its members, little-endian `(key, fingerprint)` pairs of `u64`, the
@@ -54,10 +55,53 @@ pub type Members = Vec<(u64, u64)>;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedGraph {
     pub file: String,
+    /// CRC-32 of the whole file: what earlier builds check.
     pub crc: u32,
+    /// Where the file's quantised codes lie and the CRC-32 of the rest, which an open checks
+    /// instead of `crc` (see [`map_graph`]). Absent in saves of earlier builds.
+    #[serde(default)]
+    pub links: Option<CheckedLinks>,
     pub members: String,
     pub members_crc: u32,
     pub count: usize,
+}
+
+/// A graph file as its header, its vectors' quantised codes and its links: usearch writes the
+/// code matrix's size (rows, then bytes per row, as u32), the codes, then the index header
+/// and the nodes with their neighbour lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckedLinks {
+    pub codes_at: usize,
+    pub codes_len: usize,
+    /// CRC-32 of the file before the codes, then after them.
+    pub crc: u32,
+}
+
+impl CheckedLinks {
+    /// The layout of `graph`, a usearch file with its codes; `None` if its matrix size does
+    /// not fit it.
+    fn of(graph: &[u8]) -> Option<CheckedLinks> {
+        const MATRIX_SIZE: usize = 8;
+        let rows = mapped::u32_at(graph.get(..MATRIX_SIZE)?, 0) as usize;
+        let row_bytes = mapped::u32_at(graph, 4) as usize;
+        let codes_len = rows.checked_mul(row_bytes)?;
+        let after = graph.get(MATRIX_SIZE.checked_add(codes_len)?..)?;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&graph[..MATRIX_SIZE]);
+        crc.update(after);
+        Some(CheckedLinks { codes_at: MATRIX_SIZE, codes_len, crc: crc.finalize() })
+    }
+
+    /// Whether `graph` still has this layout and checksum.
+    fn hold_in(&self, graph: &[u8]) -> bool {
+        let Some(codes_end) = self.codes_at.checked_add(self.codes_len).filter(|end| *end <= graph.len()) else {
+            return false;
+        };
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&graph[..self.codes_at]);
+        crc.update(&graph[codes_end..]);
+        crc.finalize() == self.crc
+    }
 }
 
 /// An index's exact vectors as one save left them (see [`super::segment`]).
@@ -242,16 +286,33 @@ pub fn write_graph(dir: &Path, stem: &str, graph: &[u8], members: &[(u64, u64)])
     Ok(SavedGraph {
         file,
         crc: crc32fast::hash(graph),
+        links: CheckedLinks::of(graph),
         members: members_file,
         members_crc: crc32fast::hash(&encoded),
         count: members.len(),
     })
 }
 
+/// A saved graph as an open found it: its bytes, its members, and its files as the manifest
+/// should name them from now on. A save of an earlier build gains the links' checksum from the
+/// whole-file check that read it, so that later opens skip its codes once a save has
+/// rewritten the manifest: sealed graphs are never written again.
+pub struct FoundGraph {
+    pub bytes: memmap2::Mmap,
+    pub members: Members,
+    pub file: SavedGraph,
+}
+
+impl FoundGraph {
+    fn of(bytes: memmap2::Mmap, dir: &Path, saved: &SavedGraph) -> Result<FoundGraph> {
+        let links = saved.links.clone().or_else(|| CheckedLinks::of(&bytes));
+        Ok(FoundGraph { members: read_members(dir, saved)?, bytes, file: SavedGraph { links, ..saved.clone() } })
+    }
+}
+
 /// Reads one graph's bytes and members back, refusing either if its checksum or size is off.
-pub fn read_graph(dir: &Path, saved: &SavedGraph) -> Result<(memmap2::Mmap, Members)> {
-    let graph = read_checked(&dir.join(&saved.file), saved.crc)?;
-    Ok((graph, read_members(dir, saved)?))
+pub fn read_graph(dir: &Path, saved: &SavedGraph) -> Result<FoundGraph> {
+    FoundGraph::of(read_checked(&dir.join(&saved.file), saved.crc)?, dir, saved)
 }
 
 /// A graph's member list, refused if its checksum or size is off.
@@ -271,17 +332,28 @@ fn read_members(dir: &Path, saved: &SavedGraph) -> Result<Members> {
 }
 
 /// Maps one graph's file for viewing in place and reads its members, refusing either if its
-/// checksum or size is off. The file is read in whole for the check and for usearch's walk
-/// over its nodes; the caller releases its pages and advises scattered reads after that
-/// walk (see [`mapped::release`], [`mapped::scatter`]), so it costs an open time, not
-/// resident memory.
-pub fn map_graph(dir: &Path, saved: &SavedGraph) -> Result<(memmap2::Mmap, Members)> {
+/// checksum or size is off. The header and the links are read in whole for the check and for
+/// usearch's walk over its nodes; the caller releases their pages and advises scattered reads
+/// after that walk (see [`mapped::release`], [`mapped::scatter`]), so they cost an open time,
+/// not resident memory.
+///
+/// The quantised codes, four fifths of the file, are neither read nor checked at open, as a
+/// vector segment's rows are not ([`super::segment`]): a search reads the codes of the nodes
+/// it visits, and a damaged code can only cost a candidate, since every candidate is rescored
+/// from its exact vector. The links are checked: usearch follows them as offsets. At a million
+/// passages the codes are two of the graphs' 2.6 GB, which every open read and summed.
+pub fn map_graph(dir: &Path, saved: &SavedGraph) -> Result<FoundGraph> {
     let path = dir.join(&saved.file);
-    let map = mapped::map_read_in(&path)?;
-    if crc32fast::hash(&map) != saved.crc {
-        return Err(Error::Index(format!("{}: checksum mismatch", path.display())));
-    }
-    Ok((map, read_members(dir, saved)?))
+    let whole = match &saved.links {
+        Some(links) => {
+            let map = mapped::map(&path)?;
+            mapped::read_in_except(&map, links.codes_at..links.codes_at.saturating_add(links.codes_len));
+            links.hold_in(&map).then_some(map)
+        }
+        None => Some(mapped::map_read_in(&path)?).filter(|map| crc32fast::hash(map) == saved.crc),
+    };
+    let map = whole.ok_or_else(|| Error::Index(format!("{}: checksum mismatch", path.display())))?;
+    FoundGraph::of(map, dir, saved)
 }
 
 /// Writes `labels` with their vectors as `NAME.labels`: per label its length (u32), its bytes,
@@ -380,13 +452,28 @@ mod tests {
     fn a_graph_reads_back_and_a_flipped_byte_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let saved = write_graph(dir.path(), "chunks-1-0", b"graph bytes", &[(7, 70), (9, 90)]).unwrap();
-        let (graph, members) = read_graph(dir.path(), &saved).unwrap();
-        assert_eq!((&graph[..], members), (b"graph bytes".as_slice(), vec![(7, 70), (9, 90)]));
+        let found = read_graph(dir.path(), &saved).unwrap();
+        assert_eq!((&found.bytes[..], found.members), (b"graph bytes".as_slice(), vec![(7, 70), (9, 90)]));
         let path = dir.path().join(&saved.file);
         let mut bytes = fs::read(&path).unwrap();
         bytes[0] ^= 1;
         fs::write(&path, bytes).unwrap();
         assert!(read_graph(dir.path(), &saved).is_err());
+    }
+
+    #[test]
+    fn a_graph_names_its_codes_where_its_matrix_size_fits_it() {
+        let graph = [&2u32.to_le_bytes()[..], &3u32.to_le_bytes(), b"codes!", b"header and links"].concat();
+        let links = CheckedLinks::of(&graph).expect("two rows of three bytes fit");
+        assert_eq!((links.codes_at, links.codes_len), (8, 6));
+        let mut other_codes = graph.clone();
+        other_codes[9] ^= 1;
+        assert!(links.hold_in(&other_codes), "the codes are not summed");
+        let mut other_links = graph.clone();
+        other_links[20] ^= 1;
+        assert!(!links.hold_in(&other_links) && !links.hold_in(&graph[..10]));
+        assert_eq!(CheckedLinks::of(b"graph bytes"), None, "a matrix larger than the file");
+        assert_eq!(CheckedLinks::of(b"tiny"), None);
     }
 
     #[test]

@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
-use super::Table;
 use super::exact::ExactCodes;
+use super::homes::Homes;
 use super::mapped;
 use super::saved::{self, SavedGraph, SavedVectors};
 use super::segment::VectorStore;
@@ -209,7 +209,7 @@ pub struct VectorIndex {
     /// Stored but not yet linked into a graph. A key is never both here and in a graph.
     staged: BTreeSet<u64>,
     /// The graph each linked key is in.
-    home: Table<u64, usize>,
+    home: Homes,
     /// Keys linked into or removed from a graph since the last save.
     unsaved: usize,
     build_threads: usize,
@@ -249,7 +249,7 @@ impl VectorIndex {
         let index = VectorIndex {
             graphs: vec![Graph::new(graph)],
             unsaved: 0,
-            home: Table::default(),
+            home: Homes::default(),
             options,
             dim,
             vectors: VectorStore::new(dim),
@@ -319,7 +319,7 @@ impl VectorIndex {
     }
 
     fn unlink(&mut self, key: u64) -> Result<()> {
-        if let Some(at) = self.home.remove(&key) {
+        if let Some(at) = self.home.remove(key) {
             let graph = &mut self.graphs[at];
             if graph.view.is_none() {
                 graph.index.remove(key).map_err(index_error)?;
@@ -427,7 +427,7 @@ impl VectorIndex {
     /// Waits for the running pass if a write to `key` would race it (see [`Linking::touches`]).
     fn finish_linking_before_writing(&mut self, key: u64) -> Result<()> {
         match &self.linking {
-            Some(linking) if linking.touches(key, self.home.get(&key).copied()) => self.finish_linking(),
+            Some(linking) if linking.touches(key, self.home.get(key)) => self.finish_linking(),
             _ => Ok(()),
         }
     }
@@ -568,7 +568,7 @@ impl VectorIndex {
     /// no graph holds yet, by exact score.
     fn rescore(&self, query: &[f32], k: usize, proposed: Proposals) -> Vec<(u64, f32)> {
         // A viewed graph still holds the keys unlinked from it since it was saved.
-        let homed = proposed.into_iter().filter(|(at, key, _)| self.home.get(key) == Some(at));
+        let homed = proposed.into_iter().filter(|(at, key, _)| self.home.get(*key) == Some(*at));
         // Only the best of all the graphs' proposals are read and rescored, as many as one
         // graph holding every vector would propose: a narrow search asks each of a hundred
         // graphs for its whole budget, and reading every proposal's exact vector cost more
@@ -620,9 +620,9 @@ impl VectorIndex {
         // seconds at a million passages.
         let unsaved: Vec<bool> = self.graphs.iter().map(|graph| graph.saved.is_none()).collect();
         if unsaved.contains(&true) {
-            for (key, at) in self.home.iter().filter(|(_, at)| unsaved[**at]) {
-                if let Some(vector) = self.vectors.get(*key) {
-                    members[*at].push((*key, saved::fingerprint(&vector)));
+            for (key, at) in self.home.iter().filter(|(_, at)| unsaved[*at]) {
+                if let Some(vector) = self.vectors.get(key) {
+                    members[at].push((key, saved::fingerprint(&vector)));
                 }
             }
         }
@@ -677,13 +677,11 @@ impl VectorIndex {
         }
         let store = VectorStore::open(dir, &vectors.segments, self.dim, vectors.len)?;
         let mut loaded = Vec::new();
-        // Sized once for every vector: filled a graph at a time, it would be built again and
-        // its fresh pages zeroed at every doubling (at a million passages, three million facts).
-        let mut home = Table::with_capacity_and_hasher(vectors.len, Default::default());
+        let mut home = Homes::default();
         for (at, file) in graphs.iter().enumerate() {
-            let (mut graph, members) = self.load_graph(dir, file, at + 1 < graphs.len())?;
+            let (mut graph, members, file) = self.load_graph(dir, file, at + 1 < graphs.len())?;
             home.extend(members.into_iter().map(|(key, _)| (key, at)));
-            graph.saved = Some(file.clone());
+            graph.saved = Some(file);
             loaded.push(graph);
         }
         if home.len() + vectors.staged != vectors.len {
@@ -696,7 +694,7 @@ impl VectorIndex {
         }
         let staged: BTreeSet<u64> = match vectors.staged {
             0 => BTreeSet::new(),
-            _ => store.keys().filter(|key| !home.contains_key(key)).collect(),
+            _ => store.keys().filter(|key| !home.contains(*key)).collect(),
         };
         if !loaded.is_empty() {
             self.graphs = loaded;
@@ -707,23 +705,24 @@ impl VectorIndex {
         Ok(())
     }
 
-    /// One saved graph with its members: viewed in place from its mapped file when `sealed`
-    /// (nothing will be linked into it), else read into memory. Not yet marked saved: the
-    /// caller knows whether it still matches its file.
-    fn load_graph(&self, dir: &Path, file: &SavedGraph, sealed: bool) -> Result<(Graph, saved::Members)> {
+    /// One saved graph with its members and its files as the manifest should name them now
+    /// ([`saved::FoundGraph`]): viewed in place from its mapped file when `sealed` (nothing
+    /// will be linked into it), else read into memory. Not yet marked saved: the caller knows
+    /// whether it still matches its file.
+    fn load_graph(&self, dir: &Path, file: &SavedGraph, sealed: bool) -> Result<(Graph, saved::Members, SavedGraph)> {
         let graph = Index::new(&self.options).map_err(index_error)?;
-        let (view, members) = if sealed {
-            let (view, members) = saved::map_graph(dir, file)?;
+        let (view, members, file) = if sealed {
+            let saved::FoundGraph { bytes: view, members, file } = saved::map_graph(dir, file)?;
             // SAFETY: `view` is kept beside the index, which is dropped before it (see
             // `Graph::index`), and the file is never modified (see `saved`).
             unsafe { graph.view_from_buffer(&view) }.map_err(index_error)?;
             mapped::release(&view);
             mapped::scatter(&view);
-            (Some(view), members)
+            (Some(view), members, file)
         } else {
-            let (bytes, members) = saved::read_graph(dir, file)?;
+            let saved::FoundGraph { bytes, members, file } = saved::read_graph(dir, file)?;
             graph.load_from_buffer(&bytes).map_err(index_error)?;
-            (None, members)
+            (None, members, file)
         };
         // A viewed graph may hold keys unlinked from it before its last save; the last graph
         // removes them for real.
@@ -737,7 +736,7 @@ impl VectorIndex {
         if view.is_none() {
             self.reserve(&graph, graph.size().max(1024))?;
         }
-        Ok((Graph { index: Arc::new(graph), view, saved: None }, members))
+        Ok((Graph { index: Arc::new(graph), view, saved: None }, members, file))
     }
 
     /// Adopts saved graphs instead of linking: called once, when every stored vector has
@@ -752,14 +751,14 @@ impl VectorIndex {
             return Err(Error::Internal("saved graphs restored into an index that links already".into()));
         }
         let mut graphs = Vec::new();
-        let mut home = Table::default();
+        let mut home = Homes::default();
         for file in files {
             let at = graphs.len();
-            let (mut graph, members) = self.load_graph(dir, file, at + 1 < files.len())?;
+            let (mut graph, members, file) = self.load_graph(dir, file, at + 1 < files.len())?;
             let mut intact = true;
             for (key, print) in members {
                 let current = self.staged.contains(&key)
-                    && !home.contains_key(&key)
+                    && !home.contains(key)
                     && self.vectors.get(key).is_some_and(|v| saved::fingerprint(&v) == print);
                 if current {
                     home.insert(key, at);
@@ -770,14 +769,14 @@ impl VectorIndex {
                     intact = false;
                 }
             }
-            graph.saved = intact.then(|| file.clone());
+            graph.saved = intact.then_some(file);
             graphs.push(graph);
         }
         if graphs.is_empty() {
             return Ok(0);
         }
-        for key in home.keys() {
-            self.staged.remove(key);
+        for (key, _) in home.iter() {
+            self.staged.remove(&key);
         }
         let adopted = home.len();
         (self.graphs, self.home) = (graphs, home);
@@ -971,7 +970,7 @@ mod tests {
         // several is searched only as widely as a narrow search, whose hits below the best
         // can differ between two graphs of the same members.
         let homes = |idx: &VectorIndex| {
-            let mut homes: Vec<(u64, usize)> = idx.home.iter().map(|(key, at)| (*key, *at)).collect();
+            let mut homes: Vec<(u64, usize)> = idx.home.iter().collect();
             homes.sort_unstable();
             homes
         };
@@ -1170,6 +1169,43 @@ mod tests {
         assert_eq!((opened.staged(), opened.is_exact()), (200, true), "every vector still waits for linking");
         opened.link_staged().unwrap();
         assert_eq!(opened.search(&data[17], 1).unwrap()[0].0, 17);
+    }
+
+    #[test]
+    fn a_viewed_graph_is_checked_by_its_links_and_a_damaged_code_only_reorders_candidates() {
+        let data = vectors(700, 16);
+        let dir = tempfile::tempdir().unwrap();
+        let mut built = staged_index(&data, 300);
+        built.link_staged().unwrap();
+        let files = built.save(dir.path(), "nodes", 1).unwrap();
+        let links = files[0].links.clone().expect("this build names a graph's codes");
+        assert_eq!((links.codes_at, links.codes_len), (8, 300 * 16), "an i8 code of 16 bytes per member");
+        let path = dir.path().join(&files[0].file);
+        let pristine = std::fs::read(&path).unwrap();
+        let damaged_at = |at: usize| {
+            let mut bytes = pristine.clone();
+            bytes[at] ^= 0x40;
+            std::fs::write(&path, bytes).unwrap();
+        };
+        damaged_at(links.codes_at + 17 * 16 + 3);
+        let mut opened = staged_index(&data, 300);
+        assert_eq!(opened.restore(dir.path(), &files).unwrap(), 700, "the first graph is viewed despite its code");
+        for (key, score) in opened.search(&data[17], 5).unwrap() {
+            assert!((score - cosine(&data[17], &data[key as usize])).abs() < 1e-5, "scores are exact");
+        }
+        damaged_at(pristine.len() - 64);
+        let mut refused = staged_index(&data, 300);
+        assert!(refused.restore(dir.path(), &files).is_err(), "a damaged link is refused");
+        // An earlier build's save names no links: its graphs are checked whole, and named
+        // with their links from the next save on.
+        let earlier_build: Vec<SavedGraph> = files.iter().map(|f| SavedGraph { links: None, ..f.clone() }).collect();
+        std::fs::write(&path, &pristine).unwrap();
+        let mut upgraded = staged_index(&data, 300);
+        assert_eq!(upgraded.restore(dir.path(), &earlier_build).unwrap(), 700);
+        assert_eq!(upgraded.save(dir.path(), "nodes", 2).unwrap(), files, "the same files, now with their links");
+        damaged_at(links.codes_at + 17 * 16 + 3);
+        let mut whole = staged_index(&data, 300);
+        assert!(whole.restore(dir.path(), &earlier_build).is_err(), "an earlier build's save is checked whole");
     }
 
     #[test]
