@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn homes_answer_as_a_map_through_random_changes_and_far_keys_stay_out_of_the_array() {
-        let mut next = super::super::test_sequence(7);
+        let mut next = crate::kb::test_sequence(7);
         let (mut homes, mut model) = (Homes::default(), HashMap::new());
         for step in 0..20_000u64 {
             // Mostly ascending keys, some far above them, now and then one of the past.
