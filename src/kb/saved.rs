@@ -337,11 +337,12 @@ fn read_members(dir: &Path, saved: &SavedGraph) -> Result<Members> {
 /// after that walk (see [`mapped::release`], [`mapped::scatter`]), so they cost an open time,
 /// not resident memory.
 ///
-/// The quantised codes, four fifths of the file, are neither read nor checked at open, as a
-/// vector segment's rows are not ([`super::segment`]): a search reads the codes of the nodes
-/// it visits, and a damaged code can only cost a candidate, since every candidate is rescored
-/// from its exact vector. The links are checked: usearch follows them as offsets. At a million
-/// passages the codes are two of the graphs' 2.6 GB, which every open read and summed.
+/// The quantised codes, most of the file (four fifths at 512 dimensions), are neither read
+/// nor checked at open, as a vector segment's rows are not ([`super::segment`]): a search
+/// reads the codes of the nodes it visits, and a damaged code can only cost a candidate, since
+/// every candidate is rescored from its exact vector. The links are checked: usearch follows
+/// them as offsets. At a million passages the codes are 2.1 of the graphs' 2.6 GB, which
+/// every open read and summed.
 pub fn map_graph(dir: &Path, saved: &SavedGraph) -> Result<FoundGraph> {
     let path = dir.join(&saved.file);
     let whole = match &saved.links {
