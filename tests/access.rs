@@ -208,7 +208,10 @@ fn revoked_and_expired_tokens_are_refused_within_two_seconds() {
         eprintln!("store: {store:?}");
         let dir = served_kbs(&store);
         let data = dir.path().join("data");
-        let soon = token(&data, &store, "soon", &["--scope", "read", "--expires", "2s"]);
+        // Long enough to outlive two daemons' starts on a loaded machine (over two seconds on
+        // PostgreSQL), short enough to wait out below.
+        let soon = token(&data, &store, "soon", &["--scope", "read", "--expires", "8s"]);
+        let soon_expires = Instant::now() + Duration::from_millis(8_100);
         let gone = token(&data, &store, "gone", &["--scope", "read"]);
         let daemon = Daemon::start(&data, &store, false, &[]);
         // On PostgreSQL the revocation goes through the database to a second daemon.
@@ -236,7 +239,7 @@ fn revoked_and_expired_tokens_are_refused_within_two_seconds() {
         let (code, message) = open.refused("stats", json!({}));
         assert!(code == UNAUTHORIZED && message.contains("revoked"), "{message}");
 
-        std::thread::sleep(Duration::from_millis(2100));
+        std::thread::sleep(soon_expires.saturating_duration_since(Instant::now()));
         let (code, message) = soon_conn.refused("stats", json!({}));
         assert!(code == UNAUTHORIZED && message.contains("expired"), "{message}");
         let (code, _) = Rpc::tcp(&serving.tcp).refused("auth", json!({"token": soon}));

@@ -1078,6 +1078,13 @@ mod tests {
         idx
     }
 
+    /// `data` linked into graphs of 300 vectors and saved in `dir` as generation 1 of `name`.
+    fn saved_in(dir: &Path, name: &str, data: &[Vec<f32>]) -> Vec<SavedGraph> {
+        let mut built = staged_index(data, 300);
+        built.link_staged().unwrap();
+        built.save(dir, name, 1).unwrap()
+    }
+
     #[test]
     fn restored_graphs_answer_as_the_saved_ones_without_linking() {
         let data = vectors(700, 16);
@@ -1104,9 +1111,7 @@ mod tests {
     fn a_sealed_graph_is_viewed_and_what_leaves_it_is_never_a_candidate_again() {
         let data = vectors(700, 16);
         let dir = tempfile::tempdir().unwrap();
-        let mut built = staged_index(&data, 300);
-        built.link_staged().unwrap();
-        let files = built.save(dir.path(), "nodes", 1).unwrap();
+        let files = saved_in(dir.path(), "nodes", &data);
         let mut opened = staged_index(&data, 300);
         opened.restore(dir.path(), &files).unwrap();
         assert_eq!(opened.graphs.iter().map(|g| g.view.is_some()).collect::<Vec<_>>(), vec![true, true, false]);
@@ -1175,9 +1180,7 @@ mod tests {
     fn a_viewed_graph_is_checked_by_its_links_and_a_damaged_code_only_reorders_candidates() {
         let data = vectors(700, 16);
         let dir = tempfile::tempdir().unwrap();
-        let mut built = staged_index(&data, 300);
-        built.link_staged().unwrap();
-        let files = built.save(dir.path(), "nodes", 1).unwrap();
+        let files = saved_in(dir.path(), "nodes", &data);
         let links = files[0].links.clone().expect("this build names a graph's codes");
         assert_eq!((links.codes_at, links.codes_len), (8, 300 * 16), "an i8 code of 16 bytes per member");
         let path = dir.path().join(&files[0].file);
