@@ -85,23 +85,28 @@ impl CheckedLinks {
         let rows = mapped::u32_at(graph.get(..MATRIX_SIZE)?, 0) as usize;
         let row_bytes = mapped::u32_at(graph, 4) as usize;
         let codes_len = rows.checked_mul(row_bytes)?;
-        let after = graph.get(MATRIX_SIZE.checked_add(codes_len)?..)?;
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&graph[..MATRIX_SIZE]);
-        crc.update(after);
-        Some(CheckedLinks { codes_at: MATRIX_SIZE, codes_len, crc: crc.finalize() })
+        let crc = crc_outside(graph, MATRIX_SIZE..MATRIX_SIZE.checked_add(codes_len)?)?;
+        Some(CheckedLinks { codes_at: MATRIX_SIZE, codes_len, crc })
+    }
+
+    /// Where the codes lie in the file.
+    fn codes(&self) -> std::ops::Range<usize> {
+        self.codes_at..self.codes_at.saturating_add(self.codes_len)
     }
 
     /// Whether `graph` still has this layout and checksum.
     fn hold_in(&self, graph: &[u8]) -> bool {
-        let Some(codes_end) = self.codes_at.checked_add(self.codes_len).filter(|end| *end <= graph.len()) else {
-            return false;
-        };
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&graph[..self.codes_at]);
-        crc.update(&graph[codes_end..]);
-        crc.finalize() == self.crc
+        crc_outside(graph, self.codes()) == Some(self.crc)
     }
+}
+
+/// CRC-32 of `bytes` before `skipped`, then after it; `None` if `skipped` ends past them.
+fn crc_outside(bytes: &[u8], skipped: std::ops::Range<usize>) -> Option<u32> {
+    let (before, after) = (bytes.get(..skipped.start)?, bytes.get(skipped.end..)?);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(before);
+    crc.update(after);
+    Some(crc.finalize())
 }
 
 /// An index's exact vectors as one save left them (see [`super::segment`]).
@@ -348,7 +353,7 @@ pub fn map_graph(dir: &Path, saved: &SavedGraph) -> Result<FoundGraph> {
     let whole = match &saved.links {
         Some(links) => {
             let map = mapped::map(&path)?;
-            mapped::read_in_except(&map, links.codes_at..links.codes_at.saturating_add(links.codes_len));
+            mapped::read_in_except(&map, links.codes());
             links.hold_in(&map).then_some(map)
         }
         None => Some(mapped::map_read_in(&path)?).filter(|map| crc32fast::hash(map) == saved.crc),
