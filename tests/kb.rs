@@ -367,6 +367,33 @@ fn all_records(
     (docs, chunks, nodes, edges)
 }
 
+/// What the tables built of the records answer (see `kb::tables`): each node's aliases
+/// looked up, its steps in the graph and its alias candidates, and each chunk's nodes.
+type TablesView = (Vec<(u32, Vec<Option<u32>>, Vec<(u64, u32, bool)>, Vec<u32>)>, Vec<(u32, Vec<u32>)>);
+
+fn tables_view(kb: &a2rag::kb::Kb) -> TablesView {
+    let mut nodes: Vec<_> = kb
+        .nodes()
+        .map(|node| {
+            let aliases = node.aliases.iter().map(|alias| kb.node_by_alias(alias)).collect();
+            let steps = kb.graph().steps(node.id).into_iter().map(|s| (s.edge, s.to, s.forward)).collect();
+            let candidates = kb.alias_candidates(&a2rag::kb::align::blocking_keys(&node.name));
+            (node.id, aliases, steps, candidates)
+        })
+        .collect();
+    nodes.sort();
+    let mut chunks: Vec<_> = kb
+        .chunk_ids()
+        .map(|chunk| {
+            let mut nodes = kb.nodes_in_chunk(chunk).to_vec();
+            nodes.sort();
+            (chunk, nodes)
+        })
+        .collect();
+    chunks.sort();
+    (nodes, chunks)
+}
+
 /// An ingest run saves the records in one file; the next open reads that file and takes
 /// from the store only the records written since (new, changed and deleted ones), and ends
 /// with the KB a read of every stored record gives, which is what an open without the file
@@ -384,10 +411,13 @@ fn an_open_reads_the_saved_records_and_what_was_written_since_on(store: &TestSto
     let settings = store.settings(&dir.path().join("kb"));
     let (mut kb, pipeline) = open(&settings);
     ingest(&mut kb, &pipeline, &[write_corpus(dir.path(), 300)]);
+    let ingested = tables_view(&kb);
     drop(kb);
 
     let (mut kb, pipeline) = open(&settings);
-    assert_eq!(kb.records_at_open(), RecordsAtOpen::Saved { changes_replayed: 0 }, "the run saved its records");
+    let read = RecordsAtOpen::Saved { changes_replayed: 0, tables_read: true };
+    assert_eq!(kb.records_at_open(), read, "the run saved its records and their tables");
+    assert!(tables_view(&kb) == ingested, "the tables read back are the ones the ingest built");
     // Writes too small to save: a new document, a deleted one, and one whose text changed.
     let doc = |id: &str, text: &str| a2rag::ingest::source::SourceDoc {
         id: id.into(),
@@ -406,7 +436,10 @@ fn an_open_reads_the_saved_records_and_what_was_written_since_on(store: &TestSto
 
     let (kb, _) = open(&settings);
     match kb.records_at_open() {
-        RecordsAtOpen::Saved { changes_replayed } => assert!(changes_replayed >= 4, "{changes_replayed} replayed"),
+        RecordsAtOpen::Saved { changes_replayed, tables_read } => {
+            assert!(changes_replayed >= 4, "{changes_replayed} replayed");
+            assert!(!tables_read, "the saved tables are of records changed since");
+        }
         other => panic!("the saved records were not read: {other:?}"),
     }
     assert!(all_records(&kb) == expected, "the saved records with the writes since are the stored ones");
@@ -431,7 +464,7 @@ fn an_open_reads_the_saved_records_and_what_was_written_since_on(store: &TestSto
     assert!(all_records(&kb) == expected);
     drop(kb);
     let (kb, _) = open(&settings);
-    assert_eq!(kb.records_at_open(), RecordsAtOpen::Saved { changes_replayed: 0 }, "the full read saved them again");
+    assert_eq!(kb.records_at_open(), read, "the full read saved them again");
     assert!(all_records(&kb) == expected);
 }
 

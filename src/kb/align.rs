@@ -4,6 +4,7 @@
 
 use super::Table;
 
+use super::mapped::{Reader, put_str};
 use super::model::NodeId;
 use crate::config::AliasSettings;
 use crate::text::normalize_entity;
@@ -100,6 +101,21 @@ impl NameSketch {
         }
         let chars = key.chars().count().min(u16::MAX as usize) as u16;
         NameSketch { pairs, letters, chars, acronym: acronym_letters(surface).is_some() }
+    }
+
+    /// The sketch as [`NameSketch::decoded`] reads it.
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.pairs.to_le_bytes());
+        out.extend_from_slice(&self.letters.to_le_bytes());
+        out.extend_from_slice(&self.chars.to_le_bytes());
+        out.push(u8::from(self.acronym));
+    }
+
+    fn decoded(r: &mut Reader) -> Option<NameSketch> {
+        let pairs = r.u64()?;
+        let letters = r.u32()?;
+        let [low, high, acronym] = r.bytes(3)?.try_into().ok()?;
+        Some(NameSketch { pairs, letters, chars: u16::from_le_bytes([low, high]), acronym: acronym == 1 })
     }
 
     /// False only where [`same_entity`] is false for any two names with these sketches,
@@ -282,6 +298,38 @@ impl AliasBlocks {
     /// Every block's members.
     pub fn members(&self) -> impl Iterator<Item = &BlockMembers> {
         self.0.values()
+    }
+
+    /// The blocks as [`AliasBlocks::decoded`] reads them: each block's key and its members in
+    /// id order, so that reading them back is a copy per block.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.0.len() as u64).to_le_bytes());
+        let mut members = Vec::new();
+        for (key, block) in &self.0 {
+            members.clear();
+            members.extend(block.iter().map(|(id, sketch)| (id, *sketch)));
+            members.sort_unstable_by_key(|(id, _)| *id);
+            put_str(out, key);
+            out.extend_from_slice(&(members.len() as u32).to_le_bytes());
+            for (id, sketch) in &members {
+                out.extend_from_slice(&id.to_le_bytes());
+                sketch.encode(out);
+            }
+        }
+    }
+
+    /// The blocks [`AliasBlocks::encode`] wrote; `None` where the bytes are not such blocks
+    /// (a block empty, or its members out of order or twice).
+    pub fn decoded(r: &mut Reader) -> Option<AliasBlocks> {
+        let blocks = r.long_list(|r| {
+            let key = r.str()?.to_owned();
+            let sorted = r.short_list(|r| Some((r.u32()?, NameSketch::decoded(r)?)))?;
+            let ordered = !sorted.is_empty() && sorted.windows(2).all(|pair| pair[0].0 < pair[1].0);
+            ordered.then(|| (key, BlockMembers { len: sorted.len(), sorted, changed: Table::default() }))
+        })?;
+        let mut table = Table::with_capacity_and_hasher(blocks.len(), Default::default());
+        table.extend(blocks);
+        Some(AliasBlocks(table))
     }
 }
 

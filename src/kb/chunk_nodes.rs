@@ -11,6 +11,7 @@
 //! reach a quarter of it.
 
 use super::Table;
+use super::mapped::{Reader, put_u32s};
 use super::model::{ChunkId, Node, NodeId};
 
 #[derive(Default)]
@@ -88,8 +89,37 @@ impl ChunkNodes {
         if !super::fold_due(self.changed.len(), self.base.chunks) {
             return;
         }
-        let base = Base::of(|| self.iter().flat_map(|(chunk, nodes)| nodes.iter().map(move |&node| (chunk, node))));
-        *self = ChunkNodes { base, changed: Table::default() };
+        *self = ChunkNodes { base: self.folded(), changed: Table::default() };
+    }
+
+    /// A base of every list as it is now.
+    fn folded(&self) -> Base {
+        Base::of(|| self.iter().flat_map(|(chunk, nodes)| nodes.iter().map(move |&node| (chunk, node))))
+    }
+
+    /// The lists as [`ChunkNodes::decoded`] reads them: the arrays of a base of them all.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let folded;
+        let base = if self.changed.is_empty() {
+            &self.base
+        } else {
+            folded = self.folded();
+            &folded
+        };
+        put_u32s(out, &base.starts);
+        put_u32s(out, &base.nodes);
+    }
+
+    /// The lists [`ChunkNodes::encode`] wrote; `None` where the arrays are not a base (a
+    /// list that ends before it starts, or past the nodes).
+    pub fn decoded(r: &mut Reader) -> Option<ChunkNodes> {
+        let (starts, nodes) = (r.u32s()?, r.u32s()?);
+        let whole = match (starts.first(), starts.last()) {
+            (Some(0), Some(&end)) => end as usize == nodes.len() && starts.is_sorted(),
+            _ => starts.is_empty() && nodes.is_empty(),
+        };
+        let chunks = starts.windows(2).filter(|list| list[0] < list[1]).count();
+        whole.then(|| ChunkNodes { base: Base { starts, nodes, chunks }, changed: Table::default() })
     }
 }
 
@@ -147,6 +177,31 @@ mod tests {
         let mut all: Vec<(ChunkId, Vec<NodeId>)> = index.iter().map(|(c, n)| (c, n.to_vec())).collect();
         all.sort();
         assert_eq!(all, vec![(10, vec![1, 3]), (11, vec![1, 2]), (12, vec![3])]);
+    }
+
+    #[test]
+    fn encoded_lists_read_back_with_their_changes_folded_in() {
+        let mut index = ChunkNodes::of(&[node(1, &[10, 11]), node(2, &[11]), node(3, &[12, 10])]);
+        let saved = |index: &ChunkNodes| {
+            let mut out = Vec::new();
+            index.encode(&mut out);
+            let mut r = Reader { rest: &out };
+            let read = ChunkNodes::decoded(&mut r).expect("the encoded lists read back");
+            assert!(r.rest.is_empty() && read.changed.is_empty());
+            let mut lists: Vec<(ChunkId, Vec<NodeId>)> = read.iter().map(|(c, n)| (c, n.to_vec())).collect();
+            lists.sort();
+            lists
+        };
+        assert_eq!(saved(&index), vec![(10, vec![1, 3]), (11, vec![1, 2]), (12, vec![3])]);
+        index.add(13, 4);
+        index.remove(10, 1);
+        assert_eq!(saved(&index), vec![(10, vec![3]), (11, vec![1, 2]), (12, vec![3]), (13, vec![4])]);
+        assert_eq!(saved(&ChunkNodes::default()), vec![]);
+        // A list running past the nodes is refused rather than read.
+        let mut out = Vec::new();
+        put_u32s(&mut out, &[0, 2, 5]);
+        put_u32s(&mut out, &[1, 2, 3]);
+        assert!(ChunkNodes::decoded(&mut Reader { rest: &out }).is_none());
     }
 
     #[test]

@@ -3,7 +3,43 @@
 //! of a million passages holds three million facts, and a `BTreeSet` per fact cost a 112-byte
 //! node each, a `Vec` beside the first edge 24 bytes each.
 
-use super::model::EdgeId;
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
+
+use super::Table;
+use super::model::{Edge, EdgeId, NodeId};
+
+/// What makes two edges state the same fact: subject, relation label and object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FactKey(NodeId, Arc<str>, NodeId);
+
+impl FactKey {
+    pub fn of(edge: &Edge) -> FactKey {
+        FactKey(edge.subject, Arc::clone(&edge.relation), edge.object)
+    }
+}
+
+/// The edges stating each distinct fact.
+pub type FactTable = Table<FactKey, FactEdges>;
+
+/// `edge` among the edges stating its fact.
+pub fn add_fact(facts: &mut FactTable, edge: &Edge) {
+    match facts.entry(FactKey::of(edge)) {
+        Entry::Occupied(mut ids) => ids.get_mut().insert(edge.id),
+        Entry::Vacant(slot) => {
+            slot.insert(FactEdges::new(edge.id));
+        }
+    }
+}
+
+/// The edges stating each distinct fact among `edges`.
+pub fn fact_table(edges: &[Edge]) -> FactTable {
+    let mut facts = Table::with_capacity_and_hasher(edges.len(), Default::default());
+    for edge in edges {
+        add_fact(&mut facts, edge);
+    }
+    facts
+}
 
 /// A non-empty ascending set of edge ids: `first`, then `rest`, each above the one before.
 #[derive(Debug, Clone, PartialEq, Eq)]

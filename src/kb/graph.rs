@@ -11,6 +11,7 @@
 use std::cmp::Reverse;
 
 use super::Table;
+use super::mapped::{Reader, put_u32s};
 use super::model::{EdgeId, NodeId};
 
 #[derive(Default)]
@@ -137,10 +138,52 @@ impl KnowledgeGraph {
         if !super::fold_due(self.added_edges.len() + self.removed.len(), self.base.edges.len()) {
             return;
         }
-        let mut edges = std::mem::take(&mut self.base.edges);
-        edges.retain(|(id, _, _)| !self.removed.contains(id));
-        edges.extend(self.added_edges.drain().map(|(id, (subject, object))| (id, subject, object)));
-        *self = KnowledgeGraph::of(edges);
+        *self = KnowledgeGraph::of(self.edges());
+    }
+
+    /// Every edge as `(edge, subject, object)`, in no set order.
+    fn edges(&self) -> Vec<(EdgeId, NodeId, NodeId)> {
+        let kept = self.base.edges.iter().filter(|(id, _, _)| !self.removed.contains(id)).copied();
+        kept.chain(self.added_edges.iter().map(|(&id, &(subject, object))| (id, subject, object))).collect()
+    }
+
+    /// The graph as [`KnowledgeGraph::decoded`] reads it: the arrays of a base of every edge.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let folded;
+        let base = if self.added_edges.is_empty() && self.removed.is_empty() {
+            &self.base
+        } else {
+            folded = Base::of(self.edges());
+            &folded
+        };
+        for array in [&base.rows, &base.starts, &base.incoming, &base.steps] {
+            put_u32s(out, array);
+        }
+        out.extend_from_slice(&(base.edges.len() as u64).to_le_bytes());
+        for (edge, subject, object) in &base.edges {
+            out.extend_from_slice(&edge.to_le_bytes());
+            out.extend_from_slice(&subject.to_le_bytes());
+            out.extend_from_slice(&object.to_le_bytes());
+        }
+    }
+
+    /// The graph [`KnowledgeGraph::encode`] wrote; `None` where the arrays are not a base:
+    /// every row, step and edge they name must be there, so that no read can fall outside.
+    pub fn decoded(r: &mut Reader) -> Option<KnowledgeGraph> {
+        let (rows, starts, incoming, steps) = (r.u32s()?, r.u32s()?, r.u32s()?, r.u32s()?);
+        let edges = r.long_list(|r| Some((r.u64()?, r.u32()?, r.u32()?)))?;
+        let rows_in_range = starts.len() == incoming.len() + 1
+            && starts.first().is_some_and(|&first| first == 0)
+            && starts.last().is_some_and(|&last| last as usize == steps.len())
+            && starts.is_sorted()
+            && incoming.iter().enumerate().all(|(row, &at)| starts[row] <= at && at <= starts[row + 1])
+            && rows.iter().all(|&row| row == NO_ROW || (row as usize) < incoming.len());
+        let empty = rows.is_empty() && starts.is_empty() && incoming.is_empty() && steps.is_empty() && edges.is_empty();
+        let whole = (rows_in_range || empty)
+            && steps.iter().all(|&at| (at as usize) < edges.len())
+            && edges.windows(2).all(|pair| pair[0].0 < pair[1].0);
+        let base = Base { rows, starts, incoming, steps, edges };
+        whole.then(|| KnowledgeGraph { base, ..KnowledgeGraph::default() })
     }
 }
 
@@ -331,6 +374,41 @@ mod tests {
         g.remove_edge(12);
         assert_eq!(g.degree(2), 0);
         assert!(g.steps(2).is_empty());
+    }
+
+    /// The graph [`KnowledgeGraph::encode`] writes, read back.
+    fn read_back(graph: &KnowledgeGraph) -> Option<KnowledgeGraph> {
+        let mut out = Vec::new();
+        graph.encode(&mut out);
+        let mut r = Reader { rest: &out };
+        KnowledgeGraph::decoded(&mut r).filter(|_| r.rest.is_empty())
+    }
+
+    #[test]
+    fn an_encoded_graph_reads_back_with_its_changes_folded_in() {
+        let mut g = KnowledgeGraph::of(vec![(5, 1, 2), (3, 1, 3), (9, 4, 1), (7, 1, 1)]);
+        g.add_edge(11, 2, 3);
+        g.remove_edge(3);
+        let read = read_back(&g).expect("the encoded graph reads back");
+        let now = [(5, 1, 2), (7, 1, 1), (9, 4, 1), (11, 2, 3)];
+        for node in 0..=5 {
+            assert_eq!(read.steps(node), expected(&now, node), "node {node}");
+            assert_eq!(read.degree(node), g.degree(node), "node {node}");
+        }
+        assert!(read.added_edges.is_empty() && read.removed.is_empty(), "the changes are in the base");
+        assert!(read_back(&KnowledgeGraph::default()).is_some_and(|g| g.steps(1).is_empty()));
+    }
+
+    #[test]
+    fn a_graph_whose_arrays_point_outside_is_refused() {
+        let mut out = Vec::new();
+        KnowledgeGraph::of(vec![(5, 1, 2), (7, 2, 3)]).encode(&mut out);
+        // The last step, just before the edges' count and two edges of 16 bytes, is made to
+        // name an edge past the two there are.
+        let last_step = out.len() - 8 - 2 * 16 - 4;
+        assert!(KnowledgeGraph::decoded(&mut Reader { rest: &out }).is_some());
+        out[last_step..last_step + 4].copy_from_slice(&2u32.to_le_bytes());
+        assert!(KnowledgeGraph::decoded(&mut Reader { rest: &out }).is_none());
     }
 
     #[test]

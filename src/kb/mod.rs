@@ -31,10 +31,10 @@ mod saved;
 mod segment;
 pub mod snapshot;
 pub mod store;
+mod tables;
 pub mod vector;
 mod write;
 
-use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
@@ -48,7 +48,7 @@ use crate::rank::reciprocal_rank_fusion;
 use align::{AliasBlocks, NameSketch};
 use bm25::Bm25;
 use chunk_nodes::ChunkNodes;
-use fact_edges::FactEdges;
+use fact_edges::{FactEdges, FactKey, FactTable, add_fact, fact_table};
 use graph::KnowledgeGraph;
 use id_table::{IdTable, Keyed};
 use model::{
@@ -62,6 +62,7 @@ use relations::RelationLabels;
 use saved::SavedSnapshot;
 use snapshot::Lazy;
 use store::{Changed, Family, Location, Store};
+use tables::{Tables, TablesToWrite, index_names};
 use vector::VectorIndex;
 
 pub use write::{IngestOutcome, PreparedChunk, PreparedDoc, PreparedTriple};
@@ -119,7 +120,7 @@ pub struct Kb {
     /// are not copies of one another. When the first edge goes, the next one inherits its
     /// vector (the write that deletes it stores the vector under the successor); a new edge
     /// with a lower id (another daemon's block of ids, on PostgreSQL) takes it over.
-    fact_edges: Table<FactKey, FactEdges>,
+    fact_edges: FactTable,
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
     passages: Lazy<PassageGraph>,
@@ -137,6 +138,9 @@ pub struct Kb {
     /// The records file of the last save (see [`records`]), while the change log still
     /// reaches back to it.
     records_saved: Option<SavedSnapshot>,
+    /// Whether `records_saved` also holds the tables built of its records (see `tables`): a
+    /// file of an earlier build does not, and is written again by the next complete save.
+    records_hold_tables: bool,
     records_at_open: RecordsAtOpen,
     /// Vectors that opening had to link because no saved graph held them.
     linked_at_open: usize,
@@ -157,8 +161,9 @@ pub enum VectorsAtOpen {
 #[serde(rename_all = "snake_case", tag = "from")]
 pub enum RecordsAtOpen {
     /// Read from the last save's records file, with the records written since taken from the
-    /// store.
-    Saved { changes_replayed: u64 },
+    /// store; the tables built of the records read from the file too (see `tables`) where
+    /// nothing was written since and the file holds them.
+    Saved { changes_replayed: u64, tables_read: bool },
     /// Read from the store: no usable records file.
     ReadFromStore,
 }
@@ -174,61 +179,6 @@ pub enum SaveScope {
     Incremental,
     /// Make every file an open reads current with the store.
     Complete,
-}
-
-/// `node`'s aliases in the alias table and the blocking index.
-fn index_names(keys: &mut Table<String, NodeId>, blocks: &mut AliasBlocks, node: &Node) {
-    // Normalised once a name: an open does this for every alias of every node.
-    let name_key = crate::text::normalize_entity(&node.name);
-    let sketch = NameSketch::of(&node.name, &name_key);
-    for alias in &node.aliases {
-        let key = if *alias == node.name { name_key.clone() } else { crate::text::normalize_entity(alias) };
-        blocks.insert_normalized(alias, &key, node.id, sketch);
-        keys.insert(key, node.id);
-    }
-}
-
-/// The alias table (normalised alias -> node) and blocking index of a KB's nodes.
-struct NameTables {
-    keys: Table<String, NodeId>,
-    blocks: AliasBlocks,
-}
-
-impl NameTables {
-    fn of(nodes: &[Node]) -> NameTables {
-        // The key table is sized once for every alias: grown a doubling at a time, it is built
-        // again and its fresh pages zeroed at every step. The blocks are far fewer (a word's
-        // first letters, initials) and grow: sized for every alias, their table would be
-        // mostly empty, and every lookup a cache miss in it.
-        let aliases = nodes.iter().map(|n| n.aliases.len()).sum();
-        let mut tables = NameTables {
-            keys: Table::with_capacity_and_hasher(aliases, Default::default()),
-            blocks: AliasBlocks::default(),
-        };
-        for node in nodes {
-            index_names(&mut tables.keys, &mut tables.blocks, node);
-        }
-        tables
-    }
-}
-
-/// `edge` among the edges stating its fact.
-fn add_fact(facts: &mut Table<FactKey, FactEdges>, edge: &Edge) {
-    match facts.entry(FactKey::of(edge)) {
-        Entry::Occupied(mut ids) => ids.get_mut().insert(edge.id),
-        Entry::Vacant(slot) => {
-            slot.insert(FactEdges::new(edge.id));
-        }
-    }
-}
-
-/// The edges stating each distinct fact among `edges`.
-fn fact_table(edges: &[Edge]) -> Table<FactKey, FactEdges> {
-    let mut facts = Table::with_capacity_and_hasher(edges.len(), Default::default());
-    for edge in edges {
-        add_fact(&mut facts, edge);
-    }
-    facts
 }
 
 /// Whether a structure kept as a base and the changes since (`graph`, `chunk_nodes`,
@@ -251,10 +201,6 @@ fn test_sequence(seed: u64) -> impl FnMut(u64) -> u64 {
         state % bound
     }
 }
-
-/// What makes two edges state the same fact: subject, relation label and object.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct FactKey(NodeId, Arc<str>, NodeId);
 
 /// Each touched fact with the edge it was indexed under before a change (`None`: new fact).
 struct FactRepresentatives(HashMap<FactKey, Option<EdgeId>>);
@@ -284,12 +230,6 @@ impl Keyed for Document {
     type Id = DocKey;
     fn id(&self) -> DocKey {
         self.key
-    }
-}
-
-impl FactKey {
-    fn of(edge: &Edge) -> FactKey {
-        FactKey(edge.subject, Arc::clone(&edge.relation), edge.object)
     }
 }
 
@@ -354,13 +294,14 @@ impl Kb {
     /// Opens the knowledge base at `location` and rebuilds the in-memory indexes. Refuses a
     /// KB embedded by a different embedder (vectors would not be comparable).
     pub fn open_at(settings: Arc<Settings>, embedder: Arc<dyn Embedder>, location: &Location) -> Result<Kb> {
-        // The save's manifest and records file need nothing of the store: a second core reads
-        // and decodes them while the store opens (at a million passages each is about half a
-        // second of one core). Whether the save is current is decided once the store is open.
+        // The save's manifest, records file and vector indexes need nothing of the store: a
+        // second core reads, decodes and maps them while the store opens (at a million
+        // passages the store's start is about a second and a half of one core, the save's
+        // reading as much). Whether the save is current is decided once the store is open.
         let save_dir = index_dir_at(&settings, location);
         let built_for = graph_fingerprint(&settings.index, embedder.as_ref());
         let (store, save) = std::thread::scope(|scope| {
-            let reading = scope.spawn(|| SaveAtOpen::read(&save_dir, &built_for));
+            let reading = scope.spawn(|| SaveAtOpen::read(&save_dir, &built_for, embedder.dim(), &settings.index));
             (Store::open(location), reading.join())
         });
         let store = store?;
@@ -404,6 +345,7 @@ impl Kb {
             labels_saved: None,
             vectors_at_open: VectorsAtOpen::ReadFromStore,
             records_saved: None,
+            records_hold_tables: false,
             records_at_open: RecordsAtOpen::ReadFromStore,
             linked_at_open: 0,
         };
@@ -419,7 +361,7 @@ impl Kb {
         self.applied_change = self.store.latest_change()?;
         // A save of another store of the same name replays nothing of this one's log: at most
         // its graphs are adopted, member by member, as a full read checks them.
-        let SaveAtOpen { manifest, records: decoded } = save;
+        let SaveAtOpen { manifest, records: decoded, indexes: mapped } = save;
         let manifest = manifest.map(|mut m| {
             if m.store != Some(self.instance) {
                 (m.change, m.bm25, m.passages, m.pages, m.records) = (None, None, None, None, None);
@@ -429,23 +371,7 @@ impl Kb {
         let log = self.log_since_save(manifest.as_ref())?;
         let saved_change = manifest.as_ref().and_then(|m| m.change).filter(|change| log.contains_key(change));
         let since_save = saved_change.and_then(|change| log.get(&change));
-        // Mapping a save's indexes (checksums, member tables) needs nothing of the records:
-        // it runs beside their reading, whose second core is mostly idle.
-        let (dir, dim, index_settings) = (self.index_dir(), self.embedder.dim(), self.settings.index.clone());
-        let (mapped, bm25_mapped) = std::thread::scope(|scope| -> Result<_> {
-            let mapping = match (&manifest, since_save) {
-                (Some(manifest), Some(changed)) if !matches!(changed, Changed::Everything { .. }) => {
-                    Some(scope.spawn(|| map_saved_indexes(&dir, manifest, dim, &index_settings)))
-                }
-                _ => None,
-            };
-            let bm25_mapped = self.load_records(manifest.as_ref(), &log, decoded, started)?;
-            let mapped = mapping
-                .map(|mapping| mapping.join())
-                .transpose()
-                .map_err(|_| Error::Internal("mapping the saved indexes panicked".into()))?;
-            Ok((mapped, bm25_mapped))
-        })?;
+        let bm25_mapped = self.load_records(manifest.as_ref(), &log, decoded, started)?;
         let adopted = match (saved_change, since_save, mapped) {
             (Some(change), Some(changed), Some(mapped)) => self.adopt_save(mapped, change, changed)?,
             _ => None,
@@ -475,7 +401,10 @@ impl Kb {
         self.link_staged_vectors()?;
         let all_mapped = matches!(self.vectors_at_open, VectorsAtOpen::Mapped { .. }) && bm25_mapped;
         let labels_unsaved = self.labels_saved.is_none() && !self.relations.is_empty();
-        let records_read = self.records_at_open == RecordsAtOpen::ReadFromStore && !self.is_empty();
+        // Records read from the store, or from a file without the tables built of them, are
+        // written as the next open reads them fastest.
+        let records_read =
+            (self.records_at_open == RecordsAtOpen::ReadFromStore || !self.records_hold_tables) && !self.is_empty();
         if (!all_mapped && !self.is_empty()) || self.linked_at_open > 0 || labels_unsaved || records_read {
             // Save what was just read or linked, or the next open does it again.
             self.save_indexes_or_warn(if records_read { SaveScope::Complete } else { SaveScope::Incremental });
@@ -491,42 +420,31 @@ impl Kb {
         &mut self,
         manifest: Option<&saved::Manifest>,
         log: &HashMap<u64, Changed>,
-        decoded: Option<Result<Records>>,
+        decoded: Option<Result<(Records, Option<Tables>)>>,
         started: std::time::Instant,
     ) -> Result<bool> {
-        let Records { docs, chunks, nodes, edges } = self.read_records(manifest, log, decoded)?;
-        self.doc_ids.extend(docs.iter().map(|doc| (doc.id.clone(), doc.key)));
-        self.docs = IdTable::of(docs);
-        self.chunks = IdTable::of(chunks);
+        let (Records { docs, chunks, nodes, edges }, tables) = self.read_records(manifest, log, decoded)?;
         tracing::debug!(ms = started.elapsed().as_millis() as u64, records = ?self.records_at_open, "loaded the records");
-        // A label's vector depends on its text and the embedder alone: saved ones stay right
-        // whatever the store did since, and only labels the save lacks are embedded.
-        let saved_labels = match manifest.and_then(|m| m.relation_labels.as_ref()) {
-            Some(file) => saved::read_labels(&self.index_dir(), file, self.embedder.dim()).unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "the saved relation labels are unusable; embedding them again");
-                HashMap::new()
-            }),
-            None => HashMap::new(),
-        };
-        let known = saved_labels.len();
-        let vectors = self.embed_new_relations(&edges, saved_labels)?;
-        let labels_embedded = vectors.len() - known;
-        // The alias and blocking tables depend on the records alone: a second core builds
-        // them while this one builds the graph and the fact table, about as much work at a
-        // million passages (the fact table beside the names made the second core the open's
-        // longest part by half a second).
-        let (names, facts) = std::thread::scope(|scope| -> Result<_> {
-            let names = scope.spawn(|| NameTables::of(&nodes));
-            self.chunk_nodes = ChunkNodes::of(&nodes);
-            self.graph = KnowledgeGraph::of(edges.iter().map(|e| (e.id, e.subject, e.object)).collect());
-            for edge in &edges {
-                self.index_edge_links(edge, &vectors)?;
-            }
-            let facts = fact_table(&edges);
-            let names = names.join().map_err(|_| Error::Internal("building the name tables panicked".into()))?;
-            Ok((names, facts))
+        // The fact table depends on the edges alone: another core builds it while this one
+        // takes in the records and the tables (read from the records file, or built of the
+        // records on two cores).
+        let (tables, facts, labels_embedded) = std::thread::scope(|scope| -> Result<_> {
+            let facts = scope.spawn(|| fact_table(&edges));
+            self.doc_ids.extend(docs.iter().map(|doc| (doc.id.clone(), doc.key)));
+            self.docs = IdTable::of(docs);
+            self.chunks = IdTable::of(chunks);
+            let labels_embedded = self.take_in_relations(manifest, &edges)?;
+            let tables = match tables {
+                Some(tables) => tables,
+                None => Tables::of(&nodes, &edges)?,
+            };
+            let facts = facts.join().map_err(|_| Error::Internal("building the fact table panicked".into()))?;
+            Ok((tables, facts, labels_embedded))
         })?;
-        (self.node_keys, self.alias_blocks, self.fact_edges) = (names.keys, names.blocks, facts);
+        let Tables { names, chunk_nodes, graph } = tables;
+        (self.node_keys, self.alias_blocks, self.chunk_nodes, self.graph) =
+            (names.keys, names.blocks, chunk_nodes, graph);
+        self.fact_edges = facts;
         self.nodes = IdTable::of(nodes);
         self.edges = IdTable::of(edges);
         // Labels embedded here are saved, or the next open embeds them again. The labels just
@@ -559,6 +477,26 @@ impl Kb {
         Ok(bm25_mapped)
     }
 
+    /// Takes in the relation labels of `edges` (embedding those the save lacks) and their
+    /// uses; returns how many labels were embedded.
+    fn take_in_relations(&mut self, manifest: Option<&saved::Manifest>, edges: &[Edge]) -> Result<usize> {
+        // A label's vector depends on its text and the embedder alone: saved ones stay right
+        // whatever the store did since, and only labels the save lacks are embedded.
+        let saved_labels = match manifest.and_then(|m| m.relation_labels.as_ref()) {
+            Some(file) => saved::read_labels(&self.index_dir(), file, self.embedder.dim()).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "the saved relation labels are unusable; embedding them again");
+                HashMap::new()
+            }),
+            None => HashMap::new(),
+        };
+        let known = saved_labels.len();
+        let vectors = self.embed_new_relations(edges, saved_labels)?;
+        for edge in edges {
+            self.index_edge_links(edge, &vectors)?;
+        }
+        Ok(vectors.len() - known)
+    }
+
     /// The store's changes since each change a file of the save is current with (the
     /// vectors', the postings', the records'), read once per distinct change: usually they
     /// are one, and after a crash the changes are every record written since. A change the
@@ -582,34 +520,41 @@ impl Kb {
         &mut self,
         manifest: Option<&saved::Manifest>,
         log: &HashMap<u64, Changed>,
-        decoded: Option<Result<Records>>,
-    ) -> Result<Records> {
+        decoded: Option<Result<(Records, Option<Tables>)>>,
+    ) -> Result<(Records, Option<Tables>)> {
         // `decoded` is the file `manifest` names, read before the store was open: present
         // whenever the manifest still names one.
         let Some((saved, changed, decoded)) =
             manifest.and_then(|m| m.records.as_ref()).and_then(|s| Some((s, log.get(&s.change)?, decoded?)))
         else {
-            return Records::read(&self.store);
+            return Ok((Records::read(&self.store)?, None));
         };
-        let from_save = || -> Result<Option<Records>> {
-            let mut records = decoded?;
+        // The tables are the records' as the file holds them: any record written since may
+        // change them, so they are built again.
+        let from_save = || -> Result<Option<(Records, Option<Tables>, bool)>> {
+            let (mut records, tables) = decoded?;
+            let held = tables.is_some();
             match changed {
-                Changed::Nothing => {}
+                Changed::Nothing => return Ok(Some((records, tables, held))),
                 Changed::Everything { .. } => return Ok(None),
                 Changed::Records { records: changed, .. } => records.overlay(changed)?,
             }
-            Ok(Some(records))
+            Ok(Some((records, None, held)))
         };
         match from_save() {
-            Ok(Some(records)) => {
+            Ok(Some((records, tables, held))) => {
                 self.records_saved = Some(saved.clone());
-                self.records_at_open = RecordsAtOpen::Saved { changes_replayed: self.applied_change - saved.change };
-                Ok(records)
+                self.records_hold_tables = held;
+                self.records_at_open = RecordsAtOpen::Saved {
+                    changes_replayed: self.applied_change - saved.change,
+                    tables_read: tables.is_some(),
+                };
+                Ok((records, tables))
             }
-            Ok(None) => Records::read(&self.store),
+            Ok(None) => Ok((Records::read(&self.store)?, None)),
             Err(e) => {
                 tracing::warn!(error = %e, "the saved records are unusable; reading every record from the store");
-                Records::read(&self.store)
+                Ok((Records::read(&self.store)?, None))
             }
         }
     }
@@ -845,16 +790,26 @@ impl Kb {
             self.records_saved = None;
         }
         if scope == SaveScope::Complete && !self.records_current() {
-            let encoded = Records::encode(self.docs(), self.chunks.values(), self.nodes(), self.edges.values());
+            let encoded =
+                Records::encode(self.docs(), self.chunks.values(), self.nodes(), self.edges.values(), |out| {
+                    let tables = TablesToWrite {
+                        keys: &self.node_keys,
+                        blocks: &self.alias_blocks,
+                        chunk_nodes: &self.chunk_nodes,
+                        graph: &self.graph,
+                    };
+                    Tables::encode(tables, out)
+                });
             self.records_saved =
                 Some(saved::write_snapshot(dir, &format!("records-{generation}"), &encoded, self.applied_change)?);
+            self.records_hold_tables = true;
         }
         Ok(self.records_saved.clone())
     }
 
     /// Whether the last save's records file holds the records as they are now.
     fn records_current(&self) -> bool {
-        self.records_saved.as_ref().is_some_and(|saved| saved.change == self.applied_change)
+        self.records_hold_tables && self.records_saved.as_ref().is_some_and(|saved| saved.change == self.applied_change)
     }
 
     /// [`Kb::save_indexes`] once enough has changed since the last save to be worth
@@ -1345,17 +1300,22 @@ fn graph_fingerprint(index: &IndexSettings, embedder: &dyn Embedder) -> saved::G
 }
 
 /// The save as an open first reads it, before knowing whether the store has moved on: its
-/// manifest, and its records file decoded (or why it could not be).
+/// manifest, its records file decoded, and its vector indexes mapped (or why they could not
+/// be). Whether the records and indexes are current is decided once the store is open; they
+/// are dropped where they are not.
 struct SaveAtOpen {
     manifest: Option<saved::Manifest>,
-    records: Option<Result<Records>>,
+    records: Option<Result<(Records, Option<Tables>)>>,
+    indexes: Option<Result<SavedIndexes>>,
 }
 
 impl SaveAtOpen {
-    fn read(dir: &Path, built_for: &saved::GraphFingerprint) -> SaveAtOpen {
+    fn read(dir: &Path, built_for: &saved::GraphFingerprint, dim: usize, settings: &IndexSettings) -> SaveAtOpen {
         let manifest = saved::Manifest::read(dir, built_for);
         let records = manifest.as_ref().and_then(|m| m.records.as_ref()).map(|saved| Records::from_save(dir, saved));
-        SaveAtOpen { manifest, records }
+        let indexes =
+            manifest.as_ref().filter(|m| m.change.is_some()).map(|m| map_saved_indexes(dir, m, dim, settings));
+        SaveAtOpen { manifest, records, indexes }
     }
 }
 

@@ -14,15 +14,19 @@ use super::mapped::{self, Reader, put_str, put_u32s};
 use super::model::{Chunk, Document, Edge, EdgeOrigin, Link, Node, SharedBytes, Text};
 use super::saved::{self, SavedSnapshot};
 use super::store::{ChangedRecords, Family, Store};
+use super::tables::Tables;
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"a2rrecs\0";
-/// Version 2 names where the chunks and the graph start, so that the chunks decode on a
-/// second core while the first decodes the documents and the graph; version 1 files decode
-/// in one pass.
-const VERSION: u32 = 2;
-/// The bytes before the documents: magic, version, and the chunks' and graph's offsets.
-const HEADER: usize = MAGIC.len() + 4 + 16;
+/// Version 3 adds the tables built of the records (see [`super::tables`]) after them, and
+/// where they start; version 2 names where the chunks and the graph start, so that the chunks
+/// decode on a second core while the first decodes the documents and the graph; version 1
+/// files decode in one pass.
+const VERSION: u32 = 3;
+/// The bytes before the documents: magic, version, and the chunks', graph's and tables'
+/// offsets (version 2 has the first two).
+const HEADER: usize = MAGIC.len() + 4 + 24;
+const HEADER_2: usize = MAGIC.len() + 4 + 16;
 
 /// Every record of a KB, each family in id order (the order a scan of the store gives).
 /// The KB's tables keep these lists as they are (see `kb::id_table`): a record is never
@@ -54,12 +58,14 @@ impl Records {
         })
     }
 
-    /// The records in [`Records::decoded`]'s form; relation labels are written once each.
+    /// The records in [`Records::decoded`]'s form, followed by the tables `write_tables`
+    /// writes (see [`Tables::encode`]); relation labels are written once each.
     pub fn encode<'a>(
         docs: impl Iterator<Item = &'a Document>,
         chunks: impl Iterator<Item = &'a Chunk>,
         nodes: impl Iterator<Item = &'a Node>,
         edges: impl Iterator<Item = &'a Edge> + Clone,
+        write_tables: impl FnOnce(&mut Vec<u8>),
     ) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(MAGIC);
@@ -78,7 +84,7 @@ impl Records {
             doc.edges.iter().for_each(|e| out.extend_from_slice(&e.to_le_bytes()));
         }
         let chunks_at = (out.len() as u64).to_le_bytes();
-        out[HEADER - 16..HEADER - 8].copy_from_slice(&chunks_at);
+        out[HEADER - 24..HEADER - 16].copy_from_slice(&chunks_at);
         let mut chunks: Vec<&Chunk> = chunks.collect();
         chunks.sort_unstable_by_key(|c| c.id);
         out.extend_from_slice(&(chunks.len() as u64).to_le_bytes());
@@ -96,7 +102,7 @@ impl Records {
             }
         }
         let graph_at = (out.len() as u64).to_le_bytes();
-        out[HEADER - 8..HEADER].copy_from_slice(&graph_at);
+        out[HEADER - 16..HEADER - 8].copy_from_slice(&graph_at);
         let mut nodes: Vec<&Node> = nodes.collect();
         nodes.sort_unstable_by_key(|n| n.id);
         out.extend_from_slice(&(nodes.len() as u64).to_le_bytes());
@@ -122,11 +128,15 @@ impl Records {
             }
             out.push(origin_code(edge.origin));
         }
+        let tables_at = (out.len() as u64).to_le_bytes();
+        out[HEADER - 8..HEADER].copy_from_slice(&tables_at);
+        write_tables(&mut out);
         out
     }
 
-    /// The records of a save's file, refused if its checksum is off.
-    pub fn from_save(dir: &std::path::Path, saved: &SavedSnapshot) -> Result<Records> {
+    /// The records of a save's file, refused if its checksum is off, with the tables built
+    /// of them where the file holds them.
+    pub fn from_save(dir: &std::path::Path, saved: &SavedSnapshot) -> Result<(Records, Option<Tables>)> {
         let file = Arc::new(saved::read_snapshot(dir, saved)?);
         let records = Records::decoded(file.clone())?;
         // Decoding read every page; the texts read from the file fault theirs in again as
@@ -136,41 +146,55 @@ impl Records {
     }
 
     /// The records [`Records::encode`] wrote in `file`, their long texts read from it where
-    /// they lie (see [`Text`]); an error for bytes of another version, cut short, or that
-    /// run on.
-    pub fn decoded(file: SharedBytes) -> Result<Records> {
+    /// they lie (see [`Text`]), with the tables after them (none in a file of an earlier
+    /// version); an error for bytes of another version, cut short, or that run on.
+    pub fn decoded(file: SharedBytes) -> Result<(Records, Option<Tables>)> {
         let damaged =
             || Error::Index("the saved records are unusable: not a records file of this version, or damaged".into());
         let bytes = (*file).as_ref();
         let rest = bytes.strip_prefix(MAGIC).ok_or_else(damaged)?;
         let mut r = Reader { rest };
         let file = &file;
-        let records = match r.u32() {
-            Some(1) => whole(r.rest, |r| {
-                let docs = documents(r, file)?;
-                let chunks = chunks(r, file)?;
-                let (nodes, edges) = graph(r)?;
-                Some(Records { docs, chunks, nodes, edges })
-            }),
-            Some(VERSION) => {
-                let mut offset = || r.u64().and_then(|at| usize::try_from(at).ok());
-                let (chunks_at, graph_at) = (offset(), offset());
-                let (chunks_at, graph_at) = match (chunks_at, graph_at) {
-                    (Some(c), Some(g)) if HEADER <= c && c <= g && g <= bytes.len() => (c, g),
-                    _ => return Err(damaged()),
-                };
-                std::thread::scope(|scope| {
-                    let decoding_chunks = scope.spawn(|| whole(&bytes[chunks_at..graph_at], |r| chunks(r, file)));
-                    let docs = whole(&bytes[HEADER..chunks_at], |r| documents(r, file));
-                    let nodes_and_edges = whole(&bytes[graph_at..], graph);
-                    let chunks = decoding_chunks.join().ok().flatten()?;
-                    let ((nodes, edges), docs) = (nodes_and_edges?, docs?);
+        let version = r.u32();
+        let mut offset = || r.u64().and_then(|at| usize::try_from(at).ok());
+        // Where the chunks, the graph and the tables start.
+        let sections = match version {
+            Some(1) => {
+                let records = whole(&bytes[MAGIC.len() + 4..], |r| {
+                    let docs = documents(r, file)?;
+                    let chunks = chunks(r, file)?;
+                    let (nodes, edges) = graph(r)?;
                     Some(Records { docs, chunks, nodes, edges })
-                })
+                });
+                return records.map(|records| (records, None)).ok_or_else(damaged);
             }
-            _ => None,
+            Some(2) => (HEADER_2, offset(), offset(), Some(bytes.len())),
+            Some(VERSION) => (HEADER, offset(), offset(), offset()),
+            _ => return Err(damaged()),
         };
-        records.ok_or_else(damaged)
+        let (docs_at, chunks_at, graph_at, tables_at) = match sections {
+            (d, Some(c), Some(g), Some(t)) if d <= c && c <= g && g <= t && t <= bytes.len() => (d, c, g, t),
+            _ => return Err(damaged()),
+        };
+        let decoded = std::thread::scope(|scope| {
+            // The tables are read on the chunks' core: the documents and graph are the most.
+            let decoding_chunks = scope.spawn(|| {
+                let chunks = whole(&bytes[chunks_at..graph_at], |r| chunks(r, file));
+                let tables = (version == Some(VERSION)).then(|| whole(&bytes[tables_at..], Tables::decoded));
+                (chunks, tables)
+            });
+            let docs = whole(&bytes[docs_at..chunks_at], |r| documents(r, file));
+            let nodes_and_edges = whole(&bytes[graph_at..tables_at], graph);
+            let (chunks, tables) = decoding_chunks.join().ok()?;
+            let ((nodes, edges), docs, chunks) = (nodes_and_edges?, docs?, chunks?);
+            // A file of this version holds its tables: ones that do not read are damage.
+            let tables = match tables {
+                Some(tables) => Some(tables?),
+                None => None,
+            };
+            Some((Records { docs, chunks, nodes, edges }, tables))
+        });
+        decoded.ok_or_else(damaged)
     }
 
     /// Brings the records up to date with the store: each record `changed` names takes its
@@ -308,6 +332,7 @@ fn origin_of(code: u8) -> Option<EdgeOrigin> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kb::tables::TablesToWrite;
 
     fn sample() -> Records {
         Records {
@@ -372,11 +397,26 @@ mod tests {
     }
 
     fn decode(bytes: Vec<u8>) -> Result<Records> {
-        Records::decoded(Arc::new(bytes))
+        Records::decoded(Arc::new(bytes)).map(|(records, _)| records)
     }
 
+    /// The records with the tables built of them.
     fn encoded(records: &Records) -> Vec<u8> {
-        Records::encode(records.docs.iter(), records.chunks.iter(), records.nodes.iter(), records.edges.iter())
+        let tables = Tables::of(&records.nodes, &records.edges).unwrap();
+        Records::encode(records.docs.iter(), records.chunks.iter(), records.nodes.iter(), records.edges.iter(), |out| {
+            let to_write = TablesToWrite {
+                keys: &tables.names.keys,
+                blocks: &tables.names.blocks,
+                chunk_nodes: &tables.chunk_nodes,
+                graph: &tables.graph,
+            };
+            Tables::encode(to_write, out)
+        })
+    }
+
+    /// Where the tables start in a file of this version.
+    fn tables_at(bytes: &[u8]) -> usize {
+        mapped::u64_at(bytes, HEADER - 8) as usize
     }
 
     #[test]
@@ -390,11 +430,42 @@ mod tests {
     }
 
     #[test]
-    fn a_file_of_the_first_version_still_reads() {
+    fn the_tables_read_back_as_built() {
+        let records = sample();
+        let (read, tables) = Records::decoded(Arc::new(encoded(&records))).unwrap();
+        assert_eq!(read, records);
+        let (tables, built) = (
+            tables.expect("a file of this version holds its tables"),
+            Tables::of(&records.nodes, &records.edges).unwrap(),
+        );
+        assert_eq!(tables.names.keys, built.names.keys);
+        for node in &records.nodes {
+            let blocks = crate::kb::align::blocking_keys(&node.name);
+            assert_eq!(
+                tables.names.blocks.candidates(&blocks, |_| true),
+                built.names.blocks.candidates(&blocks, |_| true)
+            );
+            assert_eq!(tables.graph.steps(node.id), built.graph.steps(node.id));
+        }
+        for chunk in &records.chunks {
+            assert_eq!(tables.chunk_nodes.get(chunk.id), built.chunk_nodes.get(chunk.id));
+        }
+    }
+
+    #[test]
+    fn files_of_earlier_versions_still_read_without_tables() {
         let records = sample();
         let current = encoded(&records);
-        let first = [MAGIC.as_slice(), &1u32.to_le_bytes(), &current[HEADER..]].concat();
+        let records_only = &current[HEADER..tables_at(&current)];
+        let first = [MAGIC.as_slice(), &1u32.to_le_bytes(), records_only].concat();
         assert_eq!(decode(first).unwrap(), records);
+        // Version 2's header is the third offset shorter: its offsets name places 8 bytes on.
+        let offset = |at: usize| (mapped::u64_at(&current, at) - 8).to_le_bytes();
+        let second =
+            [MAGIC.as_slice(), &2u32.to_le_bytes(), &offset(HEADER - 24), &offset(HEADER - 16), records_only].concat();
+        let (read, tables) = Records::decoded(Arc::new(second)).unwrap();
+        assert_eq!(read, records);
+        assert!(tables.is_none());
     }
 
     #[test]
@@ -418,11 +489,17 @@ mod tests {
         other_version[8] ^= 1;
         assert!(decode(other_version).is_err());
         let mut bad_origin = bytes.clone();
-        *bad_origin.last_mut().unwrap() = 9;
+        bad_origin[tables_at(&bytes) - 1] = 9;
         assert!(decode(bad_origin).is_err(), "an origin no build writes");
-        let mut graph_elsewhere = bytes.clone();
-        graph_elsewhere[HEADER - 8] ^= 1;
-        assert!(decode(graph_elsewhere).is_err(), "the graph's offset moved");
+        for (offset, moved) in [(HEADER - 16, "the graph's offset moved"), (HEADER - 8, "the tables' offset moved")] {
+            let mut elsewhere = bytes.clone();
+            elsewhere[offset] ^= 1;
+            assert!(decode(elsewhere).is_err(), "{moved}");
+        }
+        let mut bad_table = bytes.clone();
+        // The first alias key's length, now longer than the file.
+        bad_table[tables_at(&bytes) + 8 + 3] = 0xFF;
+        assert!(decode(bad_table).is_err(), "a table that does not read");
     }
 
     #[test]
