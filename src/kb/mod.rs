@@ -181,6 +181,35 @@ pub enum SaveScope {
     Complete,
 }
 
+/// The relation labels of some edges with how many of them use each, in the order the
+/// edges first use them. Edges read from one file share each label's text, so a label is
+/// found by the text's address: an open counts three million edges' labels without hashing
+/// their text.
+struct LabelUses<'a>(Vec<(&'a Arc<str>, usize)>);
+
+impl<'a> LabelUses<'a> {
+    fn of(edges: &'a [Edge]) -> LabelUses<'a> {
+        let mut at: Table<*const u8, usize> = Table::default();
+        let mut uses: Vec<(&Arc<str>, usize)> = Vec::new();
+        for edge in edges {
+            let next = uses.len();
+            match at.entry(edge.relation.as_ptr()) {
+                std::collections::hash_map::Entry::Occupied(slot) => uses[*slot.get()].1 += 1,
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(next);
+                    uses.push((&edge.relation, 1));
+                }
+            }
+        }
+        LabelUses(uses)
+    }
+
+    /// The labels' texts, a text once for each copy of it the edges hold.
+    fn texts(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.0.iter().map(|(label, _)| &***label)
+    }
+}
+
 /// Whether a structure kept as a base and the changes since (`graph`, `chunk_nodes`,
 /// `id_table`, `align::BlockMembers`) should fold them into a new base: once they reach a quarter of it, or 1,024
 /// while it is small. Each fold costs the base's size, so a write costs amortised constant
@@ -490,10 +519,16 @@ impl Kb {
             None => HashMap::new(),
         };
         let known = saved_labels.len();
-        let vectors = self.embed_new_relations(edges, saved_labels)?;
-        for edge in edges {
-            self.index_edge_links(edge, &vectors)?;
+        let labels = LabelUses::of(edges);
+        let vectors = self.embed_new_relations(labels.texts(), saved_labels)?;
+        let embedder = &self.embedder;
+        for (label, uses) in labels.0 {
+            self.relations.add_uses(label, uses, || match vectors.get(&**label) {
+                Some(v) => Ok(v.clone()),
+                None => embedder.embed_one(label),
+            })?;
         }
+        edges.iter().for_each(|edge| self.grades.add(edge));
         Ok(vectors.len() - known)
     }
 
@@ -899,15 +934,14 @@ impl Kb {
     /// Embeddings of the relation labels of `edges` that the KB does not know yet: taken from
     /// `known` where it has them, the rest embedded in batches (one call per label would
     /// dominate loading with a neural embedder).
-    fn embed_new_relations(
+    fn embed_new_relations<'a>(
         &self,
-        edges: &[Edge],
+        labels: impl Iterator<Item = &'a str>,
         known: HashMap<String, crate::embed::Embedding>,
     ) -> Result<HashMap<String, crate::embed::Embedding>> {
         let mut fresh: Vec<&str> = Vec::new();
         let mut seen = foldhash::HashSet::default();
-        for edge in edges {
-            let label = &*edge.relation;
+        for label in labels {
             if !self.relations.contains(label) && !known.contains_key(label) && seen.insert(label) {
                 fresh.push(label);
             }
@@ -1312,9 +1346,17 @@ struct SaveAtOpen {
 impl SaveAtOpen {
     fn read(dir: &Path, built_for: &saved::GraphFingerprint, dim: usize, settings: &IndexSettings) -> SaveAtOpen {
         let manifest = saved::Manifest::read(dir, built_for);
-        let records = manifest.as_ref().and_then(|m| m.records.as_ref()).map(|saved| Records::from_save(dir, saved));
-        let indexes =
-            manifest.as_ref().filter(|m| m.change.is_some()).map(|m| map_saved_indexes(dir, m, dim, settings));
+        // Each a thread of its own: the records' decoding waits on reading the file in, and
+        // the mapping on reading in the graphs' links, so neither keeps a core busy alone.
+        let (records, indexes) = std::thread::scope(|scope| {
+            let manifest = manifest.as_ref();
+            let mapping = scope.spawn(move || {
+                manifest.filter(|m| m.change.is_some()).map(|m| map_saved_indexes(dir, m, dim, settings))
+            });
+            let records = manifest.and_then(|m| m.records.as_ref()).map(|saved| Records::from_save(dir, saved));
+            let panicked = || Some(Err(Error::Internal("mapping the saved indexes panicked".into())));
+            (records, mapping.join().unwrap_or_else(|_| panicked()))
+        });
         SaveAtOpen { manifest, records, indexes }
     }
 }
@@ -1483,7 +1525,28 @@ impl Kb {
 
 #[cfg(test)]
 mod tests {
-    use super::sorted_difference;
+    use super::{Edge, LabelUses, sorted_difference};
+    use crate::kb::model::EdgeOrigin;
+    use std::sync::Arc;
+
+    #[test]
+    fn label_uses_count_each_shared_text_and_each_copy_apart() {
+        let (shared, copy): (Arc<str>, Arc<str>) = ("founded".into(), "founded".into());
+        let edge = |id, relation: &Arc<str>| Edge {
+            id,
+            subject: 1,
+            relation: Arc::clone(relation),
+            object: 2,
+            chunk: 3,
+            origin: EdgeOrigin::Extracted,
+        };
+        let other: Arc<str> = "joined".into();
+        let edges = [edge(1, &shared), edge(2, &other), edge(3, &shared), edge(4, &copy), edge(5, &shared)];
+        let uses = LabelUses::of(&edges);
+        let counted: Vec<(&str, usize)> = uses.0.iter().map(|(label, n)| (&***label, *n)).collect();
+        assert_eq!(counted, [("founded", 3), ("joined", 1), ("founded", 1)], "in the order first used");
+        assert_eq!(uses.texts().collect::<Vec<_>>(), ["founded", "joined", "founded"]);
+    }
 
     #[test]
     fn sorted_difference_keeps_what_only_the_first_list_has() {

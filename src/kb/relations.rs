@@ -57,8 +57,13 @@ impl RelationLabels {
 
     /// One more edge uses `label`; `embed` is only called for a label not seen before.
     pub fn add_use(&mut self, label: &str, embed: impl FnOnce() -> Result<Embedding>) -> Result<()> {
+        self.add_uses(label, 1, embed)
+    }
+
+    /// [`RelationLabels::add_use`] for `uses` edges at once.
+    pub fn add_uses(&mut self, label: &str, uses: usize, embed: impl FnOnce() -> Result<Embedding>) -> Result<()> {
         if let Some(known) = self.labels.get_mut(label) {
-            known.count += 1;
+            known.count += uses;
             return Ok(());
         }
         let vector = embed()?;
@@ -70,7 +75,7 @@ impl RelationLabels {
         }
         self.vectors.upsert(id, &vector)?;
         let text: Arc<str> = Arc::from(label);
-        self.labels.insert(Arc::clone(&text), Label { id, count: 1 });
+        self.labels.insert(Arc::clone(&text), Label { id, count: uses });
         self.names.insert(id, text);
         self.changed = true;
         Ok(())

@@ -605,7 +605,8 @@ impl Kb {
                 }
             }
         }
-        let vectors = self.embed_new_relations(&changes.edges_added, changes.text_vectors)?;
+        let vectors =
+            self.embed_new_relations(changes.edges_added.iter().map(|e| &*e.relation), changes.text_vectors)?;
         for edge in changes.edges_added {
             self.index_edge_in_memory(edge, &vectors)?;
         }
