@@ -139,7 +139,7 @@ pub struct Kb {
     /// reaches back to it.
     records_saved: Option<SavedSnapshot>,
     /// Whether `records_saved` also holds the tables built of its records (see `tables`): a
-    /// file of an earlier build does not, and is written again by the next complete save.
+    /// file of an earlier build does not, and the open that read it saves a complete one.
     records_hold_tables: bool,
     records_at_open: RecordsAtOpen,
     /// Vectors that opening had to link because no saved graph held them.
