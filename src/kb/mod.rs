@@ -521,12 +521,8 @@ impl Kb {
         let known = saved_labels.len();
         let labels = LabelUses::of(edges);
         let vectors = self.embed_new_relations(labels.texts(), saved_labels)?;
-        let embedder = &self.embedder;
         for (label, uses) in labels.0 {
-            self.relations.add_uses(label, uses, || match vectors.get(&**label) {
-                Some(v) => Ok(v.clone()),
-                None => embedder.embed_one(label),
-            })?;
+            self.add_label_uses(label, uses, &vectors)?;
         }
         edges.iter().for_each(|edge| self.grades.add(edge));
         Ok(vectors.len() - known)
@@ -966,13 +962,24 @@ impl Kb {
 
     /// The relation label's use of `edge`.
     fn index_edge_links(&mut self, edge: &Edge, vectors: &HashMap<String, crate::embed::Embedding>) -> Result<()> {
-        let embedder = &self.embedder;
-        self.relations.add_use(&edge.relation, || match vectors.get(&*edge.relation) {
-            Some(v) => Ok(v.clone()),
-            None => embedder.embed_one(&edge.relation),
-        })?;
+        self.add_label_uses(&edge.relation, 1, vectors)?;
         self.grades.add(edge);
         Ok(())
+    }
+
+    /// `uses` more edges use `label`, whose vector is in `vectors` where it is new to the KB
+    /// (see `embed_new_relations`).
+    fn add_label_uses(
+        &mut self,
+        label: &str,
+        uses: usize,
+        vectors: &HashMap<String, crate::embed::Embedding>,
+    ) -> Result<()> {
+        let embedder = &self.embedder;
+        self.relations.add_uses(label, uses, || match vectors.get(label) {
+            Some(v) => Ok(v.clone()),
+            None => embedder.embed_one(label),
+        })
     }
 
     /// Whether edge `id` is the one its fact is indexed under (the first edge stating it).
