@@ -7,6 +7,7 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use super::Table;
+use super::id_table::IdTable;
 use super::model::{Edge, EdgeId, NodeId};
 
 /// What makes two edges state the same fact: subject, relation label and object.
@@ -33,12 +34,32 @@ pub fn add_fact(facts: &mut FactTable, edge: &Edge) {
 }
 
 /// The edges stating each distinct fact among `edges`.
-pub fn fact_table(edges: &[Edge]) -> FactTable {
+pub fn fact_table(edges: &IdTable<Edge>) -> FactTable {
     let mut facts = Table::with_capacity_and_hasher(edges.len(), Default::default());
-    for edge in edges {
+    for edge in edges.values() {
         add_fact(&mut facts, edge);
     }
     facts
+}
+
+/// The fact table, built of the edges when first read. Only writes and `check` read it:
+/// retrieval finds a fact's first edge among one node's steps (see
+/// `Kb::fact_vector_edges_at`). A daemon that only serves never builds it, and an open does
+/// not spend its three million inserts (about a second of a core at a million passages).
+#[derive(Debug, Default)]
+pub struct LazyFacts(std::sync::OnceLock<FactTable>);
+
+impl LazyFacts {
+    /// The table, built of `edges` if no read has built it yet.
+    pub fn get(&self, edges: &IdTable<Edge>) -> &FactTable {
+        self.0.get_or_init(|| fact_table(edges))
+    }
+
+    /// The table to change, where one was built. An unbuilt table needs no change: it is
+    /// built of the edges as they are when first read.
+    pub fn built_mut(&mut self) -> Option<&mut FactTable> {
+        self.0.get_mut()
+    }
 }
 
 /// A non-empty ascending set of edge ids: `first`, then `rest`, each above the one before.

@@ -35,7 +35,7 @@ mod tables;
 pub mod vector;
 mod write;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -48,7 +48,7 @@ use crate::rank::reciprocal_rank_fusion;
 use align::{AliasBlocks, NameSketch};
 use bm25::Bm25;
 use chunk_nodes::ChunkNodes;
-use fact_edges::{FactEdges, FactKey, FactTable, add_fact, fact_table};
+use fact_edges::{FactEdges, FactKey, FactTable, LazyFacts, add_fact};
 use graph::KnowledgeGraph;
 use id_table::{IdTable, Keyed};
 use model::{
@@ -119,8 +119,9 @@ pub struct Kb {
     /// indexed once, so memory and index cost follow distinct facts, and linking's top facts
     /// are not copies of one another. When the first edge goes, the next one inherits its
     /// vector (the write that deletes it stores the vector under the successor); a new edge
-    /// with a lower id (another daemon's block of ids, on PostgreSQL) takes it over.
-    fact_edges: FactTable,
+    /// with a lower id (another daemon's block of ids, on PostgreSQL) takes it over. Built
+    /// when a write or `check` first reads it (see [`LazyFacts`]).
+    fact_edges: LazyFacts,
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
     passages: Lazy<PassageGraph>,
@@ -350,7 +351,7 @@ impl Kb {
             summary_index: VectorIndex::new(dim, &settings.index)?,
             node_index: VectorIndex::new(dim, &settings.index)?,
             fact_index: VectorIndex::new(dim, &settings.index.for_facts())?,
-            fact_edges: Table::default(),
+            fact_edges: LazyFacts::default(),
             relations: RelationLabels::new(dim, &settings.index)?,
             bm25: Bm25::new(&settings.bm25),
             settings,
@@ -454,26 +455,17 @@ impl Kb {
     ) -> Result<bool> {
         let (Records { docs, chunks, nodes, edges }, tables) = self.read_records(manifest, log, decoded)?;
         tracing::debug!(ms = started.elapsed().as_millis() as u64, records = ?self.records_at_open, "loaded the records");
-        // The fact table depends on the edges alone: another core builds it while this one
-        // takes in the records and the tables (read from the records file, or built of the
-        // records on two cores).
-        let (tables, facts, labels_embedded) = std::thread::scope(|scope| -> Result<_> {
-            let facts = scope.spawn(|| fact_table(&edges));
-            self.doc_ids.extend(docs.iter().map(|doc| (doc.id.clone(), doc.key)));
-            self.docs = IdTable::of(docs);
-            self.chunks = IdTable::of(chunks);
-            let labels_embedded = self.take_in_relations(manifest, &edges)?;
-            let tables = match tables {
-                Some(tables) => tables,
-                None => Tables::of(&nodes, &edges)?,
-            };
-            let facts = facts.join().map_err(|_| Error::Internal("building the fact table panicked".into()))?;
-            Ok((tables, facts, labels_embedded))
-        })?;
+        self.doc_ids.extend(docs.iter().map(|doc| (doc.id.clone(), doc.key)));
+        self.docs = IdTable::of(docs);
+        self.chunks = IdTable::of(chunks);
+        let labels_embedded = self.take_in_relations(manifest, &edges)?;
+        let tables = match tables {
+            Some(tables) => tables,
+            None => Tables::of(&nodes, &edges)?,
+        };
         let Tables { names, chunk_nodes, graph } = tables;
         (self.node_keys, self.alias_blocks, self.chunk_nodes, self.graph) =
             (names.keys, names.blocks, chunk_nodes, graph);
-        self.fact_edges = facts;
         self.nodes = IdTable::of(nodes);
         self.edges = IdTable::of(edges);
         // Labels embedded here are saved, or the next open embeds them again. The labels just
@@ -955,7 +947,9 @@ impl Kb {
     fn index_edge_in_memory(&mut self, edge: Edge, vectors: &HashMap<String, crate::embed::Embedding>) -> Result<()> {
         self.index_edge_links(&edge, vectors)?;
         self.graph.add_edge(edge.id, edge.subject, edge.object);
-        add_fact(&mut self.fact_edges, &edge);
+        if let Some(facts) = self.fact_edges.built_mut() {
+            add_fact(facts, &edge);
+        }
         self.edges.insert(edge);
         Ok(())
     }
@@ -1001,8 +995,13 @@ impl Kb {
         })
     }
 
+    /// The edges stating each distinct fact (see `Kb::fact_edges`).
+    fn facts(&self) -> &FactTable {
+        self.fact_edges.get(&self.edges)
+    }
+
     fn fact_representative(&self, key: &FactKey) -> Option<EdgeId> {
-        self.fact_edges.get(key).map(FactEdges::first)
+        self.facts().get(key).map(FactEdges::first)
     }
 
     /// The representative edge of each fact in `facts` before a change, to hand to
@@ -1057,8 +1056,10 @@ impl Kb {
         if let Some(edge) = self.edges.remove(id) {
             self.graph.remove_edge(id);
             let key = FactKey::of(&edge);
-            if let Some(rest) = self.fact_edges.remove(&key).and_then(|ids| ids.without(id)) {
-                self.fact_edges.insert(key, rest);
+            if let Some(facts) = self.fact_edges.built_mut()
+                && let Some(rest) = facts.remove(&key).and_then(|ids| ids.without(id))
+            {
+                facts.insert(key, rest);
             }
             self.grades.remove(&edge);
             // Only fails on an index error for a label it knows; the label's vector then
@@ -1145,10 +1146,16 @@ impl Kb {
         }
     }
 
-    /// The edge whose vector stands for the fact `edge` states: the first edge stating it
-    /// (see `fact_edges`).
-    pub fn fact_vector_edge(&self, edge: &Edge) -> Option<EdgeId> {
-        self.fact_representative(&FactKey::of(edge))
+    /// The edges whose vectors stand for the facts the edges of `node` state: for each
+    /// distinct fact, the first edge stating it (see `fact_edges`). Every edge stating a fact
+    /// joins the fact's subject and object, so `node`'s steps hold them all: serving needs no
+    /// fact table.
+    pub fn fact_vector_edges_at(&self, node: NodeId) -> impl Iterator<Item = EdgeId> {
+        let mut first: HashMap<FactKey, EdgeId> = HashMap::new();
+        for edge in self.graph.steps(node).iter().filter_map(|step| self.edges.get(step.edge)) {
+            first.entry(FactKey::of(edge)).and_modify(|id| *id = (*id).min(edge.id)).or_insert(edge.id);
+        }
+        first.into_values()
     }
 
     /// Keys each alias of `node` to it and puts it in its aliases' blocks.
@@ -1441,17 +1448,28 @@ impl Kb {
     pub fn integrity_violations(&self) -> Vec<String> {
         let mut problems = Vec::new();
         // One fact vector per distinct fact, under its first edge.
-        for ids in self.fact_edges.values() {
+        for ids in self.facts().values() {
             let first = ids.first();
             if self.fact_index.get(first).is_none() {
                 problems.push(format!("fact of edge {first} is not indexed"));
             }
         }
-        if self.fact_index.len() != self.fact_edges.len() {
+        // Retrieval finds facts through the graph rather than the table: both must agree.
+        let firsts: HashSet<EdgeId> = self.facts().values().map(FactEdges::first).collect();
+        let found: HashSet<EdgeId> = self.nodes.ids().flat_map(|node| self.fact_vector_edges_at(node)).collect();
+        if found != firsts {
+            problems.push(format!(
+                "the graph finds {} facts' first edges, the fact table {} ({} differ)",
+                found.len(),
+                firsts.len(),
+                found.symmetric_difference(&firsts).count()
+            ));
+        }
+        if self.fact_index.len() != self.facts().len() {
             problems.push(format!(
                 "{} fact vectors indexed for {} distinct facts",
                 self.fact_index.len(),
-                self.fact_edges.len()
+                self.facts().len()
             ));
         }
         for doc in self.docs.values() {

@@ -308,7 +308,7 @@ impl<'kb> Staging<'kb> {
 
     /// The first committed edge stating `fact` that this write keeps.
     fn first_kept_edge(&self, fact: &FactKey) -> Option<EdgeId> {
-        let ids = self.kb.fact_edges.get(fact)?;
+        let ids = self.kb.facts().get(fact)?;
         ids.iter().find(|id| !self.removed_edges.contains(id))
     }
 

@@ -115,8 +115,7 @@ fn facts_of_named_nodes(kb: &Kb, terms: &HashSet<String>, limit: usize) -> Optio
     if edges > limit {
         return None;
     }
-    let steps = nodes.iter().flat_map(|n| kb.graph().steps(*n));
-    Some(steps.filter_map(|step| kb.edge(step.edge).and_then(|edge| kb.fact_vector_edge(edge))).collect())
+    Some(nodes.iter().flat_map(|n| kb.fact_vector_edges_at(*n)).collect())
 }
 
 #[cfg(test)]
