@@ -455,14 +455,20 @@ impl Kb {
     ) -> Result<bool> {
         let (Records { docs, chunks, nodes, edges }, tables) = self.read_records(manifest, log, decoded)?;
         tracing::debug!(ms = started.elapsed().as_millis() as u64, records = ?self.records_at_open, "loaded the records");
-        self.doc_ids.extend(docs.iter().map(|doc| (doc.id.clone(), doc.key)));
-        self.docs = IdTable::of(docs);
-        self.chunks = IdTable::of(chunks);
-        let labels_embedded = self.take_in_relations(manifest, &edges)?;
-        let tables = match tables {
-            Some(tables) => tables,
-            None => Tables::of(&nodes, &edges)?,
-        };
+        // The document-id table is about half of what follows at a million passages (a
+        // million ids copied and hashed): another core builds it.
+        let (doc_ids, labels_embedded, tables) = std::thread::scope(|scope| -> Result<_> {
+            let doc_ids = scope.spawn(|| docs.iter().map(|doc| (doc.id.clone(), doc.key)).collect::<Table<_, _>>());
+            self.chunks = IdTable::of(chunks);
+            let labels_embedded = self.take_in_relations(manifest, &edges)?;
+            let tables = match tables {
+                Some(tables) => tables,
+                None => Tables::of(&nodes, &edges)?,
+            };
+            let doc_ids = doc_ids.join().map_err(|_| Error::Internal("building the document ids panicked".into()))?;
+            Ok((doc_ids, labels_embedded, tables))
+        })?;
+        (self.doc_ids, self.docs) = (doc_ids, IdTable::of(docs));
         let Tables { names, chunk_nodes, graph } = tables;
         (self.node_keys, self.alias_blocks, self.chunk_nodes, self.graph) =
             (names.keys, names.blocks, chunk_nodes, graph);
