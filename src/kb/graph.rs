@@ -179,7 +179,10 @@ impl KnowledgeGraph {
             && incoming.iter().enumerate().all(|(row, &at)| starts[row] <= at && at <= starts[row + 1])
             && rows.iter().all(|&row| row == NO_ROW || (row as usize) < incoming.len());
         let empty = rows.is_empty() && starts.is_empty() && incoming.is_empty() && steps.is_empty() && edges.is_empty();
+        // Every edge is a step of its subject's row and one of its object's (a loop's twice
+        // in one row): `degree` subtracts removed steps from the rows' counts.
         let whole = (rows_in_range || empty)
+            && steps.len() == 2 * edges.len()
             && steps.iter().all(|&at| (at as usize) < edges.len())
             && edges.windows(2).all(|pair| pair[0].0 < pair[1].0);
         let base = Base { rows, starts, incoming, steps, edges };
@@ -408,6 +411,19 @@ mod tests {
         let last_step = out.len() - 8 - 2 * 16 - 4;
         assert!(KnowledgeGraph::decoded(&mut Reader { rest: &out }).is_some());
         out[last_step..last_step + 4].copy_from_slice(&2u32.to_le_bytes());
+        assert!(KnowledgeGraph::decoded(&mut Reader { rest: &out }).is_none());
+    }
+
+    #[test]
+    fn a_graph_with_an_edge_in_no_row_is_refused() {
+        let mut out = Vec::new();
+        KnowledgeGraph::of(vec![(5, 1, 2), (7, 2, 3)]).encode(&mut out);
+        // A third edge after the two, which no row's steps name.
+        let count_at = out.len() - 8 - 2 * 16;
+        out[count_at..count_at + 8].copy_from_slice(&3u64.to_le_bytes());
+        for field in [9u64.to_le_bytes().as_slice(), &1u32.to_le_bytes(), &3u32.to_le_bytes()] {
+            out.extend_from_slice(field);
+        }
         assert!(KnowledgeGraph::decoded(&mut Reader { rest: &out }).is_none());
     }
 

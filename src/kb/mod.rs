@@ -819,10 +819,12 @@ impl Kb {
             self.records_saved = None;
         }
         if scope == SaveScope::Complete && !self.records_current() {
+            let mut nodes: Vec<&Node> = self.nodes().collect();
+            nodes.sort_unstable_by_key(|node| node.id);
             let encoded =
-                Records::encode(self.docs(), self.chunks.values(), self.nodes(), self.edges.values(), |out| {
+                Records::encode(self.docs(), self.chunks.values(), nodes.iter().copied(), self.edges.values(), |out| {
                     let tables = TablesToWrite {
-                        keys: &self.node_keys,
+                        nodes: &nodes,
                         blocks: &self.alias_blocks,
                         chunk_nodes: &self.chunk_nodes,
                         graph: &self.graph,

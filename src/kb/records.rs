@@ -373,7 +373,13 @@ mod tests {
                     aliases: vec!["Harbour".into(), "the harbour".into()],
                     chunks: vec![7],
                 },
-                Node { id: 2, name: "Quiet Bay".into(), aliases: vec!["Quiet Bay".into()], chunks: vec![8] },
+                // Shares a key with node 1: the harbour of Quiet Bay.
+                Node {
+                    id: 2,
+                    name: "Quiet Bay".into(),
+                    aliases: vec!["Quiet Bay".into(), "harbour".into()],
+                    chunks: vec![8],
+                },
             ],
             edges: vec![
                 Edge {
@@ -403,9 +409,11 @@ mod tests {
     /// The records with the tables built of them.
     fn encoded(records: &Records) -> Vec<u8> {
         let tables = Tables::of(&records.nodes, &records.edges).unwrap();
+        let mut nodes: Vec<&Node> = records.nodes.iter().collect();
+        nodes.sort_unstable_by_key(|node| node.id);
         Records::encode(records.docs.iter(), records.chunks.iter(), records.nodes.iter(), records.edges.iter(), |out| {
             let to_write = TablesToWrite {
-                keys: &tables.names.keys,
+                nodes: &nodes,
                 blocks: &tables.names.blocks,
                 chunk_nodes: &tables.chunk_nodes,
                 graph: &tables.graph,
@@ -439,6 +447,8 @@ mod tests {
             Tables::of(&records.nodes, &records.edges).unwrap(),
         );
         assert_eq!(tables.names.keys, built.names.keys);
+        let shared = crate::text::normalize_entity("Harbour");
+        assert_eq!(tables.names.keys.get(&shared), Some(&2), "a key two nodes share is the later one's");
         for node in &records.nodes {
             let blocks = crate::kb::align::blocking_keys(&node.name);
             assert_eq!(

@@ -35,7 +35,9 @@ pub struct Tables {
 
 /// The tables of a KB, to write (see [`Tables::encode`]).
 pub struct TablesToWrite<'a> {
-    pub keys: &'a Table<String, NodeId>,
+    /// The nodes, in id order: the alias table is written of them rather than copied from
+    /// the live one (see [`Tables::encode`]).
+    pub nodes: &'a [&'a Node],
     pub blocks: &'a AliasBlocks,
     pub chunk_nodes: &'a ChunkNodes,
     pub graph: &'a KnowledgeGraph,
@@ -86,10 +88,18 @@ impl Tables {
 
     /// Writes the tables as [`Tables::decoded`] reads them.
     pub fn encode(tables: TablesToWrite, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(tables.keys.len() as u64).to_le_bytes());
-        for (key, id) in tables.keys {
-            put_str(out, key);
-            out.extend_from_slice(&id.to_le_bytes());
+        // Every alias of every node as (key, node), nodes in id order: read back, a key two
+        // nodes share goes to the later one, as in a table built of the records. The live
+        // table may differ there: when the node a shared key points to goes, the key goes
+        // with it until the tables are built again, and a file copied from it would keep
+        // that gap for good.
+        let aliases: usize = tables.nodes.iter().map(|node| node.aliases.len()).sum();
+        out.extend_from_slice(&(aliases as u64).to_le_bytes());
+        for node in tables.nodes {
+            for alias in &node.aliases {
+                put_str(out, &crate::text::normalize_entity(alias));
+                out.extend_from_slice(&node.id.to_le_bytes());
+            }
         }
         tables.blocks.encode(out);
         tables.chunk_nodes.encode(out);
@@ -99,6 +109,7 @@ impl Tables {
     /// The tables [`Tables::encode`] wrote, if they are there whole.
     pub fn decoded(r: &mut Reader) -> Option<Tables> {
         // Each alias takes at least a byte: a damaged count cannot ask for more room than that.
+        // A key written twice keeps its last node (see `Tables::encode`).
         let count = usize::try_from(r.u64()?).ok().filter(|count| *count <= r.rest.len())?;
         let mut keys = Table::with_capacity_and_hasher(count, Default::default());
         for _ in 0..count {
