@@ -230,15 +230,25 @@ const QUEUED: u8 = 1;
 const REACHED: u8 = 2;
 
 impl PushScratch {
-    /// Adds `mass` to the residual of `row`, queueing it once it reaches `threshold`.
-    fn add(&mut self, row: usize, mass: f64, threshold: f64, queue: &mut std::collections::VecDeque<usize>) {
+    /// Adds `mass` to the residual of `row`, queueing it once it reaches `threshold`, which
+    /// is never below `floor`.
+    fn add(
+        &mut self,
+        row: usize,
+        mass: f64,
+        (floor, threshold): (f64, impl FnOnce() -> f64),
+        queue: &mut std::collections::VecDeque<usize>,
+    ) {
         let mut flags = self.flags[row];
         if flags & REACHED == 0 {
             flags |= REACHED;
             self.rows.push(row);
         }
         self.residual[row] += mass;
-        if flags & QUEUED == 0 && self.residual[row] >= threshold {
+        // Most of a push's additions leave a residual below any threshold: the threshold, a
+        // read of the row's degree and a cache miss in a large graph, is asked only above.
+        let residual = self.residual[row];
+        if flags & QUEUED == 0 && residual >= floor && residual >= threshold() {
             flags |= QUEUED;
             queue.push_back(row);
         }
@@ -256,7 +266,7 @@ impl PushScratch {
         let mut queue = std::collections::VecDeque::new();
         for &(row, mass) in p.iter().filter(|(row, mass)| *mass > 0.0 && *row < n) {
             // Every seed is pushed once, whatever its mass.
-            self.add(row, mass, 0.0, &mut queue);
+            self.add(row, mass, (0.0, || 0.0), &mut queue);
         }
         while let Some(u) = queue.pop_front() {
             self.flags[u] &= !QUEUED;
@@ -270,14 +280,14 @@ impl PushScratch {
             if strength <= 0.0 {
                 // Dangling: the walk restarts, returning the mass to the seeds.
                 for &(i, pi) in p.iter().filter(|(_, pi)| *pi > 0.0) {
-                    self.add(i, (1.0 - restart_prob) * ru * pi, threshold(i), &mut queue);
+                    self.add(i, (1.0 - restart_prob) * ru * pi, (epsilon, || threshold(i)), &mut queue);
                 }
                 continue;
             }
             let share = (1.0 - restart_prob) * ru / strength;
             for (&v, &w) in csr.neighbours(u).iter().zip(csr.neighbour_weights(u)) {
                 let v = v as usize;
-                self.add(v, share * w as f64, threshold(v), &mut queue);
+                self.add(v, share * w as f64, (epsilon, || threshold(v)), &mut queue);
             }
         }
         let ranked: Vec<(usize, f64)> =
