@@ -179,8 +179,9 @@ impl KnowledgeGraph {
             && incoming.iter().enumerate().all(|(row, &at)| starts[row] <= at && at <= starts[row + 1])
             && rows.iter().all(|&row| row == NO_ROW || (row as usize) < incoming.len());
         let empty = rows.is_empty() && starts.is_empty() && incoming.is_empty() && steps.is_empty() && edges.is_empty();
-        // Every edge is a step of its subject's row and one of its object's (a loop's twice
-        // in one row): `degree` subtracts removed steps from the rows' counts.
+        // An encoder writes two steps per edge, its subject's and its object's (a loop's
+        // both in one row). Only the count is checked here, which a damaged count or list
+        // breaks; the file's checksum covers the rest.
         let whole = (rows_in_range || empty)
             && steps.len() == 2 * edges.len()
             && steps.iter().all(|&at| (at as usize) < edges.len())

@@ -636,8 +636,10 @@ impl Kb {
         // A fact is indexed under the edge that represents it now, as a full read indexes it.
         let touched: BTreeSet<u64> = records.ids(Family::FactVec).chain(records.ids(Family::Edge)).collect();
         for id in touched {
+            // Through the graph: the fact table is not built for the few edges written since.
+            let first_of_its_fact = self.edges.get(id).is_some_and(|edge| self.first_edge_stating(edge) == id);
             match records.vector(Family::FactVec, id)? {
-                Some(v) if self.represents_fact(id) => self.fact_index.upsert(id, &v)?,
+                Some(v) if first_of_its_fact => self.fact_index.upsert(id, &v)?,
                 _ => self.fact_index.remove(id)?,
             }
         }
@@ -1159,11 +1161,19 @@ impl Kb {
     /// joins the fact's subject and object, so `node`'s steps hold them all: serving needs no
     /// fact table.
     pub fn fact_vector_edges_at(&self, node: NodeId) -> impl Iterator<Item = EdgeId> {
-        let mut first: HashMap<FactKey, EdgeId> = HashMap::new();
+        let mut first: Table<FactKey, EdgeId> = Table::default();
         for edge in self.graph.steps(node).iter().filter_map(|step| self.edges.get(step.edge)) {
             first.entry(FactKey::of(edge)).and_modify(|id| *id = (*id).min(edge.id)).or_insert(edge.id);
         }
         first.into_values()
+    }
+
+    /// The first edge stating the fact `edge` states, found among its subject's steps as
+    /// [`Kb::fact_vector_edges_at`] finds it.
+    fn first_edge_stating(&self, edge: &Edge) -> EdgeId {
+        let fact = FactKey::of(edge);
+        let stating = self.graph.steps(edge.subject).into_iter().filter_map(|step| self.edges.get(step.edge));
+        stating.filter(|other| FactKey::of(other) == fact).map(|other| other.id).fold(edge.id, EdgeId::min)
     }
 
     /// Keys each alias of `node` to it and puts it in its aliases' blocks.

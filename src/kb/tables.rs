@@ -8,9 +8,9 @@
 //! while the store opens. An open that takes records written since the file from the store
 //! builds the tables as before, since any of them may have changed.
 //!
-//! The document ids and the fact table are not saved: each is a table of a million or more
-//! keys, and inserting the keys read back cost an open as much as building them of the
-//! records does.
+//! The document ids are not saved: a table of a million or more keys, whose keys read back
+//! cost an open as much to insert as building it of the records does. Nor is the fact
+//! table, which an open does not build at all (see `fact_edges::LazyFacts`).
 
 use super::Table;
 use super::align::{AliasBlocks, NameSketch};
