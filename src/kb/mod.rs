@@ -120,7 +120,7 @@ pub struct Kb {
     /// are not copies of one another. When the first edge goes, the next one inherits its
     /// vector (the write that deletes it stores the vector under the successor); a new edge
     /// with a lower id (another daemon's block of ids, on PostgreSQL) takes it over. Built
-    /// when a write or `check` first reads it (see [`LazyFacts`]).
+    /// when first read, which an open from a save and serving do not (see [`LazyFacts`]).
     fact_edges: LazyFacts,
     bm25: Bm25,
     /// PPR snapshot (entities, passages, synonym edges), rebuilt lazily after a write.
@@ -1157,23 +1157,26 @@ impl Kb {
     }
 
     /// The edges whose vectors stand for the facts the edges of `node` state: for each
-    /// distinct fact, the first edge stating it (see `fact_edges`). Every edge stating a fact
-    /// joins the fact's subject and object, so `node`'s steps hold them all: serving needs no
-    /// fact table.
+    /// distinct fact, the first edge stating it (see `fact_edges`).
     pub fn fact_vector_edges_at(&self, node: NodeId) -> impl Iterator<Item = EdgeId> {
-        let mut first: Table<FactKey, EdgeId> = Table::default();
-        for edge in self.graph.steps(node).iter().filter_map(|step| self.edges.get(step.edge)) {
-            first.entry(FactKey::of(edge)).and_modify(|id| *id = (*id).min(edge.id)).or_insert(edge.id);
-        }
-        first.into_values()
+        self.first_edges_at(node).into_values()
     }
 
     /// The first edge stating the fact `edge` states, found among its subject's steps as
     /// [`Kb::fact_vector_edges_at`] finds it.
     fn first_edge_stating(&self, edge: &Edge) -> EdgeId {
-        let fact = FactKey::of(edge);
-        let stating = self.graph.steps(edge.subject).into_iter().filter_map(|step| self.edges.get(step.edge));
-        stating.filter(|other| FactKey::of(other) == fact).map(|other| other.id).fold(edge.id, EdgeId::min)
+        self.first_edges_at(edge.subject).get(&FactKey::of(edge)).map_or(edge.id, |first| (*first).min(edge.id))
+    }
+
+    /// The first edge stating each fact an edge of `node` states. Every edge stating a fact
+    /// joins the fact's subject and object, so `node`'s steps hold them all: serving needs no
+    /// fact table.
+    fn first_edges_at(&self, node: NodeId) -> Table<FactKey, EdgeId> {
+        let mut first: Table<FactKey, EdgeId> = Table::default();
+        for edge in self.graph.steps(node).iter().filter_map(|step| self.edges.get(step.edge)) {
+            first.entry(FactKey::of(edge)).and_modify(|id| *id = (*id).min(edge.id)).or_insert(edge.id);
+        }
+        first
     }
 
     /// Keys each alias of `node` to it and puts it in its aliases' blocks.
