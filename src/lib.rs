@@ -19,6 +19,7 @@ pub mod net;
 pub mod rank;
 pub mod retrieve;
 pub mod rpc;
+pub mod sorted;
 pub mod text;
 pub mod watch;
 pub mod web;
