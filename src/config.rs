@@ -161,6 +161,13 @@ pub struct IndexSettings {
     /// `expansion_add` of the fact index's graphs, searched only for a question whose words
     /// name too many nodes or edges to read their facts one by one.
     pub fact_expansion_add: usize,
+    /// Vectors per HNSW graph: once one holds this many, linking starts the next, and a
+    /// search asks every graph (see `kb::vector`).
+    pub graph_max: usize,
+    /// `graph_max` of the entity index.
+    pub entity_graph_max: usize,
+    /// `graph_max` of the fact index, searched as rarely as `fact_expansion_add` says.
+    pub fact_graph_max: usize,
     pub expansion_search: usize,
     /// Threads that link staged vectors into the HNSW graphs; 0 = one per core. One thread
     /// builds the same graph from the same inserts (reproducible retrieval).
@@ -172,9 +179,14 @@ pub struct IndexSettings {
 }
 
 impl IndexSettings {
+    /// The settings the entity index is built with.
+    pub fn for_entities(&self) -> IndexSettings {
+        IndexSettings { graph_max: self.entity_graph_max, ..self.clone() }
+    }
+
     /// The settings the fact index is built with.
     pub fn for_facts(&self) -> IndexSettings {
-        IndexSettings { expansion_add: self.fact_expansion_add, ..self.clone() }
+        IndexSettings { expansion_add: self.fact_expansion_add, graph_max: self.fact_graph_max, ..self.clone() }
     }
 }
 
@@ -446,6 +458,15 @@ impl Settings {
         if self.ingest.max_file_bytes == 0 {
             return bad("ingest.max_file_bytes must be > 0");
         }
+        for (name, vectors, default) in [
+            ("index.graph_max", self.index.graph_max, 32768),
+            ("index.entity_graph_max", self.index.entity_graph_max, 16384),
+            ("index.fact_graph_max", self.index.fact_graph_max, 8192),
+        ] {
+            if vectors == 0 {
+                return bad(&format!("{name} must be > 0 (the default is {default})"));
+            }
+        }
         if self.embed.dim == 0 {
             return bad("embed.dim must be > 0");
         }
@@ -665,6 +686,9 @@ mod tests {
             ("[gate]\nthreshold = 7.5\n", "gate.threshold"),
             ("[alias]\nedit_threshold = -0.1\n", "alias.edit_threshold"),
             ("[bm25]\nk1 = -3.0\n", "bm25.k1"),
+            ("[index]\ngraph_max = 0\n", "index.graph_max"),
+            ("[index]\nentity_graph_max = 0\n", "index.entity_graph_max"),
+            ("[index]\nfact_graph_max = 0\n", "index.fact_graph_max"),
             ("[llm]\ntemperature = inf\n", "llm.temperature"),
         ] {
             std::fs::write(&path, setting).unwrap();

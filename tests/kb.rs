@@ -546,6 +546,37 @@ fn a_save_made_beside_another_store_is_not_mapped() {
     assert!(kb.integrity_violations().is_empty(), "{:?}", kb.integrity_violations());
 }
 
+/// The chunk, entity and fact indexes fill graphs of their own bounds (`index.graph_max`,
+/// `entity_graph_max`, `fact_graph_max`), and the graphs a save writes are what the next open
+/// reads and searches.
+#[test]
+fn each_index_fills_graphs_of_its_own_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = write_corpus(dir.path(), 300);
+    let mut settings = store_settings(&dir.path().join("kb"));
+    settings.index.graph_max = 100;
+    settings.index.entity_graph_max = 40;
+    settings.index.fact_graph_max = 25;
+    let (mut kb, pipeline) = open(&settings);
+    ingest(&mut kb, &pipeline, std::slice::from_ref(&corpus));
+    let stats = kb.stats();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(kb.index_dir().join("manifest.json")).unwrap()).unwrap();
+    let graphs = |name: &str| manifest["indexes"][name].as_array().map_or(0, Vec::len);
+    for (name, vectors, bound) in
+        [("chunks", stats.chunk_vectors, 100), ("nodes", stats.entity_vectors, 40), ("facts", stats.fact_vectors, 25)]
+    {
+        assert!(vectors > 2 * bound, "{name}: {vectors} vectors fill several graphs of {bound}");
+        assert_eq!(graphs(name), vectors.div_ceil(bound), "{name}: {vectors} vectors in graphs of {bound}");
+    }
+    let probe = kb.nodes().find_map(|node| kb.node_index().get(u64::from(node.id))).unwrap();
+    let before = kb.node_index().search(&probe, 5).unwrap();
+    drop(kb);
+    let (kb, _) = open(&settings);
+    assert_eq!(kb.node_index().search(&probe, 5).unwrap(), before);
+    assert!(before[0].1 > 0.999, "the probe finds its own vector: {before:?}");
+}
+
 /// Settings of a sled KB in `dir` whose indexes are all linked, however small.
 fn store_settings(dir: &std::path::Path) -> a2rag::config::Settings {
     let mut settings = TestStore::Sled.settings(dir);

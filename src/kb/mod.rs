@@ -349,7 +349,7 @@ impl Kb {
         let mut kb = Kb {
             chunk_index: VectorIndex::new(dim, &settings.index)?,
             summary_index: VectorIndex::new(dim, &settings.index)?,
-            node_index: VectorIndex::new(dim, &settings.index)?,
+            node_index: VectorIndex::new(dim, &settings.index.for_entities())?,
             fact_index: VectorIndex::new(dim, &settings.index.for_facts())?,
             fact_edges: LazyFacts::default(),
             relations: RelationLabels::new(dim, &settings.index)?,
@@ -1412,7 +1412,12 @@ fn map_saved_indexes(
         Ok(index)
     };
     let [chunks, summaries, nodes, facts] = SAVED_INDEXES;
-    Ok([map(chunks, settings)?, map(summaries, settings)?, map(nodes, settings)?, map(facts, &settings.for_facts())?])
+    Ok([
+        map(chunks, settings)?,
+        map(summaries, settings)?,
+        map(nodes, &settings.for_entities())?,
+        map(facts, &settings.for_facts())?,
+    ])
 }
 
 /// The elements of `a` missing from `b`, both sorted ascending (node provenance lists), in

@@ -18,12 +18,14 @@
 //!   results independent of how a graph happened to be built. Above it, the graph is linked
 //!   on `index.build_threads` threads; one thread (the default) builds the same graph from
 //!   the same inserts, so retrieval stays reproducible at any size.
-//! - Graphs are bounded: once one holds [`GRAPH_MAX`] vectors, linking starts the next, and a
-//!   search asks every graph. One HNSW insertion searches the graph it joins, and on
+//! - Graphs are bounded: once one holds `index.graph_max` vectors, linking starts the next,
+//!   and a search asks every graph. One HNSW insertion searches the graph it joins, and on
 //!   near-orthogonal vectors (hashed embeddings of unrelated facts) that search visits more
-//!   nodes the larger the graph (linking cost per vector tripled from 16k to 200k vectors), so
-//!   one unbounded graph made a large document's ingest super-linear. Bounded graphs keep the
-//!   cost per linked vector flat; a search costs one small-graph search per graph.
+//!   nodes the larger the graph (linking cost per vector tripled from 16k to 200k vectors, and
+//!   rises about 2.5-fold from an 8k graph's last quarter to a 32k one's), so one unbounded
+//!   graph made a large document's ingest super-linear. Bounded graphs keep the cost per
+//!   linked vector flat; a search costs one small-graph search per graph. The fact index,
+//!   searched only for rare questions, has graphs a quarter the size (`index.fact_graph_max`).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -51,16 +53,13 @@ const OVERSAMPLE_MIN_EXTRA: usize = 8;
 /// [`VectorIndex::search`]). Each graph of several is also searched only as wide as that
 /// ([`VectorIndex::fit_expansion`]).
 const SPLIT_FLOOR: usize = 8;
-/// Vectors per HNSW graph (see the module docs): small enough that linking one vector costs
-/// about the same at any index size, large enough that a big index is a handful of graphs.
-const GRAPH_MAX: usize = 32_768;
 /// From this many graphs on, a search asks them on every core: a million passages make 31
-/// chunk graphs and about 90 fact graphs, asked one after another in most of a query's time.
+/// chunk graphs and hundreds of fact graphs, asked one after another in most of a query's time.
 const PARALLEL_GRAPHS: usize = 4;
 
 /// One HNSW graph of an index, with where it lives on disk.
 struct Graph {
-    /// A candidate generator over quantised codes of at most [`GRAPH_MAX`] linked vectors.
+    /// A candidate generator over quantised codes of at most `index.graph_max` linked vectors.
     /// Declared before `view`, so that a viewed graph is dropped before the mapping it reads.
     /// Shared with a background link pass ([`Linking`]), which only ever links into a graph
     /// that is not viewed, and with a search's helper threads ([`Search`]), which end with
@@ -215,7 +214,7 @@ pub struct VectorIndex {
     build_threads: usize,
     /// Up to this many vectors, searches scan every vector and nothing is linked.
     exact_max: usize,
-    /// Vectors per graph: [`GRAPH_MAX`] (smaller in tests).
+    /// Vectors per graph: `index.graph_max` (`index.fact_graph_max` for facts).
     graph_max: usize,
     /// i8 codes of every vector for the exact scan, made by the first exact search and kept
     /// up to date while the index is searched exactly; a linked index has none.
@@ -256,7 +255,7 @@ impl VectorIndex {
             staged: BTreeSet::new(),
             build_threads,
             exact_max: settings.exact_search_max,
-            graph_max: GRAPH_MAX,
+            graph_max: settings.graph_max,
             codes: std::sync::OnceLock::new(),
             linking: None,
         };
@@ -336,7 +335,7 @@ impl VectorIndex {
     }
 
     /// Links every staged vector into the HNSW graphs, in key order, filling the last graph
-    /// up to [`GRAPH_MAX`] and then starting others, and returns when they are linked (after
+    /// up to `graph_max` and then starting others, and returns when they are linked (after
     /// any pass running beside the writer). Each graph is linked on `index.build_threads`
     /// threads, and the graphs one pass fills are linked side by side, on every core: a pass
     /// at the end of a long ingest, or at an open that found no usable save, fills several
@@ -910,10 +909,9 @@ mod tests {
         let settings =
             crate::config::IndexSettings { exact_search_max: 0, build_threads: 1, ..Settings::defaults().index };
         // One graph, then graphs of 300 that one pass fills side by side.
-        for graph_max in [GRAPH_MAX, 300] {
+        for graph_max in [settings.graph_max, 300] {
             let build = || {
-                let mut idx = VectorIndex::new(16, &settings).unwrap();
-                idx.graph_max = graph_max;
+                let mut idx = VectorIndex::new(16, &IndexSettings { graph_max, ..settings.clone() }).unwrap();
                 for (key, v) in data.iter().enumerate() {
                     idx.upsert(key as u64, v).unwrap();
                 }
