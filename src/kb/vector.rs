@@ -24,8 +24,10 @@
 //!   nodes the larger the graph (linking cost per vector tripled from 16k to 200k vectors, and
 //!   rises about 2.5-fold from an 8k graph's last quarter to a 32k one's), so one unbounded
 //!   graph made a large document's ingest super-linear. Bounded graphs keep the cost per
-//!   linked vector flat; a search costs one small-graph search per graph. The fact index,
-//!   searched only for rare questions, has graphs a quarter the size (`index.fact_graph_max`).
+//!   linked vector flat; a search costs one small-graph search per graph, and on such
+//!   vectors a search's cost grows about in proportion to the graph, so the entity index's
+//!   graphs are half the size (`index.entity_graph_max`) and the fact index's, searched only
+//!   for rare questions, a quarter (`index.fact_graph_max`).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
