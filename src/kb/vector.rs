@@ -216,7 +216,7 @@ pub struct VectorIndex {
     build_threads: usize,
     /// Up to this many vectors, searches scan every vector and nothing is linked.
     exact_max: usize,
-    /// Vectors per graph: `index.graph_max` (`index.fact_graph_max` for facts).
+    /// Vectors per graph: `index.graph_max`, or the entity or fact index's own bound.
     graph_max: usize,
     /// i8 codes of every vector for the exact scan, made by the first exact search and kept
     /// up to date while the index is searched exactly; a linked index has none.
