@@ -416,7 +416,7 @@ pub fn ingest_step(settings: Settings, size: usize, dir: &Path, dev: Option<&Pat
         passages: size + real,
         seconds: started.elapsed().as_secs_f64(),
         cpu_seconds: super::process_cpu_seconds().zip(cpu).map_or(0.0, |(after, before)| after - before),
-        peak_rss_bytes: peak_rss_bytes(),
+        peak_rss_bytes: super::peak_rss_bytes(),
     };
     serde_json::to_string(&figures).map_err(|e| Error::Internal(e.to_string()))
 }
@@ -469,8 +469,8 @@ pub fn serve_step(settings: Settings, size: usize, questions: usize, dir: &Path,
         a2rag_recall_at_5: mean(&a2rag_recall),
         hybrid_recall_at_5: mean(&hybrid_recall),
         a2rag_phases: super::mean_phases(&phases, questions.len()),
-        peak_rss_bytes: peak_rss_bytes(),
-        anon_rss_bytes: status_bytes("RssAnon:"),
+        peak_rss_bytes: super::peak_rss_bytes(),
+        anon_rss_bytes: super::status_bytes("RssAnon:"),
     };
     serde_json::to_string(&figures).map_err(|e| Error::Internal(e.to_string()))
 }
@@ -564,22 +564,6 @@ fn disk_bytes(dir: &Path) -> Result<u64> {
         }
     }
     Ok(total)
-}
-
-/// The peak resident set of this process so far (VmHWM), 0 where the platform does not say.
-fn peak_rss_bytes() -> u64 {
-    status_bytes("VmHWM:")
-}
-
-/// The figure of this process's `/proc/self/status` line `field` (in kB there), in bytes; 0
-/// where the platform does not say.
-fn status_bytes(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
 }
 
 /// A size such as `10k`, `100k`, `1m` or `2500`.
