@@ -211,3 +211,98 @@ fn kill_9_during_ingest_and_curation_loses_nothing_acknowledged_and_keeps_decisi
     );
     assert!(kills_mid_ingest > 0 && kills_mid_decision > 0, "no kill landed mid-write: widen the offsets");
 }
+
+/// Version `v` of one document large enough that its commit goes in several sled batches:
+/// each sentence names people, a society and a place no other version names.
+fn large_version(v: usize) -> String {
+    (0..500)
+        .map(|k| {
+            format!(
+                "Alder{v}x{k} Moss joined the Brook{v}x{k} Society in Fenwick{v}x{k} in {}.{}",
+                1500 + k,
+                if k % 9 == 8 { "\n\n" } else { " " }
+            )
+        })
+        .collect()
+}
+
+/// The undo records a kill left in the default KB's sled database, read before any open
+/// undoes them.
+fn undo_records_left(data: &Path) -> usize {
+    let db = sled::open(data.join("db")).unwrap();
+    let count = db.open_tree("kb").unwrap().scan_prefix(b"meta/undo/").count();
+    drop(db);
+    count
+}
+
+/// The daemon is killed while it replaces one large document with its next version, at
+/// moments spread over the ingest's second half, where the commit runs: every open finds
+/// one version whole (the last acknowledged or a later one) and the integrity check clean,
+/// and some kill must land between the commit's batches.
+#[test]
+fn kill_9_during_a_large_document_keeps_one_version_whole() {
+    let iterations = env_or("A2RAG_CRASH_LARGE_ITERATIONS", 24) as usize;
+    let seed = env_or("A2RAG_CRASH_SEED", 17);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let settings = common::settings_in(&data);
+    let (mut acknowledged_version, mut full_ingest, mut cut_between_batches) = (None, Duration::ZERO, 0);
+    for v in 0..iterations {
+        let context = format!("seed {seed}, version {v}");
+        let daemon = Daemon::start(dir.path());
+        let mut stream = daemon.connect();
+        let doc = json!({"id": "large", "title": format!("Large {v}"), "text": large_version(v)});
+        let started = Instant::now();
+        send(
+            &mut stream,
+            json!({"jsonrpc": "2.0", "id": "ingest", "method": "ingest", "params": {"documents": [doc]}}),
+        );
+        let replies = if v == 0 {
+            // The first version is not killed: it times the ingest the kills aim at.
+            let reply = BufReader::new(stream.try_clone().unwrap())
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
+                .find(|reply| reply["id"] == "ingest");
+            full_ingest = started.elapsed();
+            daemon.kill(stream).into_iter().chain(reply).collect()
+        } else {
+            std::thread::sleep(full_ingest.mul_f64(rng.random_range(0.4..1.1)));
+            daemon.kill(stream)
+        };
+        if acknowledged(&replies, "ingest") {
+            acknowledged_version = Some(v);
+        }
+        if undo_records_left(&data) > 0 {
+            cut_between_batches += 1;
+        }
+        let (kb, _) = common::open(&settings);
+        let violations = kb.integrity_violations();
+        assert!(
+            violations.is_empty(),
+            "{context}: {} violations, the first {:?}",
+            violations.len(),
+            &violations[..3.min(violations.len())]
+        );
+        match kb.doc_by_id("large") {
+            Some(doc) => {
+                let version: usize = doc.title.trim_start_matches("Large ").parse().unwrap();
+                assert!(acknowledged_version.is_none_or(|a| version >= a), "{context}: version {version} is back");
+                assert_eq!(kb.chunk_ids().count(), doc.chunks.len(), "{context}: chunks of another version are left");
+                let text: String = doc.chunks.iter().map(|&c| kb.chunk(c).unwrap().text.to_string()).collect();
+                assert!(
+                    text.contains(&format!("Alder{version}x499 Moss")),
+                    "{context}: version {version} is cut short"
+                );
+            }
+            None => assert_eq!(acknowledged_version, None, "{context}: the acknowledged document is gone"),
+        }
+    }
+    eprintln!(
+        "large-document crash loop: {} kills (seed {seed}) of an ingest taking {:.2} s; {cut_between_batches} between the commit's batches",
+        iterations - 1,
+        full_ingest.as_secs_f64()
+    );
+    assert!(cut_between_batches > 0, "no kill landed between a large commit's batches: aim the kills later");
+}

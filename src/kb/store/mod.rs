@@ -16,6 +16,7 @@
 pub mod credentials;
 mod postgres;
 mod sled_backend;
+mod sled_parts;
 
 use std::collections::HashMap;
 use std::fmt;

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::Receiver;
 
+use super::sled_parts;
 use super::{Backend, CHANGES_KEPT, ChangeLog, Commit, Entries, Keyspace, Put, SCHEMA_VERSION, Session, Space};
 use crate::config::StoreBackend;
 use crate::error::{Error, Result};
@@ -98,6 +99,10 @@ impl SledBackend {
                 next
             }
         };
+        let undone = sled_parts::roll_back(&kb)?;
+        if undone > 0 {
+            tracing::warn!(parts = undone, "undid the first parts of a large write a crash interrupted");
+        }
         let change = kb.get(META_CHANGE)?.map(|raw| read_u64_or_u32(&raw, "meta/change")).transpose()?;
         let backend = SledBackend {
             db,
@@ -239,8 +244,9 @@ impl Backend for SledBackend {
         Ok(())
     }
 
-    /// KB writes alone are one `apply_batch`; with curation writes, one sled transaction
-    /// over every tree, so a crash keeps all or none of it.
+    /// KB writes alone are one `apply_batch` (a large write several, undone by an open after
+    /// a crash: see `sled_parts`); with curation writes, one sled transaction over every
+    /// tree, so a crash keeps all or none of it.
     fn commit(&self, Commit { ahead, writes, author }: Commit) -> Result<Option<u64>> {
         use sled::Transactional;
         use sled::transaction::ConflictableTransactionError;
@@ -258,16 +264,37 @@ impl Backend for SledBackend {
                 }
             }
             self.kb.apply_batch(batch)?;
+            sled_parts::release_leaf_copies();
         }
         drop(ahead);
-        let mut kb_batch = sled::Batch::default();
+        let mut kb_writes = Vec::with_capacity(writes.len());
         let mut side = Vec::new();
         for w in writes {
-            match (w.space, w.value) {
-                (Space::Kb, Some(value)) => kb_batch.insert(w.key, value),
-                (Space::Kb, None) => kb_batch.remove(w.key),
-                (Space::Curation(keyspace), value) => side.push((keyspace, w.key, value)),
+            match w.space {
+                Space::Kb => kb_writes.push((w.key, w.value)),
+                Space::Curation(keyspace) => side.push((keyspace, w.key, w.value)),
             }
+        }
+        // An ingest's or a delete's only curation write is its audit entry. It goes into the
+        // KB's own batch as an intent, moved to the audit tree right after: as atomic as a
+        // sled transaction over both trees, which reads every key it writes first (a third
+        // of sled's commit in an ingest of 300,000 passages). An open moves what a crash left.
+        let audit_only = side.iter().all(|(keyspace, _, value)| *keyspace == Keyspace::Audit && value.is_some());
+        // Only such a commit can be large (a document's records); it goes in parts.
+        let (kb_writes, undo_keys) = if audit_only && kb_writes.len() > sled_parts::PART {
+            sled_parts::apply_leading_parts(&self.kb, kb_writes)?
+        } else {
+            (kb_writes, Vec::new())
+        };
+        let mut kb_batch = sled::Batch::default();
+        for (key, value) in kb_writes {
+            match value {
+                Some(value) => kb_batch.insert(key, value),
+                None => kb_batch.remove(key),
+            }
+        }
+        for undo_key in &undo_keys {
+            kb_batch.remove(undo_key.as_slice());
         }
         // The number is taken and the entry written in the commit's own batch, under the
         // lock, so the log lists exactly the committed changes, in order.
@@ -280,11 +307,6 @@ impl Backend for SledBackend {
                 kb_batch.remove(log_key(seq - CHANGES_KEPT));
             }
         }
-        // An ingest's or a delete's only curation write is its audit entry. It goes into the
-        // KB's own batch as an intent, moved to the audit tree right after: as atomic as a
-        // sled transaction over both trees, which reads every key it writes first (a third
-        // of sled's commit in an ingest of 300,000 passages). An open moves what a crash left.
-        let audit_only = side.iter().all(|(keyspace, _, value)| *keyspace == Keyspace::Audit && value.is_some());
         if audit_only {
             let intents: Vec<(Vec<u8>, Vec<u8>)> = side
                 .into_iter()
@@ -293,7 +315,13 @@ impl Backend for SledBackend {
             for (intent, value) in &intents {
                 kb_batch.insert(intent.as_slice(), value.as_slice());
             }
-            self.kb.apply_batch(kb_batch)?;
+            if let Err(e) = self.kb.apply_batch(kb_batch) {
+                return Err(if undo_keys.is_empty() {
+                    e.into()
+                } else {
+                    sled_parts::rolled_back_after(&self.kb, e.into())
+                });
+            }
             if let Some(seq) = seq {
                 *latest = seq;
             }
@@ -517,6 +545,79 @@ mod tests {
         assert!(
             matches!(store.changes_since(0).unwrap(), ChangeLog::Since { latest: 1, keys } if keys == [b"doc/1".to_vec()])
         );
+    }
+
+    /// Keys a large write replaces, removes and leaves alone, then the write: `PART * 2 + 7`
+    /// new keys after the replaced and removed ones, and its audit entry.
+    fn before_a_large_write(store: &SledBackend) -> Vec<Write> {
+        let put = |key: &[u8], value: &[u8]| Write { space: Space::Kb, key: key.to_vec(), value: Some(value.to_vec()) };
+        let before = vec![put(b"old/kept", b"k"), put(b"old/replaced", b"r"), put(b"old/removed", b"x")];
+        store.commit(Commit { ahead: vec![], writes: before, author: "tester".into() }).unwrap();
+        let mut writes =
+            vec![put(b"old/replaced", b"R"), Write { space: Space::Kb, key: b"old/removed".to_vec(), value: None }];
+        writes.extend((0..sled_parts::PART * 2 + 7).map(|i| put(format!("new/{i:06}").as_bytes(), b"n")));
+        writes.push(Write {
+            space: Space::Curation(Keyspace::Audit),
+            key: b"entry".to_vec(),
+            value: Some(b"e".to_vec()),
+        });
+        writes
+    }
+
+    fn undo_records(store: &SledBackend) -> usize {
+        store.kb.scan_prefix(b"meta/undo/").count()
+    }
+
+    /// A write of more keys than one part commits in several sled batches and lands whole:
+    /// one change naming every key, and no undo record left.
+    #[test]
+    fn a_large_write_lands_whole_in_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledBackend::open(dir.path()).unwrap();
+        let writes = before_a_large_write(&store);
+        let keys = writes.len() - 1;
+        assert_eq!(store.commit(Commit { ahead: vec![], writes, author: "tester".into() }).unwrap(), Some(2));
+        assert_eq!(store.kb.scan_prefix(b"new/").count(), sled_parts::PART * 2 + 7);
+        assert_eq!(store.get(Space::Kb, b"old/replaced").unwrap(), Some(b"R".to_vec()));
+        assert_eq!(store.get(Space::Kb, b"old/removed").unwrap(), None);
+        assert_eq!(store.get(Space::Kb, b"old/kept").unwrap(), Some(b"k".to_vec()));
+        assert_eq!(store.get(Space::Curation(Keyspace::Audit), b"entry").unwrap(), Some(b"e".to_vec()));
+        assert_eq!(undo_records(&store), 0);
+        assert!(
+            matches!(store.changes_since(1).unwrap(), ChangeLog::Since { latest: 2, keys: logged } if logged.len() == keys)
+        );
+    }
+
+    /// A crash after a large write's first parts and before its last batch: the next open
+    /// puts back what they overwrote and removes what they added, as if it never began.
+    #[test]
+    fn an_open_undoes_a_large_write_a_crash_cut_short() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = SledBackend::open(dir.path()).unwrap();
+            let writes = before_a_large_write(&store);
+            let kb_writes: Vec<_> =
+                writes.into_iter().filter(|w| w.space == Space::Kb).map(|w| (w.key, w.value)).collect();
+            let (last, undo_keys) = sled_parts::apply_leading_parts(&store.kb, kb_writes).unwrap();
+            assert_eq!((last.len(), undo_keys.len()), (sled_parts::PART, 2));
+            // The parts are in the tree, as a crash would leave them.
+            assert_eq!(store.get(Space::Kb, b"old/replaced").unwrap(), Some(b"R".to_vec()));
+            assert_eq!(store.get(Space::Kb, b"old/removed").unwrap(), None);
+            assert_eq!(store.kb.scan_prefix(b"new/").count(), sled_parts::PART + 7);
+            assert_eq!(undo_records(&store), 2);
+            store.flush().unwrap();
+        }
+        let store = SledBackend::open(dir.path()).unwrap();
+        assert_eq!(store.kb.scan_prefix(b"new/").count(), 0);
+        assert_eq!(store.get(Space::Kb, b"old/replaced").unwrap(), Some(b"r".to_vec()));
+        assert_eq!(store.get(Space::Kb, b"old/removed").unwrap(), Some(b"x".to_vec()));
+        assert_eq!(store.get(Space::Kb, b"old/kept").unwrap(), Some(b"k".to_vec()));
+        assert_eq!(undo_records(&store), 0);
+        assert_eq!(store.latest_change().unwrap(), 1, "the cut write is no change");
+        // The next write commits as usual.
+        let writes = before_a_large_write(&store);
+        assert_eq!(store.commit(Commit { ahead: vec![], writes, author: "tester".into() }).unwrap(), Some(3));
+        assert_eq!(store.kb.scan_prefix(b"new/").count(), sled_parts::PART * 2 + 7);
     }
 
     #[test]
