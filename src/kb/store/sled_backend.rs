@@ -264,7 +264,9 @@ impl Backend for SledBackend {
                 }
             }
             self.kb.apply_batch(batch)?;
-            sled_parts::release_leaf_copies();
+            if ahead.len() > AHEAD_PART {
+                sled_parts::release_leaf_copies();
+            }
         }
         drop(ahead);
         let mut kb_writes = Vec::with_capacity(writes.len());
