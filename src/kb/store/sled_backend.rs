@@ -43,7 +43,13 @@ pub(super) struct SledBackend {
     /// The newest change's sequence number; a commit takes the next one under this lock, so
     /// log entries are numbered in commit order.
     change: std::sync::Mutex<u64>,
+    /// Set when a write in parts failed between its batches (see [`SledBackend::failed_halfway`]).
+    refusing_writes: std::sync::atomic::AtomicBool,
 }
+
+/// Why a write is refused after a write in parts failed between its batches.
+const RESTART_AFTER_HALF_A_WRITE: &str = "an earlier large write failed halfway: restart a2rag, \
+     which undoes what that write stored as it opens the knowledge base, before writing again";
 
 impl SledBackend {
     pub(super) fn open(dir: &Path) -> Result<SledBackend> {
@@ -110,6 +116,7 @@ impl SledBackend {
             keyspaces,
             ids: std::sync::Mutex::new(next_id..next_id),
             change: std::sync::Mutex::new(change.unwrap_or(0)),
+            refusing_writes: std::sync::atomic::AtomicBool::new(false),
         };
         let left: Vec<(sled::IVec, sled::IVec)> =
             backend.kb.scan_prefix(META_AUDIT_INTENT).collect::<sled::Result<_>>()?;
@@ -127,6 +134,19 @@ impl SledBackend {
             self.kb.remove(intent)?;
         }
         Ok(())
+    }
+
+    /// A write in parts that failed between its batches: its parts are undone now where that
+    /// works. sled applies a batch to memory one write at a time, so the failed batch may have
+    /// left some of its writes in memory without their undo record; only a restart, whose
+    /// recovery drops a batch that never sealed, is sure to clear them. Until then no write is
+    /// taken (`RESTART_AFTER_HALF_A_WRITE`), so nothing is stored on top of them.
+    fn failed_halfway(&self, error: Error) -> Error {
+        self.refusing_writes.store(true, std::sync::atomic::Ordering::Release);
+        if let Err(again) = sled_parts::roll_back(&self.kb) {
+            tracing::warn!(error = %again, "could not undo the parts of a failed write: the next open will");
+        }
+        Error::Invalid(format!("{error}; {RESTART_AFTER_HALF_A_WRITE}"))
     }
 
     fn latest(&self) -> std::sync::MutexGuard<'_, u64> {
@@ -250,6 +270,9 @@ impl Backend for SledBackend {
     fn commit(&self, Commit { ahead, writes, author }: Commit) -> Result<Option<u64>> {
         use sled::Transactional;
         use sled::transaction::ConflictableTransactionError;
+        if self.refusing_writes.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(Error::Invalid(RESTART_AFTER_HALF_A_WRITE.into()));
+        }
         // Every KB key the commit writes, ahead ones included, as PostgreSQL logs them.
         let touched: Vec<Vec<u8>> =
             ahead.iter().chain(&writes).filter(|w| w.space == Space::Kb).map(|w| w.key.clone()).collect();
@@ -282,9 +305,10 @@ impl Backend for SledBackend {
         // sled transaction over both trees, which reads every key it writes first (a third
         // of sled's commit in an ingest of 300,000 passages). An open moves what a crash left.
         let audit_only = side.iter().all(|(keyspace, _, value)| *keyspace == Keyspace::Audit && value.is_some());
-        // Only such a commit can be large (a document's records); it goes in parts.
+        // Such a commit can be large (a document's records, a reindex's or a copy's vectors);
+        // a large one goes in parts.
         let (kb_writes, undo_keys) = if audit_only && kb_writes.len() > sled_parts::PART {
-            sled_parts::apply_leading_parts(&self.kb, kb_writes)?
+            sled_parts::apply_leading_parts(&self.kb, kb_writes).map_err(|e| self.failed_halfway(e))?
         } else {
             (kb_writes, Vec::new())
         };
@@ -318,11 +342,7 @@ impl Backend for SledBackend {
                 kb_batch.insert(intent.as_slice(), value.as_slice());
             }
             if let Err(e) = self.kb.apply_batch(kb_batch) {
-                return Err(if undo_keys.is_empty() {
-                    e.into()
-                } else {
-                    sled_parts::rolled_back_after(&self.kb, e.into())
-                });
+                return Err(if undo_keys.is_empty() { e.into() } else { self.failed_halfway(e.into()) });
             }
             if let Some(seq) = seq {
                 *latest = seq;

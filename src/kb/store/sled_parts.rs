@@ -22,16 +22,14 @@ pub(super) type KbWrite = (Vec<u8>, Option<Vec<u8>>);
 
 /// Applies every part of `writes` (one write per key) but the last, each with its undo
 /// record, and returns the last part with the undo keys, both for the commit's final batch
-/// to apply and remove. On failure what was applied is rolled back before the error returns
-/// (or, where that fails too, by the next open).
+/// to apply and remove. On failure the parts applied stay, with their records, for the
+/// caller to undo.
 pub(super) fn apply_leading_parts(tree: &sled::Tree, mut writes: Vec<KbWrite>) -> Result<(Vec<KbWrite>, Vec<Vec<u8>>)> {
     let last = writes.split_off(writes.len().saturating_sub(PART));
     let mut undo_keys = Vec::with_capacity(writes.len() / PART);
     for (n, part) in writes.chunks(PART).enumerate() {
         let undo_key = [META_UNDO, &(n as u64).to_be_bytes()].concat();
-        if let Err(e) = apply_part(tree, &undo_key, part) {
-            return Err(rolled_back_after(tree, e));
-        }
+        apply_part(tree, &undo_key, part)?;
         undo_keys.push(undo_key);
         release_leaf_copies();
     }
@@ -51,18 +49,6 @@ fn apply_part(tree: &sled::Tree, undo_key: &[u8], part: &[KbWrite]) -> Result<()
     batch.insert(undo_key, undo);
     tree.apply_batch(batch)?;
     Ok(())
-}
-
-/// `error`, after rolling back what the failed commit applied; where that fails too, the
-/// next open rolls it back and the error says so.
-pub(super) fn rolled_back_after(tree: &sled::Tree, error: Error) -> Error {
-    match roll_back(tree) {
-        Ok(_) => error,
-        Err(again) => Error::Invalid(format!(
-            "a large write failed ({error}) and undoing its first parts failed too ({again}): \
-             restart a2rag, which undoes them as it opens the knowledge base"
-        )),
-    }
 }
 
 /// Puts back what the parts of an unfinished commit overwrote; the number of parts undone.
