@@ -281,10 +281,7 @@ impl Backend for SledBackend {
         for part in ahead.chunks(AHEAD_PART) {
             let mut batch = sled::Batch::default();
             for w in part {
-                match &w.value {
-                    Some(value) => batch.insert(w.key.as_slice(), value.as_slice()),
-                    None => batch.remove(w.key.as_slice()),
-                }
+                sled_parts::stage(&mut batch, w.key.as_slice(), w.value.as_deref());
             }
             self.kb.apply_batch(batch)?;
             if ahead.len() > AHEAD_PART {
@@ -314,10 +311,7 @@ impl Backend for SledBackend {
         };
         let mut kb_batch = sled::Batch::default();
         for (key, value) in kb_writes {
-            match value {
-                Some(value) => kb_batch.insert(key, value),
-                None => kb_batch.remove(key),
-            }
+            sled_parts::stage(&mut kb_batch, key, value);
         }
         for undo_key in &undo_keys {
             kb_batch.remove(undo_key.as_slice());
@@ -587,7 +581,7 @@ mod tests {
     }
 
     fn undo_records(store: &SledBackend) -> usize {
-        store.kb.scan_prefix(b"meta/undo/").count()
+        store.kb.scan_prefix(sled_parts::META_UNDO).count()
     }
 
     /// A write of more keys than one part commits in several sled batches and lands whole:

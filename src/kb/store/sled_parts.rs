@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 pub(super) const PART: usize = 1024;
 /// `meta/undo/N` (N big-endian): the old values of the keys part N of an unfinished commit
 /// wrote (see [`encode`]).
-const META_UNDO: &[u8] = b"meta/undo/";
+pub(super) const META_UNDO: &[u8] = b"meta/undo/";
 
 /// One KB write: the key, and its new value (`None` removes it).
 pub(super) type KbWrite = (Vec<u8>, Option<Vec<u8>>);
@@ -41,10 +41,7 @@ fn apply_part(tree: &sled::Tree, undo_key: &[u8], part: &[KbWrite]) -> Result<()
     let mut batch = sled::Batch::default();
     for (key, value) in part {
         encode(&mut undo, key, tree.get(key)?.as_deref());
-        match value {
-            Some(value) => batch.insert(key.as_slice(), value.as_slice()),
-            None => batch.remove(key.as_slice()),
-        }
+        stage(&mut batch, key.as_slice(), value.as_deref());
     }
     batch.insert(undo_key, undo);
     tree.apply_batch(batch)?;
@@ -59,15 +56,20 @@ pub(super) fn roll_back(tree: &sled::Tree) -> Result<usize> {
     for (undo_key, record) in &records {
         let mut batch = sled::Batch::default();
         for (key, old) in decode(undo_key, record)? {
-            match old {
-                Some(value) => batch.insert(key, value),
-                None => batch.remove(key),
-            }
+            stage(&mut batch, key, old);
         }
         batch.remove(undo_key.as_ref());
         tree.apply_batch(batch)?;
     }
     Ok(records.len())
+}
+
+/// Adds one write to `batch`: `value` stored under `key`, or `key` removed where it is `None`.
+pub(super) fn stage<K: Into<sled::IVec>, V: Into<sled::IVec>>(batch: &mut sled::Batch, key: K, value: Option<V>) {
+    match value {
+        Some(value) => batch.insert(key, value),
+        None => batch.remove(key),
+    }
 }
 
 /// Lets the leaf copies a batch left be freed now. sled defers their freeing to
