@@ -34,7 +34,7 @@ fn blocking_keys_normalized(surface: &str, key: &str) -> Vec<String> {
 /// Calls `visit` with each of [`blocking_keys_normalized`], in one reused buffer, a key
 /// possibly twice: an open visits the keys of every alias of every node, and a string per
 /// key cost it an allocation and a free each.
-fn visit_blocking_keys(surface: &str, key: &str, mut visit: impl FnMut(&str)) {
+pub(super) fn visit_blocking_keys(surface: &str, key: &str, mut visit: impl FnMut(&str)) {
     let mut block = String::new();
     for word in key.split_whitespace().filter(|w| !crate::text::is_stopword(w)) {
         block.clear();
@@ -103,6 +103,39 @@ impl NameSketch {
         NameSketch { pairs, letters, chars, acronym: acronym_letters(surface).is_some() }
     }
 
+    /// Whether the name is an all-caps acronym, which the matcher may merge with a name it
+    /// shares no characters with.
+    pub fn is_acronym(&self) -> bool {
+        self.acronym
+    }
+
+    /// The length of the key in characters.
+    pub fn chars(&self) -> u16 {
+        self.chars
+    }
+
+    /// The characters the key holds, one bit each (several sharing a bit).
+    pub fn letters(&self) -> u32 {
+        self.letters
+    }
+
+    /// The pairs of adjacent characters the key holds, one bit each (several sharing a bit).
+    pub fn pairs(&self) -> u64 {
+        self.pairs
+    }
+
+    /// What this sketch's name leaves possible of a name with `chars` characters, neither an
+    /// acronym: `None` where the lengths alone rule a match out.
+    pub fn admits(&self, chars: u16, settings: &AliasSettings) -> Option<Admits> {
+        let edits = max_edits(usize::from(self.chars.max(chars)), settings.edit_threshold) as u32;
+        (u32::from(self.chars.abs_diff(chars)) <= edits).then_some(Admits {
+            letters: self.letters,
+            pairs: self.pairs,
+            letter_bits: 2 * edits,
+            pair_bits: 4 * edits,
+        })
+    }
+
     /// The sketch as [`NameSketch::decoded`] reads it.
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.pairs.to_le_bytes());
@@ -127,13 +160,39 @@ impl NameSketch {
         if self.acronym || other.acronym {
             return true;
         }
-        let longest = self.chars.max(other.chars) as f64;
-        // The margin keeps float rounding from ever ruling out a pair the threshold accepts.
-        let edits = ((1.0 - settings.edit_threshold as f64) * longest + 1e-3).floor().max(0.0) as u32;
-        u32::from(self.chars.abs_diff(other.chars)) <= edits
-            && (self.letters ^ other.letters).count_ones() <= 2 * edits
-            && (self.pairs ^ other.pairs).count_ones() <= 4 * edits
+        self.admits(other.chars, settings)
+            .is_some_and(|admits| admits.letters(other.letters) && admits.pairs(other.pairs))
     }
+}
+
+/// The bits a name's sketch admits of another's of a given length ([`NameSketch::admits`]):
+/// its letters and pairs may differ from the name's in at most so many bits each. A scan
+/// of many names of one length tests their letters first, in a list of their own.
+#[derive(Debug, Clone, Copy)]
+pub struct Admits {
+    letters: u32,
+    pairs: u64,
+    letter_bits: u32,
+    pair_bits: u32,
+}
+
+impl Admits {
+    pub fn letters(&self, letters: u32) -> bool {
+        (self.letters ^ letters).count_ones() <= self.letter_bits
+    }
+
+    pub fn pairs(&self, pairs: u64) -> bool {
+        (self.pairs ^ pairs).count_ones() <= self.pair_bits
+    }
+}
+
+/// The most edits two keys whose longer one has `longest` characters may differ by and
+/// still be at least `threshold` similar ([`edit_similarity`]); never fewer than the measure
+/// allows, as the margin keeps float rounding from ruling out a pair the threshold accepts.
+fn max_edits(longest: usize, threshold: f32) -> usize {
+    // Truncation is the floor here (the float is never negative), without a call to libm's
+    // `floor`: a large document's scan computes this for every length it meets.
+    ((1.0 - threshold as f64) * longest as f64 + 1e-3).max(0.0) as usize
 }
 
 /// Blocking key -> the nodes with a name or alias carrying it, each with its name's sketch:
@@ -333,17 +392,78 @@ impl AliasBlocks {
     }
 }
 
-/// `edit_similarity(a, b) >= threshold`, without running Levenshtein when the lengths alone
-/// rule it out: the distance is at least the difference in length. Alias matching compares a
-/// new mention with every node sharing a blocking key, most of them far apart in length.
+/// `edit_similarity(a, b) >= threshold`, computed no further than the threshold needs: the
+/// distance is at least the difference in length, and the matrix is filled only within the
+/// band of the edits allowed, stopping once a row exceeds them. Alias matching compares a
+/// new mention with every node sharing a blocking key whose sketch leaves a match possible:
+/// millions of pairs in a large document.
 fn edit_similarity_at_least(a_key: &str, b_key: &str, threshold: f32) -> bool {
     let (la, lb) = (a_key.chars().count(), b_key.chars().count());
     let longest = la.max(lb);
-    // The margin keeps float rounding from ever rejecting a pair Levenshtein would accept.
-    if longest > 0 && 1.0 - (la.abs_diff(lb) as f64 / longest as f64) < threshold as f64 - 1e-6 {
+    if longest == 0 {
+        return edit_similarity(a_key, b_key) >= threshold;
+    }
+    let bound = max_edits(longest, threshold);
+    if la.abs_diff(lb) > bound {
         return false;
     }
-    edit_similarity(a_key, b_key) >= threshold
+    let distance = match levenshtein_within(a_key, b_key, bound) {
+        Within::Distance(distance) => distance,
+        Within::Beyond => return false,
+        Within::NotComputed => strsim::levenshtein(a_key, b_key),
+    };
+    // The similarity as `strsim::normalized_levenshtein` and `edit_similarity` round it.
+    (1.0 - distance as f64 / longest as f64) as f32 >= threshold
+}
+
+#[derive(Debug, PartialEq)]
+enum Within {
+    Distance(usize),
+    Beyond,
+    /// Not ASCII, or too long for the row kept on the stack.
+    NotComputed,
+}
+
+/// The Levenshtein distance of two ASCII strings where it is at most `bound` (Ukkonen's
+/// band: a cell further than `bound` from the diagonal costs more than `bound`).
+fn levenshtein_within(a: &str, b: &str, bound: usize) -> Within {
+    const LONGEST: usize = 127;
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if !a.is_ascii() || !b.is_ascii() || b.len() > LONGEST {
+        return Within::NotComputed;
+    }
+    if a.len().abs_diff(b.len()) > bound {
+        return Within::Beyond;
+    }
+    let beyond = bound + 1;
+    // The previous row, then this one as it is filled; cells outside the band hold `beyond`.
+    let mut row = [0usize; LONGEST + 1];
+    for (j, cell) in row.iter_mut().enumerate().take(b.len() + 1) {
+        *cell = j.min(beyond);
+    }
+    for (i, &a_char) in a.iter().enumerate().map(|(i, c)| (i + 1, c)) {
+        let first = i.saturating_sub(bound).max(1);
+        let last = (i + bound).min(b.len());
+        let mut diagonal = row[first - 1];
+        let mut left = if first == 1 { i.min(beyond) } else { beyond };
+        row[first - 1] = left;
+        let mut best = left;
+        for j in first..=last {
+            let up = row[j];
+            let value = (diagonal + usize::from(a_char != b[j - 1])).min(up + 1).min(left + 1).min(beyond);
+            diagonal = up;
+            row[j] = value;
+            left = value;
+            best = best.min(value);
+        }
+        if best > bound {
+            return Within::Beyond;
+        }
+    }
+    match row[b.len()] {
+        distance if distance <= bound => Within::Distance(distance),
+        _ => Within::Beyond,
+    }
 }
 
 /// Both measures above their thresholds, or the acronym rule. `cosine` gives the embedding
@@ -384,20 +504,22 @@ pub fn acronym_of(short: &str, long: &str) -> bool {
 }
 
 /// The letters of `surface` where it is an all-caps acronym (2-6 letters or digits, at least
-/// one letter, tags in brackets stripped).
+/// one letter, tags in brackets stripped). Most names are not, and are told at their first
+/// lower-case letter without a copy: the matcher asks of every pair it checks.
 fn acronym_letters(surface: &str) -> Option<String> {
-    let letters: String = surface
-        .split(['[', ']'])
-        .enumerate()
-        .filter(|(i, _)| i % 2 == 0)
-        .map(|(_, s)| s)
-        .collect::<String>()
-        .chars()
-        .filter(|c| c.is_alphanumeric())
-        .collect();
-    let is_acronym = (2..=6).contains(&letters.len())
-        && letters.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-        && letters.chars().any(|c| c.is_ascii_uppercase());
+    let mut outside_tags = true;
+    let mut letters = String::new();
+    for c in surface.chars() {
+        if c == '[' || c == ']' {
+            outside_tags = !outside_tags;
+        } else if outside_tags && c.is_alphanumeric() {
+            if !(c.is_ascii_uppercase() || c.is_ascii_digit()) || letters.len() == 6 {
+                return None;
+            }
+            letters.push(c);
+        }
+    }
+    let is_acronym = letters.len() >= 2 && letters.chars().any(|c| c.is_ascii_uppercase());
     is_acronym.then_some(letters)
 }
 
@@ -456,6 +578,51 @@ mod tests {
         expected.sort_unstable_by_key(|(id, _)| *id);
         assert!(members == expected, "the members differ from the plain table's");
         assert!(folded && !block.changed.is_empty(), "changes were folded in and gathered again");
+    }
+
+    /// The banded distance is strsim's wherever it is within the bound, and says beyond
+    /// exactly where strsim's is not, on strings close to each other and far apart.
+    #[test]
+    fn banded_levenshtein_agrees_with_the_full_matrix() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let (mut within, mut beyond) = (0, 0);
+        for _ in 0..3_000 {
+            let a: String = (0..rng.random_range(0..20)).map(|_| rng.random_range(b'a'..b'e') as char).collect();
+            let mut b: Vec<char> = a.chars().collect();
+            for _ in 0..rng.random_range(0..5) {
+                let at = rng.random_range(0..=b.len());
+                match rng.random_range(0..3) {
+                    0 => b.insert(at, rng.random_range(b'a'..b'f') as char),
+                    1 if at < b.len() => b[at] = 'z',
+                    _ if at < b.len() => drop(b.remove(at)),
+                    _ => b.push('y'),
+                }
+            }
+            let b: String = b.into_iter().collect();
+            let bound = rng.random_range(0..4);
+            let full = strsim::levenshtein(&a, &b);
+            let banded = levenshtein_within(&a, &b, bound);
+            if full <= bound {
+                assert_eq!(banded, Within::Distance(full), "{a:?} {b:?} within {bound}");
+                within += 1;
+            } else {
+                assert_eq!(banded, Within::Beyond, "{a:?} {b:?} ({full} edits) within {bound}");
+                beyond += 1;
+            }
+        }
+        assert!(within >= 500 && beyond >= 500, "{within} within, {beyond} beyond");
+        assert_eq!(levenshtein_within("café", "cafe", 1), Within::NotComputed);
+    }
+
+    #[test]
+    fn acronyms_are_short_all_caps_names_outside_their_tags() {
+        assert_eq!(acronym_letters("CFH").as_deref(), Some("CFH"));
+        assert_eq!(acronym_letters("NRWA [organisation]").as_deref(), Some("NRWA"));
+        assert_eq!(acronym_letters("B2B").as_deref(), Some("B2B"));
+        for not_one in ["Cfh", "ABCDEFG", "A", "42", "CFH Clearing", "ÉCB", ""] {
+            assert_eq!(acronym_letters(not_one), None, "{not_one:?}");
+        }
     }
 
     fn mention<'a>(surface: &'a str, key: &'a str) -> Mention<'a> {

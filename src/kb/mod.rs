@@ -30,6 +30,7 @@ pub mod relations;
 mod saved;
 mod segment;
 pub mod snapshot;
+mod staged_names;
 pub mod store;
 mod tables;
 pub mod vector;

@@ -2,13 +2,15 @@
 //! and a [`KbBatch`]; the batch commits atomically (new edges' fact vectors may go ahead of
 //! it, see [`KbBatch::put_fact_vector_ahead`]), then [`Changes`] are applied to memory.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
-use super::align::{AliasBlocks, Mention, NameSketch, same_entity};
+use super::align::{Mention, NameSketch, same_entity};
 use super::audit::{Action, AuditEntry, Author};
 use super::model::{
     Chunk, ChunkId, Document, Edge, EdgeId, EdgeOrigin, Link, Node, NodeId, RawTriple, fact_text, relation_label,
 };
+use super::staged_names::StagedNames;
 use super::store::{self, Family, KbBatch};
 use super::{FactKey, Kb};
 use crate::embed::Embedding;
@@ -99,10 +101,8 @@ struct Staging<'kb> {
     keys: HashMap<String, NodeId>,
     /// The blocks of the names and aliases of the nodes this staging created, so that
     /// finding a merge target costs the size of one block, not of everything staged (a large
-    /// document creates tens of thousands of nodes).
-    blocks: AliasBlocks,
-    /// The sketch of the name of each node this staging created.
-    sketches: HashMap<NodeId, NameSketch>,
+    /// document creates tens of thousands of nodes), and a few instructions per member.
+    names: StagedNames,
     /// Edges this write deletes.
     removed_edges: HashSet<EdgeId>,
     /// The first edge this write adds for each fact it states.
@@ -116,8 +116,7 @@ impl<'kb> Staging<'kb> {
             batch: KbBatch::default(),
             changes: Changes::default(),
             keys: HashMap::new(),
-            blocks: AliasBlocks::default(),
-            sketches: HashMap::new(),
+            names: StagedNames::new(),
             removed_edges: HashSet::new(),
             new_facts: HashMap::new(),
         }
@@ -138,12 +137,6 @@ impl<'kb> Staging<'kb> {
             self.changes.nodes.insert(id, Some(committed));
         }
         self.changes.nodes.get_mut(&id)?.as_mut()
-    }
-
-    fn block_staged(&mut self, id: NodeId, surface: &str) {
-        if let Some(sketch) = self.sketches.get(&id) {
-            self.blocks.insert(surface, id, *sketch);
-        }
     }
 
     fn live(&self, id: NodeId) -> bool {
@@ -202,7 +195,6 @@ impl<'kb> Staging<'kb> {
             Some(id) => id,
             None => self.match_or_create(mention, &key)?,
         };
-        let created_here = self.changes.node_vectors.contains_key(&id);
         let node = self.node_mut(id).ok_or_else(|| Error::Corrupt {
             key: format!("node/{id}"),
             message: "resolved to a missing node".into(),
@@ -221,8 +213,8 @@ impl<'kb> Staging<'kb> {
         if new_mention {
             self.batch.put_mention(id, chunk);
         }
-        if new_alias && created_here {
-            self.block_staged(id, mention);
+        if new_alias {
+            self.names.index_alias(id, mention);
         }
         self.keys.insert(key, id);
         Ok(Some(id))
@@ -241,8 +233,8 @@ impl<'kb> Staging<'kb> {
         let id = self.kb.store.next_narrow_id()?;
         self.put_node(Node { id, name: mention.to_string(), aliases: Vec::new(), chunks: Vec::new() });
         self.changes.node_vectors.insert(id, vector);
-        self.sketches.insert(id, NameSketch::of(mention, key));
-        self.block_staged(id, mention);
+        // `resolve` indexes the name under its blocks as the node's first alias.
+        self.names.create(id, mention, key);
         Ok(id)
     }
 
@@ -254,13 +246,16 @@ impl<'kb> Staging<'kb> {
         let blocks = super::align::blocking_keys(mention);
         let alias = &self.kb.settings.alias;
         let sketch = NameSketch::of(mention, key);
-        let staged = self.blocks.candidates(&blocks, |other| sketch.may_be_same(other, alias));
+        let staged = self.names.candidates(&blocks, &sketch, alias);
         let me = Mention { surface: mention, key };
         self.kb.alias_candidates_like(&blocks, &sketch).into_iter().chain(staged).find(|&id| {
             let Some(node) = self.node_ref(id) else {
                 return false;
             };
-            let node_key = normalize_entity(&node.name);
+            let node_key = match self.names.key(id) {
+                Some(key) => Cow::Borrowed(key),
+                None => Cow::Owned(normalize_entity(&node.name)),
+            };
             let cosine = || match self.changes.node_vectors.get(&id) {
                 Some(v) => Some(crate::embed::cosine(vector, v)),
                 None => self.kb.node_index.similarity(id as u64, vector),

@@ -1,0 +1,180 @@
+//! The names a write creates, in blocks laid out for the alias scan. A large document
+//! creates tens of thousands of names, and one block ("w:anna", "w:inst") can hold a large
+//! share of them, each compared with every new mention sharing the block: a 16 MB document
+//! reads hundreds of millions of members. So a staged block keeps its members by the length
+//! of their keys, which fixes the edit bound of each group, and each group's letters (the
+//! sketch's part read first) in a list of their own, tested a chunk at a time with no branch:
+//! four bytes read per member instead of a row of twenty-four, in an order the processor
+//! streams, and the pairs of characters read only where the letters leave a match possible.
+//!
+//! The candidates are exactly the members [`NameSketch::may_be_same`] passes, as a scan of
+//! [`super::align::AliasBlocks`] finds them (tested against one), so merges are unchanged.
+
+use std::collections::HashMap;
+
+use super::Table;
+use super::align::{NameSketch, visit_blocking_keys};
+use super::model::NodeId;
+use crate::config::AliasSettings;
+use crate::text::normalize_entity;
+
+pub(super) struct StagedNames {
+    blocks: Table<String, StagedBlock>,
+    /// Each staged node's name's key and sketch, which every block it joins carries.
+    names: HashMap<NodeId, (Box<str>, NameSketch)>,
+}
+
+/// One block's members in the order they joined (a node joins again, harmlessly, when a
+/// second alias of it shares the block): those that are not acronyms by the length of their
+/// keys, and the acronyms apart, since the matcher may merge an acronym with a name it
+/// shares no letters with.
+#[derive(Default)]
+struct StagedBlock {
+    lengths: Vec<LengthGroup>,
+    acronyms: Vec<NodeId>,
+}
+
+/// The members of a block whose keys have `chars` characters, as parallel lists.
+struct LengthGroup {
+    chars: u16,
+    ids: Vec<NodeId>,
+    letters: Vec<u32>,
+    pairs: Vec<u64>,
+}
+
+impl StagedBlock {
+    fn push(&mut self, id: NodeId, sketch: NameSketch) {
+        if sketch.is_acronym() {
+            self.acronyms.push(id);
+            return;
+        }
+        // A block's names have a few dozen lengths at most: a list beats a table.
+        let at = match self.lengths.iter().position(|group| group.chars == sketch.chars()) {
+            Some(at) => at,
+            None => {
+                let chars = sketch.chars();
+                self.lengths.push(LengthGroup { chars, ids: Vec::new(), letters: Vec::new(), pairs: Vec::new() });
+                self.lengths.len() - 1
+            }
+        };
+        let group = &mut self.lengths[at];
+        group.ids.push(id);
+        group.letters.push(sketch.letters());
+        group.pairs.push(sketch.pairs());
+    }
+
+    /// Appends to `out` the members that `sketch`'s name may be the same entity as.
+    fn collect(&self, sketch: &NameSketch, settings: &AliasSettings, out: &mut Vec<NodeId>) {
+        out.extend_from_slice(&self.acronyms);
+        for group in &self.lengths {
+            if sketch.is_acronym() {
+                out.extend_from_slice(&group.ids);
+                continue;
+            }
+            let Some(admits) = sketch.admits(group.chars, settings) else {
+                continue;
+            };
+            const CHUNK: usize = 64;
+            for (chunk, letters) in group.letters.chunks(CHUNK).enumerate() {
+                let mut possible = 0u64;
+                for (bit, &member) in letters.iter().enumerate() {
+                    possible |= u64::from(admits.letters(member)) << bit;
+                }
+                while possible != 0 {
+                    let at = chunk * CHUNK + possible.trailing_zeros() as usize;
+                    possible &= possible - 1;
+                    if admits.pairs(group.pairs[at]) {
+                        out.push(group.ids[at]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl StagedNames {
+    pub fn new() -> Self {
+        StagedNames { blocks: Table::default(), names: HashMap::new() }
+    }
+
+    /// Registers the node `id` this write creates, named `name` (whose `normalize_entity` is
+    /// `key`); [`StagedNames::index_alias`] puts it in blocks.
+    pub fn create(&mut self, id: NodeId, name: &str, key: &str) {
+        self.names.insert(id, (key.into(), NameSketch::of(name, key)));
+    }
+
+    /// The `normalize_entity` of the name of `id`, where this write created it: the matcher
+    /// compares keys, and a large document's candidates are millions.
+    pub fn key(&self, id: NodeId) -> Option<&str> {
+        self.names.get(&id).map(|(key, _)| &**key)
+    }
+
+    /// Puts the staged node `id` in the blocks of `surface`, one of its aliases; nodes this
+    /// write did not create are not put in.
+    pub fn index_alias(&mut self, id: NodeId, surface: &str) {
+        let Some(&(_, sketch)) = self.names.get(&id) else {
+            return;
+        };
+        visit_blocking_keys(surface, &normalize_entity(surface), |block| match self.blocks.get_mut(block) {
+            Some(members) => members.push(id, sketch),
+            None => self.blocks.entry(block.to_owned()).or_default().push(id, sketch),
+        });
+    }
+
+    /// The staged nodes in any of `blocks` whose name sketches leave a match possible with
+    /// `sketch`'s, by id, each once.
+    pub fn candidates(&self, blocks: &[String], sketch: &NameSketch, settings: &AliasSettings) -> Vec<NodeId> {
+        let mut out = Vec::new();
+        for block in blocks.iter().filter_map(|key| self.blocks.get(key.as_str())) {
+            block.collect(sketch, settings, &mut out);
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+    use crate::kb::align::{AliasBlocks, blocking_keys};
+    use rand::{Rng, SeedableRng};
+
+    /// Names drawn from few letters, so that many are a few edits apart, acronyms among
+    /// them, in a few shared blocks: every mention gets the candidates a scan of the same
+    /// names in [`AliasBlocks`] gives, at several thresholds.
+    #[test]
+    fn candidates_are_the_sketch_scans() {
+        let alphabet: Vec<char> = "abéo ".chars().collect();
+        let firsts = ["Anna", "Anne", "Boris", "CFH", "AB"];
+        for (seed, threshold) in [(1, 0.88), (2, 0.8), (3, 0.6), (4, 0.0)] {
+            let mut settings = Settings::defaults().alias;
+            settings.edit_threshold = threshold;
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let mut names = StagedNames::new();
+            let mut scan = AliasBlocks::default();
+            let (mut found, mut ruled_out) = (0, 0);
+            for id in 0..800u32 {
+                let tail: String =
+                    (0..rng.random_range(0..14)).map(|_| alphabet[rng.random_range(0..alphabet.len())]).collect();
+                let mention = format!("{} {tail}", firsts[rng.random_range(0..firsts.len())]).trim().to_string();
+                let key = normalize_entity(&mention);
+                let sketch = NameSketch::of(&mention, &key);
+                let blocks = blocking_keys(&mention);
+                let candidates = names.candidates(&blocks, &sketch, &settings);
+                let scanned = scan.candidates(&blocks, |other| sketch.may_be_same(other, &settings));
+                assert_eq!(candidates, scanned, "threshold {threshold}, {mention:?}");
+                found += candidates.len();
+                ruled_out += scan.candidates(&blocks, |_| true).len() - scanned.len();
+                names.create(id, &mention, &key);
+                names.index_alias(id, &mention);
+                scan.insert(&mention, id, sketch);
+            }
+            assert!(found >= 1_000, "threshold {threshold}: only {found} candidates");
+            if threshold >= 0.8 {
+                assert!(ruled_out >= 10_000, "threshold {threshold}: only {ruled_out} members ruled out");
+            }
+        }
+    }
+}
