@@ -196,7 +196,8 @@ fn max_edits(longest: usize, threshold: f32) -> usize {
 }
 
 /// Blocking key -> the nodes with a name or alias carrying it, each with its name's sketch:
-/// alias candidate generation, for the committed KB and for what a write stages. A common
+/// alias candidate generation for the committed KB (a write's own names are in
+/// `kb::staged_names`, laid out for its scan). A common
 /// key ("w:univ") can hold a large share of all nodes, so indexing or unindexing one must not
 /// scan its block ([`BlockMembers`]).
 #[derive(Default)]
@@ -297,12 +298,8 @@ impl BlockMembers {
 }
 
 impl AliasBlocks {
-    /// Puts `id`, whose name is sketched as `sketch`, in the blocks of `surface`.
-    pub fn insert(&mut self, surface: &str, id: NodeId, sketch: NameSketch) {
-        self.insert_normalized(surface, &normalize_entity(surface), id, sketch);
-    }
-
-    /// [`AliasBlocks::insert`] for a `surface` whose `normalize_entity` is `key`.
+    /// Puts `id`, whose name is sketched as `sketch`, in the blocks of `surface` (whose
+    /// `normalize_entity` is `key`).
     pub fn insert_normalized(&mut self, surface: &str, key: &str, id: NodeId, sketch: NameSketch) {
         visit_blocking_keys(surface, key, |block| match self.0.get_mut(block) {
             Some(members) => members.insert(id, sketch),
@@ -535,7 +532,8 @@ mod tests {
         assert_eq!(blocking_keys("NRWA"), ["i:NRWA", "w:nrwa"]);
         assert_eq!(blocking_keys("the Quay"), ["w:quay"], "a stopword and a lone capital give no key");
         let mut blocks = AliasBlocks::default();
-        blocks.insert("Harbor Harbor Ales", 4, NameSketch::of("Harbor Harbor Ales", "harbor harbor ales"));
+        let (name, key) = ("Harbor Harbor Ales", "harbor harbor ales");
+        blocks.insert_normalized(name, key, 4, NameSketch::of(name, key));
         assert_eq!(blocks.candidates(&blocking_keys("Harbor Works"), |_| true), [4]);
         assert_eq!(blocks.block("w:harb").map(BlockMembers::len), Some(1), "a word twice puts the node in once");
     }

@@ -66,11 +66,11 @@ impl StagedBlock {
     /// Appends to `out` the members that `sketch`'s name may be the same entity as.
     fn collect(&self, sketch: &NameSketch, settings: &AliasSettings, out: &mut Vec<NodeId>) {
         out.extend_from_slice(&self.acronyms);
+        if sketch.is_acronym() {
+            out.extend(self.lengths.iter().flat_map(|group| &group.ids));
+            return;
+        }
         for group in &self.lengths {
-            if sketch.is_acronym() {
-                out.extend_from_slice(&group.ids);
-                continue;
-            }
             let Some(admits) = sketch.admits(group.chars, settings) else {
                 continue;
             };
@@ -97,10 +97,10 @@ impl StagedNames {
         StagedNames { blocks: Table::default(), names: HashMap::new() }
     }
 
-    /// Registers the node `id` this write creates, named `name` (whose `normalize_entity` is
-    /// `key`); [`StagedNames::index_alias`] puts it in blocks.
-    pub fn create(&mut self, id: NodeId, name: &str, key: &str) {
-        self.names.insert(id, (key.into(), NameSketch::of(name, key)));
+    /// Registers the node `id` this write creates, whose name's `normalize_entity` is `key`
+    /// and whose sketch is `sketch`; [`StagedNames::index_alias`] puts it in blocks.
+    pub fn create(&mut self, id: NodeId, key: &str, sketch: NameSketch) {
+        self.names.insert(id, (key.into(), sketch));
     }
 
     /// The `normalize_entity` of the name of `id`, where this write created it: the matcher
@@ -167,9 +167,9 @@ mod tests {
                 assert_eq!(candidates, scanned, "threshold {threshold}, {mention:?}");
                 found += candidates.len();
                 ruled_out += scan.candidates(&blocks, |_| true).len() - scanned.len();
-                names.create(id, &mention, &key);
+                names.create(id, &key, sketch);
                 names.index_alias(id, &mention);
-                scan.insert(&mention, id, sketch);
+                scan.insert_normalized(&mention, &key, id, sketch);
             }
             assert!(found >= 1_000, "threshold {threshold}: only {found} candidates");
             if threshold >= 0.8 {

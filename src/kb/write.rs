@@ -225,8 +225,9 @@ impl<'kb> Staging<'kb> {
             Some(v) => v.clone(),
             None => self.kb.embedder.embed_one(mention)?,
         };
+        let sketch = NameSketch::of(mention, key);
         if self.kb.settings.alias.enabled
-            && let Some(id) = self.merge_target(mention, key, &vector)
+            && let Some(id) = self.merge_target(mention, key, &sketch, &vector)
         {
             return Ok(id);
         }
@@ -234,21 +235,21 @@ impl<'kb> Staging<'kb> {
         self.put_node(Node { id, name: mention.to_string(), aliases: Vec::new(), chunks: Vec::new() });
         self.changes.node_vectors.insert(id, vector);
         // `resolve` indexes the name under its blocks as the node's first alias.
-        self.names.create(id, mention, key);
+        self.names.create(id, key, sketch);
         Ok(id)
     }
 
     /// The first node, committed ones by id then the ones this staging created, that shares
-    /// a blocking key with the mention and that the hybrid matcher says is the same entity.
+    /// a blocking key with the mention (its name sketched as `sketch`) and that the hybrid
+    /// matcher says is the same entity.
     /// Only the nodes whose name sketches leave a match possible are read, and candidate
     /// vectors only for the few pairs whose names are close enough.
-    fn merge_target(&self, mention: &str, key: &str, vector: &[f32]) -> Option<NodeId> {
+    fn merge_target(&self, mention: &str, key: &str, sketch: &NameSketch, vector: &[f32]) -> Option<NodeId> {
         let blocks = super::align::blocking_keys(mention);
         let alias = &self.kb.settings.alias;
-        let sketch = NameSketch::of(mention, key);
-        let staged = self.names.candidates(&blocks, &sketch, alias);
+        let staged = self.names.candidates(&blocks, sketch, alias);
         let me = Mention { surface: mention, key };
-        self.kb.alias_candidates_like(&blocks, &sketch).into_iter().chain(staged).find(|&id| {
+        self.kb.alias_candidates_like(&blocks, sketch).into_iter().chain(staged).find(|&id| {
             let Some(node) = self.node_ref(id) else {
                 return false;
             };
