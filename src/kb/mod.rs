@@ -629,7 +629,7 @@ impl Kb {
             for entry in records.vectors(family) {
                 let (id, vector) = entry?;
                 match vector {
-                    Some(v) => index.upsert(id, &v)?,
+                    Some(v) => index.upsert(id, v)?,
                     None => index.remove(id)?,
                 }
             }
@@ -640,7 +640,7 @@ impl Kb {
             // Through the graph: the fact table is not built for the few edges written since.
             let first_of_its_fact = self.edges.get(id).is_some_and(|edge| self.first_edge_stating(edge) == id);
             match records.vector(Family::FactVec, id)? {
-                Some(v) if first_of_its_fact => self.fact_index.upsert(id, &v)?,
+                Some(v) if first_of_its_fact => self.fact_index.upsert(id, v)?,
                 _ => self.fact_index.remove(id)?,
             }
         }
@@ -688,13 +688,13 @@ impl Kb {
         for (family, index) in families {
             for item in self.store.scan_vectors(family) {
                 let (id, v) = item?;
-                index.upsert(id, &v)?;
+                index.upsert(id, v)?;
             }
         }
         for item in self.store.scan_vectors(Family::FactVec) {
             let (id, v) = item?;
             if self.represents_fact(id) {
-                self.fact_index.upsert(id, &v)?;
+                self.fact_index.upsert(id, v)?;
             }
         }
         self.restore_saved_graphs(manifest);
@@ -1042,7 +1042,7 @@ impl Kb {
                 // Another daemon's write may have stored the vector again; same fact, same
                 // representative, so this only refreshes it.
                 match (now, stored) {
-                    (Some(id), Some(vector)) => self.fact_index.upsert(id, &vector)?,
+                    (Some(id), Some(vector)) => self.fact_index.upsert(id, vector)?,
                     (Some(id), None) if self.fact_index.get(id).is_none() => {
                         tracing::warn!(edge = id, "a fact has no vector; `a2rag reindex` rebuilds it")
                     }
@@ -1055,7 +1055,7 @@ impl Kb {
                 self.fact_index.remove(id)?;
             }
             match (now, stored.or(inherited)) {
-                (Some(id), Some(vector)) => self.fact_index.upsert(id, &vector)?,
+                (Some(id), Some(vector)) => self.fact_index.upsert(id, vector)?,
                 (Some(id), None) => tracing::warn!(edge = id, "a fact has no vector; `a2rag reindex` rebuilds it"),
                 (None, _) => {}
             }

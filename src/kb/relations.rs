@@ -73,7 +73,7 @@ impl RelationLabels {
         while self.names.contains_key(&id) {
             id = id.wrapping_add(1);
         }
-        self.vectors.upsert(id, &vector)?;
+        self.vectors.upsert(id, vector)?;
         let text: Arc<str> = Arc::from(label);
         self.labels.insert(Arc::clone(&text), Label { id, count: uses });
         self.names.insert(id, text);

@@ -26,6 +26,7 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -155,13 +156,17 @@ fn position_in(keys: &[u64], key: u64) -> Option<usize> {
     (keys.get(at) == Some(&key)).then_some(at)
 }
 
+/// A vector on the heap, shared by the store and a link pass that reads it.
+pub type SharedVector = Arc<Vec<f32>>;
+
 /// The exact vectors of one index: mapped segments plus the changes since the last save.
 pub struct VectorStore {
     dim: usize,
     /// Oldest first.
     segments: Vec<Segment>,
-    /// Written since the last save: these shadow every segment.
-    fresh: HashMap<u64, Vec<f32>>,
+    /// Written since the last save: these shadow every segment. Shared, so that a link pass
+    /// beside the writer reads them where they are ([`VectorStore::shared`]).
+    fresh: HashMap<u64, SharedVector>,
     /// Removed since the last save while a segment still holds them.
     dropped: HashSet<u64>,
     len: usize,
@@ -222,7 +227,7 @@ impl VectorStore {
     /// Where the live vector of `key` is, if anywhere.
     fn locate(&self, key: u64) -> Option<Place<'_>> {
         if let Some(v) = self.fresh.get(&key) {
-            return Some(Place::Heap(v));
+            return Some(Place::Heap(v.as_slice()));
         }
         if self.dropped.contains(&key) {
             return None;
@@ -248,12 +253,23 @@ impl VectorStore {
         self.locate(key).is_some()
     }
 
-    pub fn insert(&mut self, key: u64, v: &[f32]) {
+    /// Stores `v` as the vector of `key`, taking it: a large document's vectors are most of
+    /// its memory, and a copy here was one more of them on fresh pages.
+    pub fn insert(&mut self, key: u64, v: Vec<f32>) {
         let known = self.contains(key);
         self.dropped.remove(&key);
-        self.fresh.insert(key, v.to_vec());
+        self.fresh.insert(key, Arc::new(v));
         if !known {
             self.len += 1;
+        }
+    }
+
+    /// The vector of `key` for a reader that outlives this borrow: the one on the heap
+    /// itself, or a copy of a saved one.
+    pub fn shared(&self, key: u64) -> Option<SharedVector> {
+        match self.locate(key)? {
+            Place::Heap(_) => self.fresh.get(&key).cloned(),
+            Place::Saved(segment, row) => segment.row(row).map(|v| Arc::new(v.into_owned())),
         }
     }
 
@@ -301,7 +317,7 @@ impl VectorStore {
             written += 1;
             format!("{stem}-{}{SUFFIX}", written - 1)
         };
-        let mut entries: Vec<(u64, Row)> = self.fresh.iter().map(|(k, v)| (*k, Row::Vector(v))).collect();
+        let mut entries: Vec<(u64, Row)> = self.fresh.iter().map(|(k, v)| (*k, Row::Vector(v.as_slice()))).collect();
         entries.sort_unstable_by_key(|(k, _)| *k);
         let mut dead: Vec<u64> = self.dropped.iter().copied().collect();
         dead.sort_unstable();
@@ -496,7 +512,7 @@ mod tests {
                     truth.remove(&key);
                 } else {
                     let v = vector(state >> 40);
-                    store.insert(key, &v);
+                    store.insert(key, v.clone());
                     truth.insert(key, v);
                 }
             }
@@ -518,17 +534,35 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_vector_is_the_stored_one_and_outlives_a_replacement() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = VectorStore::new(DIM);
+        store.insert(1, vector(1));
+        store.save(dir.path(), "a").unwrap();
+        store.insert(2, vector(2));
+        let saved = store.shared(1).unwrap();
+        let fresh = store.shared(2).unwrap();
+        assert_eq!((saved.as_slice(), fresh.as_slice()), (vector(1).as_slice(), vector(2).as_slice()));
+        assert_eq!(Arc::strong_count(&fresh), 2, "a fresh vector is shared, not copied");
+        store.insert(2, vector(3));
+        store.remove(1);
+        assert_eq!((saved.as_slice(), fresh.as_slice()), (vector(1).as_slice(), vector(2).as_slice()));
+        assert_eq!(store.shared(1), None);
+        assert_eq!(store.shared(2).as_deref().map(Vec::as_slice), Some(vector(3).as_slice()));
+    }
+
+    #[test]
     fn the_oldest_segment_keeps_no_dead_keys() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = VectorStore::new(DIM);
         for key in 0..10 {
-            store.insert(key, &vector(key));
+            store.insert(key, vector(key));
         }
         store.save(dir.path(), "a").unwrap();
         for key in 0..10 {
             store.remove(key);
         }
-        store.insert(3, &vector(99));
+        store.insert(3, vector(99));
         let saved = store.save(dir.path(), "b").unwrap();
         assert_eq!(saved.len(), 1, "the change was as large as the base: merged");
         assert_eq!((saved[0].count, saved[0].dead), (1, 0));
@@ -539,7 +573,7 @@ mod tests {
     fn a_damaged_or_mismatched_segment_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = VectorStore::new(DIM);
-        store.insert(1, &vector(1));
+        store.insert(1, vector(1));
         let saved = store.save(dir.path(), "s").unwrap();
         assert!(VectorStore::open(dir.path(), &saved, 2 * DIM, 1).is_err(), "another dimension");
         let path = dir.path().join(&saved[0].file);

@@ -41,7 +41,7 @@ use super::exact::ExactCodes;
 use super::homes::Homes;
 use super::mapped;
 use super::saved::{self, SavedGraph, SavedVectors};
-use super::segment::VectorStore;
+use super::segment::{SharedVector, VectorStore};
 use crate::config::{IndexSettings, Quantization};
 use crate::error::{Error, Result};
 use crate::rank::top_k;
@@ -178,7 +178,8 @@ impl GraphSearches {
 #[derive(Clone, Copy)]
 enum Source<'a> {
     Store(&'a VectorStore),
-    Copied { vectors: &'a [f32], dim: usize },
+    /// One vector per key of the part, shared with the store ([`VectorStore::shared`]).
+    Shared(&'a [SharedVector]),
 }
 
 /// The vectors of one graph's share of a link pass.
@@ -193,7 +194,7 @@ impl Part<'_> {
         let key = self.keys[position];
         match self.vectors {
             Source::Store(store) => store.get(key),
-            Source::Copied { vectors, dim } => vectors.get(position * dim..(position + 1) * dim).map(Cow::Borrowed),
+            Source::Shared(vectors) => vectors.get(position).map(|v| Cow::Borrowed(v.as_slice())),
         }
         .ok_or_else(|| Error::Internal(format!("vector {key} staged but not stored")))
     }
@@ -291,7 +292,7 @@ impl VectorIndex {
     }
 
     /// Inserts or replaces the vector stored under `key` (staged until the next link pass).
-    pub fn upsert(&mut self, key: u64, v: &[f32]) -> Result<()> {
+    pub fn upsert(&mut self, key: u64, v: Vec<f32>) -> Result<()> {
         if v.len() != self.dim {
             return Err(Error::Index(format!(
                 "vector of dimension {} for an index of dimension {}",
@@ -302,7 +303,7 @@ impl VectorIndex {
         self.finish_linking_before_writing(key)?;
         self.unlink(key)?;
         if let Some(codes) = self.codes.get_mut() {
-            codes.upsert(key, v);
+            codes.upsert(key, &v);
         }
         self.vectors.insert(key, v);
         self.staged.insert(key);
@@ -364,8 +365,9 @@ impl VectorIndex {
     /// Starts linking every staged vector, as [`VectorIndex::link_staged`] would, on a thread
     /// of its own, and returns at once: the writer goes on committing while the graphs grow
     /// (a writer that waited for each pass left one core idle meanwhile: a 1,000,000-passage
-    /// ingest took 2,021 s that way and 1,688 s with passes beside it). The pass links a copy of its vectors, so the store stays the
-    /// writer's. Until it is over, searches score its keys exactly, and a write to one of
+    /// ingest took 2,021 s that way and 1,688 s with passes beside it). The pass shares the
+    /// store's vectors instead of copying them (a large document's copy was a gigabyte of
+    /// fresh pages), and the writer waits for it before it changes one of them. Until it is over, searches score its keys exactly, and a write to one of
     /// them, or an unlink from a graph it adds to, first waits for it; the next pass starts
     /// after it, so the graphs are those the blocking passes would build. Waits for the
     /// previous pass first.
@@ -376,23 +378,23 @@ impl VectorIndex {
         };
         let mut work = Vec::with_capacity(parts.len());
         for (at, keys) in &parts {
-            let mut copied = Vec::with_capacity(keys.len() * self.dim);
+            let mut shared = Vec::with_capacity(keys.len());
             for key in keys {
-                match self.vectors.get(*key) {
-                    Some(vector) => copied.extend_from_slice(&vector),
+                match self.vectors.shared(*key) {
+                    Some(vector) => shared.push(vector),
                     None => {
                         self.restage(&parts);
                         return Err(Error::Internal(format!("vector {key} staged but not stored")));
                     }
                 }
             }
-            work.push((Arc::clone(&self.graphs[*at].index), keys.clone(), copied));
+            work.push((Arc::clone(&self.graphs[*at].index), keys.clone(), shared));
         }
-        let (build_threads, dim) = (self.build_threads, self.dim);
+        let build_threads = self.build_threads;
         let spawned = std::thread::Builder::new().name("hnsw-link".into()).spawn(move || {
             let parts: Vec<Part> = work
                 .iter()
-                .map(|(graph, keys, copied)| Part { graph, keys, vectors: Source::Copied { vectors: copied, dim } })
+                .map(|(graph, keys, shared)| Part { graph, keys, vectors: Source::Shared(shared) })
                 .collect();
             link_parts(&parts, build_threads)
         });
@@ -890,7 +892,7 @@ mod tests {
         let settings = crate::config::IndexSettings { exact_search_max: 300, ..Settings::defaults().index };
         let mut small = VectorIndex::new(16, &settings).unwrap();
         for (key, v) in data.iter().enumerate() {
-            small.upsert(key as u64, v).unwrap();
+            small.upsert(key as u64, v.to_vec()).unwrap();
         }
         small.link_staged().unwrap();
         assert!(small.is_exact() && small.staged() == 300, "at the threshold nothing is linked");
@@ -900,7 +902,7 @@ mod tests {
         reference.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         reference.truncate(10);
         assert_eq!(small.search(query, 10).unwrap(), reference);
-        small.upsert(300, &data[0]).unwrap();
+        small.upsert(300, data[0].to_vec()).unwrap();
         small.link_staged().unwrap();
         assert!(!small.is_exact() && small.staged() == 0, "one vector over the threshold links them all");
     }
@@ -915,7 +917,7 @@ mod tests {
             let build = || {
                 let mut idx = VectorIndex::new(16, &IndexSettings { graph_max, ..settings.clone() }).unwrap();
                 for (key, v) in data.iter().enumerate() {
-                    idx.upsert(key as u64, v).unwrap();
+                    idx.upsert(key as u64, v.to_vec()).unwrap();
                 }
                 idx.link_staged().unwrap();
                 idx
@@ -943,8 +945,8 @@ mod tests {
         for batch in data.chunks(1000).enumerate().map(|(b, chunk)| (b * 1000, chunk)) {
             let (first, chunk) = batch;
             for (i, v) in chunk.iter().enumerate() {
-                blocking.upsert((first + i) as u64, v).unwrap();
-                beside.upsert((first + i) as u64, v).unwrap();
+                blocking.upsert((first + i) as u64, v.to_vec()).unwrap();
+                beside.upsert((first + i) as u64, v.to_vec()).unwrap();
             }
             blocking.link_staged().unwrap();
             beside.start_linking().unwrap();
@@ -956,8 +958,8 @@ mod tests {
         assert!(beside.linking.is_some() && beside.staged() == 0, "the last pass is still running or unsettled");
         // A key being linked is written again only after the pass.
         let moved = vec![0.25; 16];
-        beside.upsert(2_999, &moved).unwrap();
-        blocking.upsert(2_999, &moved).unwrap();
+        beside.upsert(2_999, moved.to_vec()).unwrap();
+        blocking.upsert(2_999, moved.to_vec()).unwrap();
         assert!(beside.linking.is_none(), "rewriting a key of the pass waited for it");
         assert_eq!(beside.search(&moved, 1).unwrap()[0].0, 2_999);
         beside.link_staged().unwrap();
@@ -983,17 +985,17 @@ mod tests {
     #[test]
     fn upsert_search_remove() {
         let mut idx = index(3);
-        idx.upsert(1, &[1.0, 0.0, 0.0]).unwrap();
-        idx.upsert(2, &[0.0, 1.0, 0.0]).unwrap();
+        idx.upsert(1, [1.0, 0.0, 0.0].to_vec()).unwrap();
+        idx.upsert(2, [0.0, 1.0, 0.0].to_vec()).unwrap();
         idx.link_staged().unwrap();
-        idx.upsert(2, &[0.0, 0.0, 1.0]).unwrap();
+        idx.upsert(2, [0.0, 0.0, 1.0].to_vec()).unwrap();
         assert_eq!(idx.len(), 2);
         let hits = idx.search(&[0.1, 0.0, 0.99], 2).unwrap();
         assert_eq!(hits[0].0, 2);
         assert!(hits[0].1 > 0.9);
         idx.remove(2).unwrap();
         assert_eq!(idx.search(&[0.0, 0.0, 1.0], 5).unwrap().len(), 1);
-        assert!(idx.upsert(3, &[1.0]).is_err());
+        assert!(idx.upsert(3, [1.0].to_vec()).is_err());
     }
 
     /// Deterministic pseudo-random unit vectors.
@@ -1021,8 +1023,8 @@ mod tests {
         let mut staged = index(16);
         let mut linked = index(16);
         for (key, v) in data.iter().enumerate() {
-            staged.upsert(key as u64, v).unwrap();
-            linked.upsert(key as u64, v).unwrap();
+            staged.upsert(key as u64, v.to_vec()).unwrap();
+            linked.upsert(key as u64, v.to_vec()).unwrap();
         }
         linked.link_staged().unwrap();
         assert_eq!((staged.staged(), linked.staged()), (600, 0));
@@ -1044,11 +1046,11 @@ mod tests {
         let mut idx = index(16);
         idx.graph_max = 120;
         for (key, v) in data.iter().enumerate().take(100) {
-            idx.upsert(key as u64, v).unwrap();
+            idx.upsert(key as u64, v.to_vec()).unwrap();
         }
         idx.link_staged().unwrap();
         for (key, v) in data.iter().enumerate().skip(100) {
-            idx.upsert(key as u64, v).unwrap();
+            idx.upsert(key as u64, v.to_vec()).unwrap();
         }
         idx.link_staged().unwrap();
         let sizes: Vec<usize> = idx.graphs.iter().map(|g| g.index.size()).collect();
@@ -1057,7 +1059,7 @@ mod tests {
             assert_eq!(idx.search(v, 3).unwrap()[0].0, key as u64, "vector {key} is found in whichever graph holds it");
         }
         // Replacing a vector of a full graph unlinks it there and links it into the last one.
-        idx.upsert(3, &data[400]).unwrap();
+        idx.upsert(3, data[400].to_vec()).unwrap();
         idx.link_staged().unwrap();
         let sizes: Vec<usize> = idx.graphs.iter().map(|g| g.index.size()).collect();
         assert_eq!(sizes, vec![119, 120, 120, 120, 21]);
@@ -1073,7 +1075,7 @@ mod tests {
         let mut idx = index(16);
         idx.graph_max = graph_max;
         for (key, v) in data.iter().enumerate() {
-            idx.upsert(key as u64, v).unwrap();
+            idx.upsert(key as u64, v.to_vec()).unwrap();
         }
         idx
     }
@@ -1100,7 +1102,7 @@ mod tests {
             assert_eq!(opened.search(v, 5).unwrap(), built.search(v, 5).unwrap());
         }
         // Unchanged graphs are not written again; the one linked into is.
-        opened.upsert(700, &data[3]).unwrap();
+        opened.upsert(700, data[3].to_vec()).unwrap();
         opened.link_staged().unwrap();
         let again = opened.save(dir.path(), "chunks", 2).unwrap();
         assert_eq!(again[..2], files[..2]);
@@ -1116,7 +1118,7 @@ mod tests {
         opened.restore(dir.path(), &files).unwrap();
         assert_eq!(opened.graphs.iter().map(|g| g.view.is_some()).collect::<Vec<_>>(), vec![true, true, false]);
         // Key 3 of the first, viewed graph gets another vector; key 5 goes.
-        opened.upsert(3, &data[650]).unwrap();
+        opened.upsert(3, data[650].to_vec()).unwrap();
         opened.remove(5).unwrap();
         opened.link_staged().unwrap();
         let hits = opened.search(&data[3], 10).unwrap();
@@ -1129,7 +1131,7 @@ mod tests {
         assert_eq!(again[0].crc, files[0].crc, "a viewed graph keeps its bytes");
         assert_eq!(again[0].count, 298, "and loses the members that left it");
         let mut reopened = staged_index(&data, 300);
-        reopened.upsert(3, &data[650]).unwrap();
+        reopened.upsert(3, data[650].to_vec()).unwrap();
         reopened.remove(5).unwrap();
         assert_eq!(reopened.restore(dir.path(), &again).unwrap(), 699);
         assert_eq!(reopened.search(&data[650], 3).unwrap(), near_650);
@@ -1146,7 +1148,7 @@ mod tests {
         // The store moved on after the save: key 5 got another vector, key 9 went, and
         // keys 300.. were written.
         let mut opened = staged_index(&data, 1000);
-        opened.upsert(5, &data[350]).unwrap();
+        opened.upsert(5, data[350].to_vec()).unwrap();
         opened.remove(9).unwrap();
         assert_eq!(opened.restore(dir.path(), &files).unwrap(), 298);
         assert_eq!(opened.staged(), 101, "the changed vector and the new ones wait for linking");
@@ -1257,7 +1259,7 @@ mod tests {
         let shared = Arc::clone(&abandoned.shared);
         drop(abandoned);
         assert!(shared.abandoned.load(Ordering::Relaxed) && Arc::strong_count(&shared) == 1, "the helpers ended");
-        idx.upsert(9_000, &data[0]).unwrap();
+        idx.upsert(9_000, data[0].to_vec()).unwrap();
         idx.link_staged().unwrap();
         let hits = idx.search(&data[0], 2).unwrap();
         assert_eq!(hits.iter().map(|h| h.0).collect::<BTreeSet<_>>(), BTreeSet::from([0, 9_000]));
@@ -1267,9 +1269,9 @@ mod tests {
     fn a_key_lives_in_one_place_across_link_passes() {
         let data = vectors(3, 8);
         let mut idx = index(8);
-        idx.upsert(5, &data[0]).unwrap();
+        idx.upsert(5, data[0].to_vec()).unwrap();
         idx.link_staged().unwrap();
-        idx.upsert(5, &data[1]).unwrap();
+        idx.upsert(5, data[1].to_vec()).unwrap();
         assert_eq!(idx.len(), 1, "replacing a linked vector stages the new one only");
         let hits = idx.search(&data[1], 3).unwrap();
         assert_eq!(hits.len(), 1);

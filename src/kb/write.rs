@@ -221,8 +221,10 @@ impl<'kb> Staging<'kb> {
     }
 
     fn match_or_create(&mut self, mention: &str, key: &str) -> Result<NodeId> {
-        let vector = match self.changes.text_vectors.get(mention) {
-            Some(v) => v.clone(),
+        // Taken, not copied: `resolve` keys the mention to its node, so it never asks again,
+        // and a relation label that happens to be the same text is embedded again when applied.
+        let vector = match self.changes.text_vectors.remove(mention) {
+            Some(v) => v,
             None => self.kb.embedder.embed_one(mention)?,
         };
         let sketch = NameSketch::of(mention, key);
@@ -523,7 +525,7 @@ impl Kb {
         Ok(session)
     }
 
-    pub(super) fn apply(&mut self, changes: Changes) -> Result<()> {
+    pub(super) fn apply(&mut self, mut changes: Changes) -> Result<()> {
         // First: a change that fails half-way must not leave snapshots of the old contents.
         self.invalidate_snapshot();
         if let Some(change) = changes.change {
@@ -550,7 +552,7 @@ impl Kb {
         }
         for (doc, summary) in changes.docs_added {
             if let Some(summary) = summary {
-                self.summary_index.upsert(doc.key as u64, &summary)?;
+                self.summary_index.upsert(doc.key as u64, summary)?;
             }
             self.doc_ids.insert(doc.id.clone(), doc.key);
             self.docs.insert(doc);
@@ -567,7 +569,7 @@ impl Kb {
         }
         for (chunk, vector) in changes.chunks_added {
             self.bm25.insert(chunk.id as u64, &self.bm25_text(&chunk));
-            self.chunk_index.upsert(chunk.id as u64, &vector)?;
+            self.chunk_index.upsert(chunk.id as u64, vector)?;
             self.chunks.insert(chunk);
         }
         for (id, node) in changes.nodes {
@@ -587,7 +589,7 @@ impl Kb {
             }
             match node {
                 Some(node) => {
-                    if let Some(v) = changes.node_vectors.get(&id) {
+                    if let Some(v) = changes.node_vectors.remove(&id) {
                         self.node_index.upsert(id as u64, v)?;
                     }
                     if renamed {
