@@ -156,17 +156,22 @@ fn position_in(keys: &[u64], key: u64) -> Option<usize> {
     (keys.get(at) == Some(&key)).then_some(at)
 }
 
-/// A vector on the heap, shared by the store and a link pass that reads it.
-pub type SharedVector = Arc<Vec<f32>>;
+/// A vector on the heap as a segment row holds it ([`packed::write_padded`]), shared by the
+/// store and a link pass that reads it.
+pub type SharedRow = Arc<Vec<u8>>;
 
 /// The exact vectors of one index: mapped segments plus the changes since the last save.
 pub struct VectorStore {
     dim: usize,
     /// Oldest first.
     segments: Vec<Segment>,
-    /// Written since the last save: these shadow every segment. Shared, so that a link pass
+    /// Written since the last save, as the rows a save writes: these shadow every segment.
+    /// Packed, because the hash embedder's vectors of names and facts, most of a large
+    /// document's memory, take a tenth of the bytes that way; shared, so that a link pass
     /// beside the writer reads them where they are ([`VectorStore::shared`]).
-    fresh: HashMap<u64, SharedVector>,
+    fresh: HashMap<u64, SharedRow>,
+    /// The bytes of the rows in `fresh`.
+    fresh_bytes: usize,
     /// Removed since the last save while a segment still holds them.
     dropped: HashSet<u64>,
     len: usize,
@@ -174,7 +179,14 @@ pub struct VectorStore {
 
 impl VectorStore {
     pub fn new(dim: usize) -> VectorStore {
-        VectorStore { dim, segments: Vec::new(), fresh: HashMap::new(), dropped: HashSet::new(), len: 0 }
+        VectorStore {
+            dim,
+            segments: Vec::new(),
+            fresh: HashMap::new(),
+            fresh_bytes: 0,
+            dropped: HashSet::new(),
+            len: 0,
+        }
     }
 
     /// Maps the segments a manifest names, which hold `len` live vectors together; an error
@@ -198,7 +210,7 @@ impl VectorStore {
 
     /// Vectors held on the heap (the rest are mapped).
     pub fn heap_bytes(&self) -> usize {
-        self.fresh.len() * (self.dim * 4 + 32) + self.dropped.len() * 16
+        self.fresh_bytes + self.fresh.len() * 48 + self.dropped.len() * 16
     }
 
     /// Changes a save would write.
@@ -206,11 +218,10 @@ impl VectorStore {
         self.fresh.len() + self.dropped.len()
     }
 
-    /// The vector of `key`: borrowed where it is on the heap or stored dense, decoded where a
-    /// segment stores it sparse.
+    /// The vector of `key`: borrowed where it is stored dense, decoded where it is sparse.
     pub fn get(&self, key: u64) -> Option<Cow<'_, [f32]>> {
         match self.locate(key)? {
-            Place::Heap(v) => Some(Cow::Borrowed(v)),
+            Place::Heap(row) => packed::read_padded(row, self.dim),
             Place::Saved(segment, row) => segment.row(row),
         }
     }
@@ -219,7 +230,7 @@ impl VectorStore {
     /// place: a sparse row is not decoded.
     pub fn cosine(&self, key: u64, query: &[f32]) -> Option<f32> {
         match self.locate(key)? {
-            Place::Heap(v) => Some(crate::embed::cosine(query, v)),
+            Place::Heap(row) => packed::cosine_padded(query, row),
             Place::Saved(segment, row) => segment.read(row, |bytes| packed::cosine_padded(query, bytes)),
         }
     }
@@ -227,7 +238,7 @@ impl VectorStore {
     /// Where the live vector of `key` is, if anywhere.
     fn locate(&self, key: u64) -> Option<Place<'_>> {
         if let Some(v) = self.fresh.get(&key) {
-            return Some(Place::Heap(v.as_slice()));
+            return Some(Place::Heap(v));
         }
         if self.dropped.contains(&key) {
             return None;
@@ -253,23 +264,30 @@ impl VectorStore {
         self.locate(key).is_some()
     }
 
-    /// Stores `v` as the vector of `key`, taking it: a large document's vectors are most of
-    /// its memory, and a copy here was one more of them on fresh pages.
+    /// Stores `v` (of the store's dimension: `VectorIndex::upsert` checks) as the vector of
+    /// `key`. It takes `v` so that the writer's copy is freed as each is packed, not after
+    /// the last.
     pub fn insert(&mut self, key: u64, v: Vec<f32>) {
         let known = self.contains(key);
         self.dropped.remove(&key);
-        self.fresh.insert(key, Arc::new(v));
+        let mut row = Vec::with_capacity(packed::padded_len(&v));
+        packed::write_padded(&v, &mut row);
+        drop(v);
+        self.fresh_bytes += row.len();
+        if let Some(old) = self.fresh.insert(key, Arc::new(row)) {
+            self.fresh_bytes -= old.len();
+        }
         if !known {
             self.len += 1;
         }
     }
 
-    /// The vector of `key` for a reader that outlives this borrow: the one on the heap
-    /// itself, or a copy of a saved one.
-    pub fn shared(&self, key: u64) -> Option<SharedVector> {
+    /// The row of `key` for a reader that outlives this borrow ([`packed::read_padded`]
+    /// reads it): the one on the heap itself, or a copy of a saved one.
+    pub fn shared(&self, key: u64) -> Option<SharedRow> {
         match self.locate(key)? {
             Place::Heap(_) => self.fresh.get(&key).cloned(),
-            Place::Saved(segment, row) => segment.row(row).map(|v| Arc::new(v.into_owned())),
+            Place::Saved(segment, row) => Some(Arc::new(segment.row_bytes(row).to_vec())),
         }
     }
 
@@ -277,7 +295,9 @@ impl VectorStore {
         if !self.contains(key) {
             return;
         }
-        self.fresh.remove(&key);
+        if let Some(old) = self.fresh.remove(&key) {
+            self.fresh_bytes -= old.len();
+        }
         if self.holder(key).is_some() {
             self.dropped.insert(key);
         }
@@ -291,7 +311,7 @@ impl VectorStore {
 
     /// Every live vector, each once (order unspecified).
     pub fn iter(&self) -> impl Iterator<Item = (u64, Cow<'_, [f32]>)> + '_ {
-        let fresh = self.fresh.iter().map(|(key, v)| (*key, Cow::Borrowed(v.as_slice())));
+        let fresh = self.fresh.iter().filter_map(|(key, row)| Some((*key, packed::read_padded(row, self.dim)?)));
         let saved = self.segments.iter().enumerate().flat_map(move |(at, segment)| {
             segment.keys().iter().enumerate().filter_map(move |(row, key)| {
                 // A key counts in the newest place that knows it.
@@ -317,7 +337,7 @@ impl VectorStore {
             written += 1;
             format!("{stem}-{}{SUFFIX}", written - 1)
         };
-        let mut entries: Vec<(u64, Row)> = self.fresh.iter().map(|(k, v)| (*k, Row::Vector(v.as_slice()))).collect();
+        let mut entries: Vec<(u64, &[u8])> = self.fresh.iter().map(|(k, row)| (*k, row.as_slice())).collect();
         entries.sort_unstable_by_key(|(k, _)| *k);
         let mut dead: Vec<u64> = self.dropped.iter().copied().collect();
         dead.sort_unstable();
@@ -328,8 +348,8 @@ impl VectorStore {
             kept -= 1;
             let elder = &self.segments[kept];
             let (rows, dead) = merge(elder, &newest, kept == 0);
-            let rows: Vec<(u64, Row)> =
-                rows.iter().map(|(k, from, row)| (*k, Row::Stored(pick(elder, &newest, *from, *row)))).collect();
+            let rows: Vec<(u64, &[u8])> =
+                rows.iter().map(|(k, from, row)| (*k, pick(elder, &newest, *from, *row))).collect();
             let saved = write_segment(dir, &next_name(), self.dim, &rows, &dead)?;
             drop(rows);
             newest = Segment::open(dir, &saved, self.dim)?;
@@ -337,6 +357,7 @@ impl VectorStore {
         self.segments.truncate(kept);
         self.segments.push(newest);
         self.fresh = HashMap::new();
+        self.fresh_bytes = 0;
         self.dropped = HashSet::new();
         Ok(self.saved())
     }
@@ -349,7 +370,8 @@ impl VectorStore {
 
 /// Where a live vector is: written since the last save, or a segment's row.
 enum Place<'a> {
-    Heap(&'a [f32]),
+    /// The row as a segment would hold it.
+    Heap(&'a [u8]),
     Saved(&'a Segment, usize),
 }
 
@@ -403,33 +425,14 @@ fn pick<'a>(elder: &'a Segment, newer: &'a Segment, from: From, row: usize) -> &
     }
 }
 
-/// A row to write: a vector from the heap, or a saved row's bytes, copied as they are.
-enum Row<'a> {
-    Vector(&'a [f32]),
-    Stored(&'a [u8]),
-}
-
-impl Row<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Row::Vector(v) => packed::padded_len(v),
-            Row::Stored(bytes) => bytes.len(),
-        }
-    }
-}
-
-/// Writes one segment (entries sorted by key, dead keys sorted) under a temporary name,
-/// syncs it and renames it into place.
-fn write_segment(dir: &Path, name: &str, dim: usize, entries: &[(u64, Row)], dead: &[u64]) -> Result<SavedSegment> {
+/// Writes one segment (entries sorted by key, each with its row as [`packed::write_padded`]
+/// writes it; dead keys sorted) under a temporary name, syncs it and renames it into place.
+fn write_segment(dir: &Path, name: &str, dim: usize, entries: &[(u64, &[u8])], dead: &[u64]) -> Result<SavedSegment> {
     let mut header = [0u8; HEADER];
     header[..8].copy_from_slice(MAGIC);
     header[8..12].copy_from_slice(&(dim as u32).to_le_bytes());
     header[16..24].copy_from_slice(&(entries.len() as u64).to_le_bytes());
     header[24..32].copy_from_slice(&(dead.len() as u64).to_le_bytes());
-    if let Some((key, Row::Vector(v))) = entries.iter().find(|(_, row)| matches!(row, Row::Vector(v) if v.len() != dim))
-    {
-        return Err(Error::Internal(format!("vector {key} has {} dimensions, not {dim}", v.len())));
-    }
     let offsets = std::iter::once(0).chain(entries.iter().scan(0u64, |end, (_, row)| {
         *end += row.len() as u64;
         Some(*end)
@@ -442,15 +445,7 @@ fn write_segment(dir: &Path, name: &str, dim: usize, entries: &[(u64, Row)], dea
             crc.update(&word.to_le_bytes());
             out.write_all(&word.to_le_bytes())?;
         }
-        let mut encoded = Vec::with_capacity(4 * dim + 8);
-        entries.iter().try_for_each(|(_, row)| match row {
-            Row::Vector(v) => {
-                encoded.clear();
-                packed::write_padded(v, &mut encoded);
-                out.write_all(&encoded)
-            }
-            Row::Stored(bytes) => out.write_all(bytes),
-        })
+        entries.iter().try_for_each(|(_, row)| out.write_all(row))
     })?;
     Ok(SavedSegment { file: name.to_string(), crc: crc.finalize(), count: entries.len(), dead: dead.len() })
 }
@@ -534,21 +529,30 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_vector_is_the_stored_one_and_outlives_a_replacement() {
+    fn a_shared_row_reads_as_the_stored_vector_and_outlives_a_replacement() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = VectorStore::new(DIM);
         store.insert(1, vector(1));
         store.save(dir.path(), "a").unwrap();
         store.insert(2, vector(2));
+        let read = |row: &SharedRow| packed::read_padded(row, DIM).unwrap().into_owned();
         let saved = store.shared(1).unwrap();
         let fresh = store.shared(2).unwrap();
-        assert_eq!((saved.as_slice(), fresh.as_slice()), (vector(1).as_slice(), vector(2).as_slice()));
-        assert_eq!(Arc::strong_count(&fresh), 2, "a fresh vector is shared, not copied");
+        assert_eq!((read(&saved), read(&fresh)), (vector(1), vector(2)));
+        assert_eq!(Arc::strong_count(&fresh), 2, "a fresh row is shared, not copied");
         store.insert(2, vector(3));
         store.remove(1);
-        assert_eq!((saved.as_slice(), fresh.as_slice()), (vector(1).as_slice(), vector(2).as_slice()));
+        assert_eq!((read(&saved), read(&fresh)), (vector(1), vector(2)));
         assert_eq!(store.shared(1), None);
-        assert_eq!(store.shared(2).as_deref().map(Vec::as_slice), Some(vector(3).as_slice()));
+        assert_eq!(store.shared(2).map(|row| read(&row)), Some(vector(3)));
+        // Odd seeds are stored sparse, and their rows on the heap are the smaller for it.
+        let before = store.heap_bytes();
+        store.insert(5, vector(5));
+        let sparse = store.heap_bytes() - before;
+        store.insert(6, vector(6));
+        assert!(sparse < store.heap_bytes() - before - sparse, "sparse {sparse} bytes");
+        assert_eq!(store.get(5).as_deref(), Some(vector(5).as_slice()));
+        assert_eq!(store.cosine(5, &vector(5)), Some(crate::embed::cosine(&vector(5), &vector(5))));
     }
 
     #[test]

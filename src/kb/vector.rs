@@ -39,9 +39,9 @@ use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
 use super::exact::ExactCodes;
 use super::homes::Homes;
-use super::mapped;
 use super::saved::{self, SavedGraph, SavedVectors};
-use super::segment::{SharedVector, VectorStore};
+use super::segment::{SharedRow, VectorStore};
+use super::{mapped, packed};
 use crate::config::{IndexSettings, Quantization};
 use crate::error::{Error, Result};
 use crate::rank::top_k;
@@ -178,8 +178,11 @@ impl GraphSearches {
 #[derive(Clone, Copy)]
 enum Source<'a> {
     Store(&'a VectorStore),
-    /// One vector per key of the part, shared with the store ([`VectorStore::shared`]).
-    Shared(&'a [SharedVector]),
+    /// One row per key of the part, shared with the store ([`VectorStore::shared`]).
+    Shared {
+        rows: &'a [SharedRow],
+        dim: usize,
+    },
 }
 
 /// The vectors of one graph's share of a link pass.
@@ -194,7 +197,7 @@ impl Part<'_> {
         let key = self.keys[position];
         match self.vectors {
             Source::Store(store) => store.get(key),
-            Source::Shared(vectors) => vectors.get(position).map(|v| Cow::Borrowed(v.as_slice())),
+            Source::Shared { rows, dim } => rows.get(position).and_then(|row| packed::read_padded(row, dim)),
         }
         .ok_or_else(|| Error::Internal(format!("vector {key} staged but not stored")))
     }
@@ -390,11 +393,11 @@ impl VectorIndex {
             }
             work.push((Arc::clone(&self.graphs[*at].index), keys.clone(), shared));
         }
-        let build_threads = self.build_threads;
+        let (build_threads, dim) = (self.build_threads, self.dim);
         let spawned = std::thread::Builder::new().name("hnsw-link".into()).spawn(move || {
             let parts: Vec<Part> = work
                 .iter()
-                .map(|(graph, keys, shared)| Part { graph, keys, vectors: Source::Shared(shared) })
+                .map(|(graph, keys, rows)| Part { graph, keys, vectors: Source::Shared { rows, dim } })
                 .collect();
             link_parts(&parts, build_threads)
         });
