@@ -10,8 +10,9 @@
 //! lookup is one slice either way, and the changes are folded into a new base once they
 //! are as many as its chunks (at least 1,024). A lookup asks the changes first whatever
 //! their number, so they cost reads little; a fold reads every list and the offsets of every
-//! id, so folding at a quarter, as the other tables do, read a large document's lists nine
-//! times over as its chunks came in.
+//! id, so folding at a quarter, as the other tables do, read a large document's lists again
+//! and again as its chunks came in (one 16 MB document: 2.7 % of the 1 MB row's time per
+//! MB, none at 1 MB).
 
 use super::Table;
 use super::mapped::{Reader, put_u32s};
