@@ -19,7 +19,7 @@ use serde::Serialize;
 use super::model::{Chunk, ChunkId, DocKey, Document, Edge, NodeId};
 use super::store::{Changed, ChangedRecords, Family};
 use super::write::Changes;
-use super::{Kb, SharedKb};
+use super::{Kb, SharedKb, packed};
 use crate::error::{Error, Result};
 
 /// How up to date a KB's memory is with its store, as the follower last saw it; read
@@ -125,7 +125,7 @@ impl Kb {
         }
         for (id, node) in records.nodes(|id| self.nodes.get(id).map(|n| n.chunks.as_slice()))? {
             if node.is_some() {
-                changes.node_vectors.insert(id as NodeId, vector(Family::NodeVec, id)?);
+                changes.node_vectors.insert(id as NodeId, packed::Row::of(&vector(Family::NodeVec, id)?));
             }
             changes.nodes.insert(id as NodeId, node);
         }
@@ -135,7 +135,7 @@ impl Kb {
             }
             if let Some(edge) = edge {
                 if let Some(vector) = records.vector(Family::FactVec, id)? {
-                    changes.fact_vectors.insert(id, vector);
+                    changes.fact_vectors.insert(id, packed::Row::of(&vector));
                 }
                 changes.edges_added.push(edge);
             }

@@ -1034,7 +1034,11 @@ impl Kb {
     /// Brings `fact_index` in line with `fact_edges` for the facts in `before`: each fact's
     /// vector moves to its representative now, taken from `written` (vectors the change
     /// stored) or inherited from the previous representative.
-    fn move_fact_vectors(&mut self, before: FactRepresentatives, mut written: HashMap<EdgeId, Vec<f32>>) -> Result<()> {
+    fn move_fact_vectors(
+        &mut self,
+        before: FactRepresentatives,
+        mut written: HashMap<EdgeId, packed::Row>,
+    ) -> Result<()> {
         for (key, previous) in before.0 {
             let now = self.fact_representative(&key);
             let stored = now.and_then(|id| written.remove(&id));
@@ -1042,7 +1046,7 @@ impl Kb {
                 // Another daemon's write may have stored the vector again; same fact, same
                 // representative, so this only refreshes it.
                 match (now, stored) {
-                    (Some(id), Some(vector)) => self.fact_index.upsert(id, vector)?,
+                    (Some(id), Some(row)) => self.fact_index.upsert_row(id, row)?,
                     (Some(id), None) if self.fact_index.get(id).is_none() => {
                         tracing::warn!(edge = id, "a fact has no vector; `a2rag reindex` rebuilds it")
                     }
@@ -1050,12 +1054,12 @@ impl Kb {
                 }
                 continue;
             }
-            let inherited = previous.and_then(|id| self.fact_index.get(id));
+            let inherited = previous.and_then(|id| self.fact_index.get(id)).map(|v| packed::Row::of(&v));
             if let Some(id) = previous {
                 self.fact_index.remove(id)?;
             }
             match (now, stored.or(inherited)) {
-                (Some(id), Some(vector)) => self.fact_index.upsert(id, vector)?,
+                (Some(id), Some(row)) => self.fact_index.upsert_row(id, row)?,
                 (Some(id), None) => tracing::warn!(edge = id, "a fact has no vector; `a2rag reindex` rebuilds it"),
                 (None, _) => {}
             }

@@ -87,6 +87,59 @@ pub fn read_padded(bytes: &[u8], dim: usize) -> Option<Cow<'_, [f32]>> {
     (v.len() == dim).then_some(Cow::Owned(v))
 }
 
+/// A vector as a segment row holds it ([`write_padded`]): what the vector store keeps of a
+/// vector written since its last save, and what a write holds of the vectors it creates, a
+/// tenth of the f32 where most components are zero (the hash embedder's names and facts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    bytes: Vec<u8>,
+    /// Encoded sparse (and padded), not dense.
+    sparse: bool,
+}
+
+impl Row {
+    pub fn of(v: &[f32]) -> Row {
+        let mut bytes = Vec::with_capacity(padded_len(v));
+        write_padded(v, &mut bytes);
+        Row { bytes, sparse: is_sparse(v) }
+    }
+
+    /// A copy of a segment's row of `dim` components.
+    pub fn copied(bytes: &[u8], dim: usize) -> Row {
+        Row { bytes: bytes.to_vec(), sparse: bytes.len() != 4 * dim }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The vector, of `dim` components; `None` where it has another dimension.
+    pub fn vector(&self, dim: usize) -> Option<Cow<'_, [f32]>> {
+        read_padded(&self.bytes, dim)
+    }
+
+    /// See [`cosine_padded`].
+    pub fn cosine(&self, query: &[f32]) -> Option<f32> {
+        cosine_padded(query, &self.bytes)
+    }
+
+    /// Whether the vector has `dim` components.
+    pub fn has_dim(&self, dim: usize) -> bool {
+        match self.sparse {
+            true => unpadded(&self.bytes).and_then(Sparse::parse).is_some_and(|sparse| sparse.dim == dim),
+            false => self.bytes.len() == 4 * dim,
+        }
+    }
+
+    /// The bytes [`encode`] gives for the vector, as the store keeps it.
+    pub fn encoding(&self) -> &[u8] {
+        match self.sparse {
+            true => unpadded(&self.bytes).unwrap_or_default(),
+            false => &self.bytes,
+        }
+    }
+}
+
 /// A padded sparse row's encoding, without its padding.
 fn unpadded(bytes: &[u8]) -> Option<&[u8]> {
     bytes.get(..bytes.len().checked_sub(SEGMENT_PADDING)?)
@@ -175,6 +228,21 @@ mod tests {
             v[*i] = *x;
         }
         v
+    }
+
+    #[test]
+    fn a_row_keeps_the_store_encoding_and_reads_back_to_the_bit() {
+        for v in [mostly_zero(64, &[(3, 0.5), (40, -2.25)]), (0..64).map(|i| i as f32 / 7.0).collect()] {
+            let row = Row::of(&v);
+            assert_eq!(row.encoding(), encode(&v).as_slice());
+            assert_eq!(decode(row.encoding()).as_deref(), Some(v.as_slice()));
+            assert_eq!(row.vector(64).as_deref(), Some(v.as_slice()));
+            assert_eq!((row.has_dim(64), row.has_dim(32), row.vector(32)), (true, false, None));
+            let query: Vec<f32> = (0..64).map(|i| (i % 5) as f32 - 2.0).collect();
+            assert_eq!(row.cosine(&query).map(f32::to_bits), Some(cosine(&query, &v).to_bits()));
+            assert_eq!(Row::copied(row.as_bytes(), 64), row, "a segment's row reads as the row it was");
+        }
+        assert!(Row::of(&mostly_zero(64, &[(1, 1.0)])).as_bytes().len() < 4 * 64 / 4, "sparse rows are small");
     }
 
     #[test]

@@ -156,9 +156,9 @@ fn position_in(keys: &[u64], key: u64) -> Option<usize> {
     (keys.get(at) == Some(&key)).then_some(at)
 }
 
-/// A vector on the heap as a segment row holds it ([`packed::write_padded`]), shared by the
-/// store and a link pass that reads it.
-pub type SharedRow = Arc<Vec<u8>>;
+/// A vector on the heap as a segment row holds it, shared by the store and a link pass that
+/// reads it.
+pub type SharedRow = Arc<packed::Row>;
 
 /// The exact vectors of one index: mapped segments plus the changes since the last save.
 pub struct VectorStore {
@@ -238,7 +238,7 @@ impl VectorStore {
     /// Where the live vector of `key` is, if anywhere.
     fn locate(&self, key: u64) -> Option<Place<'_>> {
         if let Some(v) = self.fresh.get(&key) {
-            return Some(Place::Heap(v));
+            return Some(Place::Heap(v.as_bytes()));
         }
         if self.dropped.contains(&key) {
             return None;
@@ -264,18 +264,14 @@ impl VectorStore {
         self.locate(key).is_some()
     }
 
-    /// Stores `v` (of the store's dimension: `VectorIndex::upsert` checks) as the vector of
-    /// `key`. It takes `v` so that the writer's copy is freed as each is packed, not after
-    /// the last.
-    pub fn insert(&mut self, key: u64, v: Vec<f32>) {
+    /// Stores `row` (of the store's dimension: `VectorIndex::upsert` checks) as the vector
+    /// of `key`.
+    pub fn insert(&mut self, key: u64, row: packed::Row) {
         let known = self.contains(key);
         self.dropped.remove(&key);
-        let mut row = Vec::with_capacity(packed::padded_len(&v));
-        packed::write_padded(&v, &mut row);
-        drop(v);
-        self.fresh_bytes += row.len();
+        self.fresh_bytes += row.as_bytes().len();
         if let Some(old) = self.fresh.insert(key, Arc::new(row)) {
-            self.fresh_bytes -= old.len();
+            self.fresh_bytes -= old.as_bytes().len();
         }
         if !known {
             self.len += 1;
@@ -287,7 +283,7 @@ impl VectorStore {
     pub fn shared(&self, key: u64) -> Option<SharedRow> {
         match self.locate(key)? {
             Place::Heap(_) => self.fresh.get(&key).cloned(),
-            Place::Saved(segment, row) => Some(Arc::new(segment.row_bytes(row).to_vec())),
+            Place::Saved(segment, row) => Some(Arc::new(packed::Row::copied(segment.row_bytes(row), self.dim))),
         }
     }
 
@@ -296,7 +292,7 @@ impl VectorStore {
             return;
         }
         if let Some(old) = self.fresh.remove(&key) {
-            self.fresh_bytes -= old.len();
+            self.fresh_bytes -= old.as_bytes().len();
         }
         if self.holder(key).is_some() {
             self.dropped.insert(key);
@@ -311,7 +307,7 @@ impl VectorStore {
 
     /// Every live vector, each once (order unspecified).
     pub fn iter(&self) -> impl Iterator<Item = (u64, Cow<'_, [f32]>)> + '_ {
-        let fresh = self.fresh.iter().filter_map(|(key, row)| Some((*key, packed::read_padded(row, self.dim)?)));
+        let fresh = self.fresh.iter().filter_map(|(key, row)| Some((*key, row.vector(self.dim)?)));
         let saved = self.segments.iter().enumerate().flat_map(move |(at, segment)| {
             segment.keys().iter().enumerate().filter_map(move |(row, key)| {
                 // A key counts in the newest place that knows it.
@@ -337,7 +333,7 @@ impl VectorStore {
             written += 1;
             format!("{stem}-{}{SUFFIX}", written - 1)
         };
-        let mut entries: Vec<(u64, &[u8])> = self.fresh.iter().map(|(k, row)| (*k, row.as_slice())).collect();
+        let mut entries: Vec<(u64, &[u8])> = self.fresh.iter().map(|(k, row)| (*k, row.as_bytes())).collect();
         entries.sort_unstable_by_key(|(k, _)| *k);
         let mut dead: Vec<u64> = self.dropped.iter().copied().collect();
         dead.sort_unstable();
@@ -507,7 +503,7 @@ mod tests {
                     truth.remove(&key);
                 } else {
                     let v = vector(state >> 40);
-                    store.insert(key, v.clone());
+                    store.insert(key, packed::Row::of(&v));
                     truth.insert(key, v);
                 }
             }
@@ -532,24 +528,24 @@ mod tests {
     fn a_shared_row_reads_as_the_stored_vector_and_outlives_a_replacement() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = VectorStore::new(DIM);
-        store.insert(1, vector(1));
+        store.insert(1, packed::Row::of(&vector(1)));
         store.save(dir.path(), "a").unwrap();
-        store.insert(2, vector(2));
-        let read = |row: &SharedRow| packed::read_padded(row, DIM).unwrap().into_owned();
+        store.insert(2, packed::Row::of(&vector(2)));
+        let read = |row: &SharedRow| row.vector(DIM).unwrap().into_owned();
         let saved = store.shared(1).unwrap();
         let fresh = store.shared(2).unwrap();
         assert_eq!((read(&saved), read(&fresh)), (vector(1), vector(2)));
         assert_eq!(Arc::strong_count(&fresh), 2, "a fresh row is shared, not copied");
-        store.insert(2, vector(3));
+        store.insert(2, packed::Row::of(&vector(3)));
         store.remove(1);
         assert_eq!((read(&saved), read(&fresh)), (vector(1), vector(2)));
         assert_eq!(store.shared(1), None);
         assert_eq!(store.shared(2).map(|row| read(&row)), Some(vector(3)));
         // Odd seeds are stored sparse, and their rows on the heap are the smaller for it.
         let before = store.heap_bytes();
-        store.insert(5, vector(5));
+        store.insert(5, packed::Row::of(&vector(5)));
         let sparse = store.heap_bytes() - before;
-        store.insert(6, vector(6));
+        store.insert(6, packed::Row::of(&vector(6)));
         assert!(sparse < store.heap_bytes() - before - sparse, "sparse {sparse} bytes");
         assert_eq!(store.get(5).as_deref(), Some(vector(5).as_slice()));
         assert_eq!(store.cosine(5, &vector(5)), Some(crate::embed::cosine(&vector(5), &vector(5))));
@@ -560,13 +556,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut store = VectorStore::new(DIM);
         for key in 0..10 {
-            store.insert(key, vector(key));
+            store.insert(key, packed::Row::of(&vector(key)));
         }
         store.save(dir.path(), "a").unwrap();
         for key in 0..10 {
             store.remove(key);
         }
-        store.insert(3, vector(99));
+        store.insert(3, packed::Row::of(&vector(99)));
         let saved = store.save(dir.path(), "b").unwrap();
         assert_eq!(saved.len(), 1, "the change was as large as the base: merged");
         assert_eq!((saved[0].count, saved[0].dead), (1, 0));
@@ -577,7 +573,7 @@ mod tests {
     fn a_damaged_or_mismatched_segment_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = VectorStore::new(DIM);
-        store.insert(1, vector(1));
+        store.insert(1, packed::Row::of(&vector(1)));
         let saved = store.save(dir.path(), "s").unwrap();
         assert!(VectorStore::open(dir.path(), &saved, 2 * DIM, 1).is_err(), "another dimension");
         let path = dir.path().join(&saved[0].file);

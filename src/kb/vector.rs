@@ -197,7 +197,7 @@ impl Part<'_> {
         let key = self.keys[position];
         match self.vectors {
             Source::Store(store) => store.get(key),
-            Source::Shared { rows, dim } => rows.get(position).and_then(|row| packed::read_padded(row, dim)),
+            Source::Shared { rows, dim } => rows.get(position).and_then(|row| row.vector(dim)),
         }
         .ok_or_else(|| Error::Internal(format!("vector {key} staged but not stored")))
     }
@@ -303,12 +303,22 @@ impl VectorIndex {
                 self.dim
             )));
         }
+        self.upsert_row(key, packed::Row::of(&v))
+    }
+
+    /// [`VectorIndex::upsert`] of a vector already packed.
+    pub fn upsert_row(&mut self, key: u64, row: packed::Row) -> Result<()> {
+        if !row.has_dim(self.dim) {
+            return Err(Error::Index(format!("a packed vector not of the index's dimension {}", self.dim)));
+        }
         self.finish_linking_before_writing(key)?;
         self.unlink(key)?;
-        if let Some(codes) = self.codes.get_mut() {
+        if let Some(codes) = self.codes.get_mut()
+            && let Some(v) = row.vector(self.dim)
+        {
             codes.upsert(key, &v);
         }
-        self.vectors.insert(key, v);
+        self.vectors.insert(key, row);
         self.staged.insert(key);
         Ok(())
     }

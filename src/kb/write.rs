@@ -12,7 +12,7 @@ use super::model::{
 };
 use super::staged_names::StagedNames;
 use super::store::{self, Family, KbBatch};
-use super::{FactKey, Kb};
+use super::{FactKey, Kb, packed};
 use crate::embed::Embedding;
 use crate::error::{Error, Result};
 use crate::text::normalize_entity;
@@ -80,12 +80,12 @@ pub(super) struct Changes {
     pub(super) chunks_added: Vec<(Chunk, Vec<f32>)>,
     /// Final state of every touched node; `None` = deleted.
     pub(super) nodes: HashMap<NodeId, Option<Node>>,
-    pub(super) node_vectors: HashMap<NodeId, Vec<f32>>,
+    pub(super) node_vectors: HashMap<NodeId, packed::Row>,
     pub(super) edges_removed: Vec<EdgeId>,
     pub(super) edges_added: Vec<Edge>,
     /// Fact vectors this write stored, by edge (see `Kb::fact_edges`; applying reads only
     /// the entries of edges that come first for their fact).
-    pub(super) fact_vectors: HashMap<EdgeId, Embedding>,
+    pub(super) fact_vectors: HashMap<EdgeId, packed::Row>,
     /// Embeddings prepared with the document (see `PreparedDoc::text_vectors`): read for new
     /// nodes while staging, for relation labels new to the KB when applying.
     pub(super) text_vectors: HashMap<String, Embedding>,
@@ -235,7 +235,7 @@ impl<'kb> Staging<'kb> {
         }
         let id = self.kb.store.next_narrow_id()?;
         self.put_node(Node { id, name: mention.to_string(), aliases: Vec::new(), chunks: Vec::new() });
-        self.changes.node_vectors.insert(id, vector);
+        self.changes.node_vectors.insert(id, packed::Row::of(&vector));
         // `resolve` indexes the name under its blocks as the node's first alias.
         self.names.create(id, key, sketch);
         Ok(id)
@@ -260,7 +260,7 @@ impl<'kb> Staging<'kb> {
                 None => Cow::Owned(normalize_entity(&node.name)),
             };
             let cosine = || match self.changes.node_vectors.get(&id) {
-                Some(v) => Some(crate::embed::cosine(vector, v)),
+                Some(row) => row.cosine(vector),
                 None => self.kb.node_index.similarity(id as u64, vector),
             };
             same_entity(&me, &Mention { surface: &node.name, key: &node_key }, cosine, alias)
@@ -293,11 +293,13 @@ impl<'kb> Staging<'kb> {
                     Some(v) => v,
                     None => self.kb.embedder.embed_one(&text)?,
                 };
-                self.batch.put_fact_vector_ahead(edge.id, &vector);
+                let row = packed::Row::of(&vector);
+                drop(vector);
+                self.batch.put_fact_row_ahead(edge.id, &row);
                 if let Some(first) = first_kept {
                     self.batch.remove_vector(Family::FactVec, first);
                 }
-                self.changes.fact_vectors.insert(edge.id, vector);
+                self.changes.fact_vectors.insert(edge.id, row);
             }
         }
         self.changes.edges_added.push(edge.clone());
@@ -337,8 +339,9 @@ impl<'kb> Staging<'kb> {
             inherited.push((next, vector));
         }
         for (next, vector) in inherited {
-            self.batch.put_vector(Family::FactVec, next, &vector);
-            self.changes.fact_vectors.insert(next, vector);
+            let row = packed::Row::of(&vector);
+            self.batch.put_row(Family::FactVec, next, &row);
+            self.changes.fact_vectors.insert(next, row);
         }
         Ok(())
     }
@@ -361,9 +364,9 @@ impl<'kb> Staging<'kb> {
                 None => self.batch.remove_node(*id),
             }
         }
-        for (id, v) in &self.changes.node_vectors {
+        for (id, row) in &self.changes.node_vectors {
             if self.changes.nodes.get(id).is_some_and(Option::is_some) {
-                self.batch.put_vector(Family::NodeVec, *id as u64, v);
+                self.batch.put_row(Family::NodeVec, *id as u64, row);
             }
         }
         self.changes.change = self.kb.store.commit(self.batch)?;
@@ -589,8 +592,8 @@ impl Kb {
             }
             match node {
                 Some(node) => {
-                    if let Some(v) = changes.node_vectors.remove(&id) {
-                        self.node_index.upsert(id as u64, v)?;
+                    if let Some(row) = changes.node_vectors.remove(&id) {
+                        self.node_index.upsert_row(id as u64, row)?;
                     }
                     if renamed {
                         self.index_node_names(&node);

@@ -858,10 +858,21 @@ impl KbBatch {
     /// several times over. A crash in between leaves vectors that no edge owns, which
     /// loading skips and `reindex` removes.
     pub fn put_fact_vector_ahead(&mut self, id: EdgeId, v: &[f32]) {
-        self.ahead.push(Write { space: Space::Kb, key: Family::FactVec.key(id), value: Some(packed::encode(v)) });
+        self.put_fact_encoding_ahead(id, packed::encode(v));
+    }
+    /// [`KbBatch::put_fact_vector_ahead`] of a vector held packed.
+    pub fn put_fact_row_ahead(&mut self, id: EdgeId, row: &packed::Row) {
+        self.put_fact_encoding_ahead(id, row.encoding().to_vec());
+    }
+    fn put_fact_encoding_ahead(&mut self, id: EdgeId, encoding: Vec<u8>) {
+        self.ahead.push(Write { space: Space::Kb, key: Family::FactVec.key(id), value: Some(encoding) });
     }
     pub fn put_vector(&mut self, family: Family, id: u64, v: &[f32]) {
         self.insert(family.key(id), packed::encode(v));
+    }
+    /// [`KbBatch::put_vector`] of a vector held packed.
+    pub fn put_row(&mut self, family: Family, id: u64, row: &packed::Row) {
+        self.insert(family.key(id), row.encoding().to_vec());
     }
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.ahead.is_empty()
