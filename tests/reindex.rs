@@ -231,7 +231,8 @@ fn fact_vectors_no_edge_owns_are_skipped_on_open_and_removed_by_reindex() {
     let stored = |kb: &Kb| kb.store().scan_vectors(Family::FactVec).count();
     assert_eq!(stored(&kb), facts);
     let mut crashed = KbBatch::default();
-    crashed.put_fact_vector_ahead(1 << 40, &e.embed_one("Danube flows through Atlantis").unwrap());
+    let orphan = e.embed_one("Danube flows through Atlantis").unwrap();
+    crashed.put_fact_vector_ahead(1 << 40, &a2rag::kb::packed::Row::of(&orphan));
     kb.store().commit(crashed).unwrap();
     drop(kb);
 

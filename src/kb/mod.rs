@@ -20,7 +20,7 @@ mod id_table;
 mod mapped;
 pub mod model;
 pub mod name;
-mod packed;
+pub mod packed;
 pub mod pages;
 pub mod passage_graph;
 mod postings;

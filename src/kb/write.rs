@@ -295,7 +295,7 @@ impl<'kb> Staging<'kb> {
                 };
                 let row = packed::Row::of(&vector);
                 drop(vector);
-                self.batch.put_fact_row_ahead(edge.id, &row);
+                self.batch.put_fact_vector_ahead(edge.id, &row);
                 if let Some(first) = first_kept {
                     self.batch.remove_vector(Family::FactVec, first);
                 }

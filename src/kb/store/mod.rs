@@ -857,15 +857,8 @@ impl KbBatch {
     /// fact vectors are most of its bytes, and one atomic batch holds every byte in memory
     /// several times over. A crash in between leaves vectors that no edge owns, which
     /// loading skips and `reindex` removes.
-    pub fn put_fact_vector_ahead(&mut self, id: EdgeId, v: &[f32]) {
-        self.put_fact_encoding_ahead(id, packed::encode(v));
-    }
-    /// [`KbBatch::put_fact_vector_ahead`] of a vector held packed.
-    pub fn put_fact_row_ahead(&mut self, id: EdgeId, row: &packed::Row) {
-        self.put_fact_encoding_ahead(id, row.encoding().to_vec());
-    }
-    fn put_fact_encoding_ahead(&mut self, id: EdgeId, encoding: Vec<u8>) {
-        self.ahead.push(Write { space: Space::Kb, key: Family::FactVec.key(id), value: Some(encoding) });
+    pub fn put_fact_vector_ahead(&mut self, id: EdgeId, row: &packed::Row) {
+        self.ahead.push(Write { space: Space::Kb, key: Family::FactVec.key(id), value: Some(row.encoding().to_vec()) });
     }
     pub fn put_vector(&mut self, family: Family, id: u64, v: &[f32]) {
         self.insert(family.key(id), packed::encode(v));
@@ -976,7 +969,7 @@ mod tests {
             b.put_raw(Keyspace::Audit, b"only-curation", b"v".to_vec());
             assert_eq!(store.commit(b).unwrap(), None, "a curation-only write is no KB change");
             let mut b = KbBatch::default();
-            b.put_fact_vector_ahead(9, &[0.5]);
+            b.put_fact_vector_ahead(9, &packed::Row::of(&[0.5]));
             b.put_vector(Family::NodeVec, 4, &[2.0]);
             b.put_raw(Keyspace::Audit, b"with-kb", b"v".to_vec());
             assert_eq!(store.commit(b).unwrap(), Some(2));
