@@ -101,12 +101,19 @@ impl Row {
     pub fn of(v: &[f32]) -> Row {
         let mut bytes = Vec::with_capacity(padded_len(v));
         write_padded(v, &mut bytes);
-        Row { bytes, sparse: is_sparse(v) }
+        Row::padded(bytes, v.len())
     }
 
     /// A copy of a segment's row of `dim` components.
     pub fn copied(bytes: &[u8], dim: usize) -> Row {
-        Row { bytes: bytes.to_vec(), sparse: bytes.len() != 4 * dim }
+        Row::padded(bytes.to_vec(), dim)
+    }
+
+    /// A row of `dim` components as [`write_padded`] wrote it: a padded sparse row is never
+    /// as long as a dense one (see [`is_sparse`]).
+    fn padded(bytes: Vec<u8>, dim: usize) -> Row {
+        let sparse = bytes.len() != 4 * dim;
+        Row { bytes, sparse }
     }
 
     pub fn as_bytes(&self) -> &[u8] {

@@ -221,7 +221,7 @@ impl VectorStore {
     /// The vector of `key`: borrowed where it is stored dense, decoded where it is sparse.
     pub fn get(&self, key: u64) -> Option<Cow<'_, [f32]>> {
         match self.locate(key)? {
-            Place::Heap(row) => packed::read_padded(row, self.dim),
+            Place::Heap(row) => row.vector(self.dim),
             Place::Saved(segment, row) => segment.row(row),
         }
     }
@@ -230,7 +230,7 @@ impl VectorStore {
     /// place: a sparse row is not decoded.
     pub fn cosine(&self, key: u64, query: &[f32]) -> Option<f32> {
         match self.locate(key)? {
-            Place::Heap(row) => packed::cosine_padded(query, row),
+            Place::Heap(row) => row.cosine(query),
             Place::Saved(segment, row) => segment.read(row, |bytes| packed::cosine_padded(query, bytes)),
         }
     }
@@ -238,7 +238,7 @@ impl VectorStore {
     /// Where the live vector of `key` is, if anywhere.
     fn locate(&self, key: u64) -> Option<Place<'_>> {
         if let Some(v) = self.fresh.get(&key) {
-            return Some(Place::Heap(v.as_bytes()));
+            return Some(Place::Heap(v));
         }
         if self.dropped.contains(&key) {
             return None;
@@ -264,8 +264,8 @@ impl VectorStore {
         self.locate(key).is_some()
     }
 
-    /// Stores `row` (of the store's dimension: `VectorIndex::upsert` checks) as the vector
-    /// of `key`.
+    /// Stores `row` (of the store's dimension: `VectorIndex::upsert_row` checks) as the
+    /// vector of `key`.
     pub fn insert(&mut self, key: u64, row: packed::Row) {
         let known = self.contains(key);
         self.dropped.remove(&key);
@@ -278,11 +278,11 @@ impl VectorStore {
         }
     }
 
-    /// The row of `key` for a reader that outlives this borrow ([`packed::read_padded`]
-    /// reads it): the one on the heap itself, or a copy of a saved one.
+    /// The row of `key` for a reader that outlives this borrow: the one on the heap itself,
+    /// or a copy of a saved one.
     pub fn shared(&self, key: u64) -> Option<SharedRow> {
         match self.locate(key)? {
-            Place::Heap(_) => self.fresh.get(&key).cloned(),
+            Place::Heap(row) => Some(Arc::clone(row)),
             Place::Saved(segment, row) => Some(Arc::new(packed::Row::copied(segment.row_bytes(row), self.dim))),
         }
     }
@@ -366,8 +366,7 @@ impl VectorStore {
 
 /// Where a live vector is: written since the last save, or a segment's row.
 enum Place<'a> {
-    /// The row as a segment would hold it.
-    Heap(&'a [u8]),
+    Heap(&'a SharedRow),
     Saved(&'a Segment, usize),
 }
 

@@ -294,7 +294,6 @@ impl<'kb> Staging<'kb> {
                     None => self.kb.embedder.embed_one(&text)?,
                 };
                 let row = packed::Row::of(&vector);
-                drop(vector);
                 self.batch.put_fact_vector_ahead(edge.id, &row);
                 if let Some(first) = first_kept {
                     self.batch.remove_vector(Family::FactVec, first);
