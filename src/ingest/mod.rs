@@ -20,10 +20,10 @@ use sha2::{Digest, Sha256};
 use crate::config::{ExtractorKind, Settings, SummarizerKind};
 use crate::embed::Embedder;
 use crate::error::{Error, Result};
-use crate::kb::PreparedChunk;
 use crate::kb::audit::Author;
 use crate::kb::model::{EdgeOrigin, Link, fact_text, passage_text, relation_label, summary_embedded_apart};
 use crate::kb::{IngestOutcome, Kb, PreparedDoc, PreparedTriple};
+use crate::kb::{PreparedChunk, packed};
 use crate::net::Remote;
 use extract::{Extractor, RuleExtractor};
 use source::{Access, SourceDoc, SourceProblem};
@@ -167,8 +167,9 @@ impl Pipeline {
 
     /// Fills in the vectors of several drafts with two embedder calls in all, not two per
     /// document: one for the passages (chunks, indexed with their title, and summaries) and
-    /// one for the short texts. Large calls make large matrix products, and a name shared by
-    /// several documents is embedded once (and, behind a cache, once per process).
+    /// one for the short texts (one per [`SHORT_TEXTS_PER_CALL`]). Large calls make large
+    /// matrix products, and a name shared by several documents is embedded once (and, behind
+    /// a cache, once per process).
     pub fn embed_drafts(&self, drafts: Vec<Draft>) -> Result<Vec<PreparedDoc>> {
         let start = Instant::now();
         let passages: Vec<String> = drafts
@@ -185,7 +186,11 @@ impl Pipeline {
 
         let start = Instant::now();
         let short: Vec<&str> = drafts.iter().flat_map(|d| d.short_texts.iter().map(String::as_str)).collect();
-        let mut short_vectors = self.embedder.embed(&short)?.into_iter();
+        let mut short_rows = Vec::with_capacity(short.len());
+        for call in short.chunks(SHORT_TEXTS_PER_CALL) {
+            short_rows.extend(self.embedder.embed(call)?.iter().map(|v| packed::Row::of(v)));
+        }
+        let mut short_vectors = short_rows.into_iter();
         self.embed_time.record(passage_time, refs.len(), start.elapsed(), short.len());
 
         let mut prepared = Vec::with_capacity(drafts.len());
@@ -636,6 +641,12 @@ const SAVE_CHECK_EVERY: usize = 256;
 /// that the committer is never long without work.
 pub const EMBED_WINDOW: usize = 32;
 
+/// Short texts per embedder call: each call's f32 vectors (2 KB each at 512 dimensions) are
+/// packed as soon as it returns, so a large document's hundreds of thousands of names and
+/// facts never exist as f32 all at once (0.8 GB for one of 16 MB). Far more than a window
+/// of ordinary documents holds, whose calls therefore stay as large as they were.
+const SHORT_TEXTS_PER_CALL: usize = 32_768;
+
 /// A KB of small documents for unit tests above `ingest`.
 #[cfg(test)]
 pub(crate) mod testing {
@@ -739,8 +750,9 @@ mod tests {
             }
             assert!(!got.text_vectors.is_empty());
             assert_eq!(got.text_vectors.len(), alone.text_vectors.len());
-            for (text, v) in &got.text_vectors {
-                assert!(same(v, &alone.text_vectors[text]), "{text}");
+            for (text, row) in &got.text_vectors {
+                let vector = |row: &packed::Row| row.vector(64).expect("a row of the model's dimension").into_owned();
+                assert!(same(&vector(row), &vector(&alone.text_vectors[text])), "{text}");
             }
         }
         let time = pipeline.embed_time();

@@ -394,7 +394,7 @@ impl AliasBlocks {
 /// band of the edits allowed, stopping once a row exceeds them. Alias matching compares a
 /// new mention with every node sharing a blocking key whose sketch leaves a match possible:
 /// millions of pairs in a large document.
-fn edit_similarity_at_least(a_key: &str, b_key: &str, threshold: f32) -> bool {
+pub(super) fn edit_similarity_at_least(a_key: &str, b_key: &str, threshold: f32) -> bool {
     let (la, lb) = (a_key.chars().count(), b_key.chars().count());
     let longest = la.max(lb);
     if longest == 0 {

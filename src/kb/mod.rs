@@ -1037,7 +1037,7 @@ impl Kb {
     fn move_fact_vectors(
         &mut self,
         before: FactRepresentatives,
-        mut written: HashMap<EdgeId, packed::Row>,
+        mut written: Table<EdgeId, packed::Row>,
     ) -> Result<()> {
         for (key, previous) in before.0 {
             let now = self.fact_representative(&key);
@@ -1461,7 +1461,7 @@ impl Kb {
             for edge in edges {
                 self.forget_edge_in_memory(edge);
             }
-            self.move_fact_vectors(facts, HashMap::new())?;
+            self.move_fact_vectors(facts, Table::default())?;
             self.graph.remove_node(*id);
             self.node_index.remove(*id as u64)?;
             for c in &node.chunks {

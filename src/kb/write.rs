@@ -3,7 +3,6 @@
 //! it, see [`KbBatch::put_fact_vector_ahead`]), then [`Changes`] are applied to memory.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 
 use super::align::{Mention, NameSketch, same_entity};
 use super::audit::{Action, AuditEntry, Author};
@@ -12,8 +11,7 @@ use super::model::{
 };
 use super::staged_names::StagedNames;
 use super::store::{self, Family, KbBatch};
-use super::{FactKey, Kb, packed};
-use crate::embed::Embedding;
+use super::{FactKey, Kb, Table, packed};
 use crate::error::{Error, Result};
 use crate::text::normalize_entity;
 
@@ -37,7 +35,9 @@ pub struct PreparedDoc {
     /// Embeddings of the short texts the commit may need (entity mentions, triple ends,
     /// normalised relation labels, facts as [`fact_text`]), computed with the rest of the document's vectors so that
     /// the committing thread embeds nothing; a text missing here is embedded when needed.
-    pub text_vectors: HashMap<String, Embedding>,
+    /// Held as the rows the store keeps (a tenth of the f32 for the hash embedder's names
+    /// and facts): a large document's short texts are hundreds of thousands.
+    pub text_vectors: std::collections::HashMap<String, packed::Row>,
 }
 
 #[derive(Debug, Clone)]
@@ -79,16 +79,16 @@ pub(super) struct Changes {
     pub(super) chunks_removed: Vec<ChunkId>,
     pub(super) chunks_added: Vec<(Chunk, Vec<f32>)>,
     /// Final state of every touched node; `None` = deleted.
-    pub(super) nodes: HashMap<NodeId, Option<Node>>,
-    pub(super) node_vectors: HashMap<NodeId, packed::Row>,
+    pub(super) nodes: Table<NodeId, Option<Node>>,
+    pub(super) node_vectors: Table<NodeId, packed::Row>,
     pub(super) edges_removed: Vec<EdgeId>,
     pub(super) edges_added: Vec<Edge>,
     /// Fact vectors this write stored, by edge (see `Kb::fact_edges`; applying reads only
     /// the entries of edges that come first for their fact).
-    pub(super) fact_vectors: HashMap<EdgeId, packed::Row>,
+    pub(super) fact_vectors: Table<EdgeId, packed::Row>,
     /// Embeddings prepared with the document (see `PreparedDoc::text_vectors`): read for new
     /// nodes while staging, for relation labels new to the KB when applying.
-    pub(super) text_vectors: HashMap<String, Embedding>,
+    pub(super) text_vectors: std::collections::HashMap<String, packed::Row>,
     /// The store's number for this change, where it keeps a change log.
     pub(super) change: Option<u64>,
 }
@@ -98,15 +98,15 @@ struct Staging<'kb> {
     batch: KbBatch,
     changes: Changes,
     /// Alias keys created in this staging (new nodes and new aliases).
-    keys: HashMap<String, NodeId>,
+    keys: Table<String, NodeId>,
     /// The blocks of the names and aliases of the nodes this staging created, so that
     /// finding a merge target costs the size of one block, not of everything staged (a large
     /// document creates tens of thousands of nodes), and a few instructions per member.
     names: StagedNames,
     /// Edges this write deletes.
-    removed_edges: HashSet<EdgeId>,
+    removed_edges: foldhash::HashSet<EdgeId>,
     /// The first edge this write adds for each fact it states.
-    new_facts: HashMap<FactKey, EdgeId>,
+    new_facts: Table<FactKey, EdgeId>,
 }
 
 impl<'kb> Staging<'kb> {
@@ -115,10 +115,10 @@ impl<'kb> Staging<'kb> {
             kb,
             batch: KbBatch::default(),
             changes: Changes::default(),
-            keys: HashMap::new(),
+            keys: Table::default(),
             names: StagedNames::new(),
-            removed_edges: HashSet::new(),
-            new_facts: HashMap::new(),
+            removed_edges: foldhash::HashSet::default(),
+            new_facts: Table::default(),
         }
     }
 
@@ -156,7 +156,7 @@ impl<'kb> Staging<'kb> {
         // Each node loses all of the document's chunks in one pass: a node mentioned in
         // thousands of the chunks of a large document is copied and filtered once, not once
         // per chunk.
-        let removed: HashSet<ChunkId> = doc.chunks.iter().copied().collect();
+        let removed: foldhash::HashSet<ChunkId> = doc.chunks.iter().copied().collect();
         let mut touched: Vec<NodeId> = Vec::new();
         for chunk in &doc.chunks {
             self.batch.remove_chunk(*chunk);
@@ -223,19 +223,19 @@ impl<'kb> Staging<'kb> {
     fn match_or_create(&mut self, mention: &str, key: &str) -> Result<NodeId> {
         // Taken, not copied: `resolve` keys the mention to its node, so it never asks again,
         // and a relation label that happens to be the same text is embedded again when applied.
-        let vector = match self.changes.text_vectors.remove(mention) {
-            Some(v) => v,
-            None => self.kb.embedder.embed_one(mention)?,
+        let row = match self.changes.text_vectors.remove(mention) {
+            Some(row) => row,
+            None => packed::Row::of(&self.kb.embedder.embed_one(mention)?),
         };
         let sketch = NameSketch::of(mention, key);
         if self.kb.settings.alias.enabled
-            && let Some(id) = self.merge_target(mention, key, &sketch, &vector)
+            && let Some(id) = self.merge_target(mention, key, &sketch, &row)
         {
             return Ok(id);
         }
         let id = self.kb.store.next_narrow_id()?;
         self.put_node(Node { id, name: mention.to_string(), aliases: Vec::new(), chunks: Vec::new() });
-        self.changes.node_vectors.insert(id, packed::Row::of(&vector));
+        self.changes.node_vectors.insert(id, row);
         // `resolve` indexes the name under its blocks as the node's first alias.
         self.names.create(id, key, sketch);
         Ok(id)
@@ -245,12 +245,14 @@ impl<'kb> Staging<'kb> {
     /// a blocking key with the mention (its name sketched as `sketch`) and that the hybrid
     /// matcher says is the same entity.
     /// Only the nodes whose name sketches leave a match possible are read, and candidate
-    /// vectors only for the few pairs whose names are close enough.
-    fn merge_target(&self, mention: &str, key: &str, sketch: &NameSketch, vector: &[f32]) -> Option<NodeId> {
+    /// vectors (and the mention's own, `row`, decoded) only for the few pairs whose names are
+    /// close enough.
+    fn merge_target(&self, mention: &str, key: &str, sketch: &NameSketch, row: &packed::Row) -> Option<NodeId> {
         let blocks = super::align::blocking_keys(mention);
         let alias = &self.kb.settings.alias;
-        let staged = self.names.candidates(&blocks, sketch, alias);
+        let staged = self.names.candidates(&blocks, sketch, key, alias);
         let me = Mention { surface: mention, key };
+        let vector = std::cell::OnceCell::new();
         self.kb.alias_candidates_like(&blocks, sketch).into_iter().chain(staged).find(|&id| {
             let Some(node) = self.node_ref(id) else {
                 return false;
@@ -259,9 +261,13 @@ impl<'kb> Staging<'kb> {
                 Some(key) => Cow::Borrowed(key),
                 None => Cow::Owned(normalize_entity(&node.name)),
             };
-            let cosine = || match self.changes.node_vectors.get(&id) {
-                Some(row) => row.cosine(vector),
-                None => self.kb.node_index.similarity(id as u64, vector),
+            let cosine = || {
+                let vector =
+                    vector.get_or_init(|| row.vector(self.kb.embedder.dim()).map(Cow::into_owned)).as_deref()?;
+                match self.changes.node_vectors.get(&id) {
+                    Some(row) => row.cosine(vector),
+                    None => self.kb.node_index.similarity(id as u64, vector),
+                }
             };
             same_entity(&me, &Mention { surface: &node.name, key: &node_key }, cosine, alias)
         })
@@ -289,11 +295,10 @@ impl<'kb> Staging<'kb> {
             if first_kept.is_none_or(|first| edge.id < first) {
                 let text = fact_text(triple);
                 // Taken, not copied: a large document's fact vectors are most of its memory.
-                let vector = match self.changes.text_vectors.remove(&text) {
-                    Some(v) => v,
-                    None => self.kb.embedder.embed_one(&text)?,
+                let row = match self.changes.text_vectors.remove(&text) {
+                    Some(row) => row,
+                    None => packed::Row::of(&self.kb.embedder.embed_one(&text)?),
                 };
-                let row = packed::Row::of(&vector);
                 self.batch.put_fact_vector_ahead(edge.id, &row);
                 if let Some(first) = first_kept {
                     self.batch.remove_vector(Family::FactVec, first);
@@ -350,7 +355,7 @@ impl<'kb> Staging<'kb> {
         // Applying needs only the vectors of relation labels; the rest would be held through
         // the commit, which for a large document is its peak of memory.
         let Changes { edges_added, text_vectors, .. } = &mut self.changes;
-        let labels: HashSet<&str> = edges_added.iter().map(|e| &*e.relation).collect();
+        let labels: foldhash::HashSet<&str> = edges_added.iter().map(|e| &*e.relation).collect();
         text_vectors.retain(|text, _| labels.contains(text.as_str()));
         for (id, node) in &self.changes.nodes {
             match node {
@@ -605,8 +610,11 @@ impl Kb {
                 }
             }
         }
-        let vectors =
-            self.embed_new_relations(changes.edges_added.iter().map(|e| &*e.relation), changes.text_vectors)?;
+        // What staging left of the prepared texts is the vectors of relation labels.
+        let dim = self.embedder.dim();
+        let labels =
+            changes.text_vectors.into_iter().filter_map(|(label, row)| Some((label, row.vector(dim)?.into_owned())));
+        let vectors = self.embed_new_relations(changes.edges_added.iter().map(|e| &*e.relation), labels.collect())?;
         for edge in changes.edges_added {
             self.index_edge_in_memory(edge, &vectors)?;
         }
