@@ -307,6 +307,32 @@ fn bench_ppr_refuses_graphs_too_small_to_compare() {
     assert!(ran.contains("ppr: 50 nodes, 200 edges, 3 queries"), "{ran}");
 }
 
+/// Issue 33: `bench large-doc --rounds` ingests every size once per round and reports each
+/// row's median CPU per MB, with every round's figure beside it; no rounds is refused.
+#[test]
+fn bench_large_doc_reports_the_median_of_its_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = a2rag(dir.path(), &["bench", "large-doc", "--megabytes", "1", "--rounds", "0"]);
+    assert!(!refused.status.success(), "no rounds ran");
+    let out =
+        stdout(&a2rag(dir.path(), &["bench", "large-doc", "--megabytes", "1,2", "--names", "linear", "--rounds", "2"]));
+    assert!(out.contains("medians of 2 rounds"), "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains(" MB: wall")).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for row in rows {
+        let rounds: Vec<f64> = row[row.find("[rounds ").expect(row) + 8..row.find(']').expect(row)]
+            .split(", ")
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert_eq!(rounds.len(), 2, "{row}");
+        // The nearest-rank median of two is the smaller (printed to two places in brackets).
+        let median = rounds.iter().copied().fold(f64::INFINITY, f64::min);
+        let cpu_per_mb: f64 =
+            row.split("s/MB").nth(1).and_then(|cpu| cpu.split_whitespace().last()).unwrap().parse().unwrap();
+        assert!(median > 0.0 && (cpu_per_mb - median).abs() <= 0.0051, "{row}");
+    }
+}
+
 /// Issue 33: `bench scale --dev` puts the real corpora of a datasets directory inside the
 /// synthetic one and asks their MuSiQue-shaped questions: the row counts every passage, and
 /// its recall is that of those questions.

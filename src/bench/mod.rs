@@ -301,65 +301,111 @@ pub async fn rpc(
 
 /// Seconds to ingest one synthetic document of each size in `megabytes`, each into a fresh
 /// KB, and the time per MB relative to the smallest: linear ingest keeps the ratio near 1.
-pub fn large_doc(settings: Settings, megabytes: &[usize], names: NameGrowth, scratch: &Path) -> Result<String> {
-    let mut lines = Vec::new();
-    let mut first_per_mb = None;
-    let mut first_cpu_per_mb = None;
-    for &mb in megabytes {
-        let text = synthetic_document(mb * 1_000_000, 17, names);
-        let (mut kb, pipeline) = scratch_kb(settings.clone(), scratch, &Remote::new())?;
-        let doc = source::SourceDoc {
-            id: format!("synthetic-{mb}mb"),
-            title: format!("Synthetic {mb} MB"),
-            text,
-            source: "bench".into(),
-            links: Vec::new(),
-        };
-        reset_peak_rss();
-        let t = Instant::now();
-        let cpu = process_cpu();
-        let mut report = ingest::IngestReport::default();
-        ingest::ingest_docs(&mut kb, &pipeline, vec![doc], &mut (), &mut report)?;
-        kb.flush()?;
-        let secs = t.elapsed().as_secs_f64();
-        let cpu_used = process_cpu().zip(cpu).map(|(after, before)| after.since(before));
-        if let Some(e) = report.errors.first() {
-            return Err(crate::Error::Invalid(format!("the {mb} MB document failed: {e}")));
+/// With several `rounds`, every size is ingested once per round, the sizes alternating, and
+/// each row reports its medians: a small document's CPU seconds swing by half on a shared
+/// host from one minute to the next, and alternating lets both rows meet the same minutes.
+pub fn large_doc(
+    settings: Settings,
+    megabytes: &[usize],
+    names: NameGrowth,
+    rounds: usize,
+    scratch: &Path,
+) -> Result<String> {
+    let documents: Vec<(usize, String)> =
+        megabytes.iter().map(|&mb| (mb, synthetic_document(mb * 1_000_000, 17, names))).collect();
+    let mut runs: Vec<Vec<DocRun>> = documents.iter().map(|_| Vec::new()).collect();
+    for _ in 0..rounds.max(1) {
+        for ((mb, text), runs) in documents.iter().zip(&mut runs) {
+            runs.push(ingest_one_document(&settings, *mb, text, scratch)?);
         }
-        let mb_f = mb.max(1) as f64;
-        let per_mb = secs / mb_f;
-        let base = *first_per_mb.get_or_insert(per_mb);
-        let cpu_column = match (cpu_used, &mut first_cpu_per_mb) {
-            (Some(used), base_cpu) => {
-                let cpu = used.total();
-                let base_cpu = *base_cpu.get_or_insert(cpu / mb_f);
+    }
+    let mut lines = Vec::new();
+    let mut base: Option<(f64, Option<f64>)> = None;
+    for ((mb, _), runs) in documents.iter().zip(&runs) {
+        let mb_f = (*mb).max(1) as f64;
+        let median = |figure: &dyn Fn(&DocRun) -> Option<f64>| {
+            let xs: Vec<f64> = runs.iter().filter_map(figure).collect();
+            (!xs.is_empty()).then(|| percentile(&xs, 0.5))
+        };
+        let per_mb = median(&|run| Some(run.wall)).unwrap_or_default() / mb_f;
+        let cpu_per_mb = median(&|run| run.cpu.map(|cpu| cpu.total() / mb_f));
+        let (base_wall, base_cpu) = *base.get_or_insert((per_mb, cpu_per_mb));
+        let cpu_column = match (cpu_per_mb, base_cpu, median(&|run| run.cpu.map(|cpu| cpu.kernel))) {
+            (Some(cpu), Some(base_cpu), Some(kernel)) => {
+                let each = match runs.len() {
+                    1 => String::new(),
+                    _ => {
+                        let each: Vec<String> = runs
+                            .iter()
+                            .filter_map(|run| run.cpu)
+                            .map(|cpu| format!("{:.2}", cpu.total() / mb_f))
+                            .collect();
+                        format!(" [rounds {}]", each.join(", "))
+                    }
+                };
                 format!(
-                    "  cpu {cpu:>7.2} s  {:.3} s/MB  x{:.2}  (kernel {:.2} s)",
-                    cpu / mb_f,
-                    cpu / mb_f / base_cpu.max(1e-9),
-                    used.kernel
+                    "  cpu {:>7.2} s  {cpu:.3} s/MB  x{:.2}{each}  (kernel {kernel:.2} s)",
+                    cpu * mb_f,
+                    cpu / base_cpu.max(1e-9)
                 )
             }
-            (None, _) => String::new(),
+            _ => String::new(),
         };
-        let stats = kb.stats();
+        let peak = runs.iter().map(|run| run.peak_rss).max().unwrap_or_default();
+        let stats = runs.last().map(|run| &run.stats);
         lines.push(format!(
-            "  {mb:>3} MB: wall {secs:>7.2} s  {per_mb:.3} s/MB  x{:.2}{cpu_column}  peak RSS {:.2} GB  ({} chunks, {} nodes, {} edges, {} distinct facts)",
-            per_mb / base,
-            peak_rss_bytes() as f64 / 1e9,
-            stats.chunks,
-            stats.nodes,
-            stats.edges,
-            stats.fact_vectors
+            "  {mb:>3} MB: wall {:>7.2} s  {per_mb:.3} s/MB  x{:.2}{cpu_column}  peak RSS {:.2} GB  ({} chunks, {} nodes, {} edges, {} distinct facts)",
+            per_mb * mb_f,
+            per_mb / base_wall.max(1e-9),
+            peak as f64 / 1e9,
+            stats.map_or(0, |s| s.chunks),
+            stats.map_or(0, |s| s.nodes),
+            stats.map_or(0, |s| s.edges),
+            stats.map_or(0, |s| s.fact_vectors)
         ));
     }
+    let rounds_note = match rounds {
+        0 | 1 => String::new(),
+        n => format!("; medians of {n} rounds, the sizes alternating, each round's CPU s/MB in brackets"),
+    };
     Ok(format!(
-        "large-document ingest (one document each, {:?} name growth, rule extractor, embedder {}; xN = time per MB against the {} MB row; cpu = CPU seconds of all threads, the figure to compare on a shared machine, with its part in the kernel (page faults on fresh memory, mostly); peak RSS = the row's own):\n{}",
+        "large-document ingest (one document each, {:?} name growth, rule extractor, embedder {}; xN = time per MB against the {} MB row; cpu = CPU seconds of all threads, the figure to compare on a shared machine, with its part in the kernel (page faults on fresh memory, mostly); peak RSS = the row's own{rounds_note}):\n{}",
         names,
         settings.embed.provider.name(),
         megabytes.first().copied().unwrap_or_default(),
         lines.join("\n")
     ))
+}
+
+/// One ingest of one synthetic document into a fresh KB, measured.
+struct DocRun {
+    wall: f64,
+    cpu: Option<CpuTime>,
+    peak_rss: u64,
+    stats: crate::kb::Stats,
+}
+
+fn ingest_one_document(settings: &Settings, mb: usize, text: &str, scratch: &Path) -> Result<DocRun> {
+    let (mut kb, pipeline) = scratch_kb(settings.clone(), scratch, &Remote::new())?;
+    let doc = source::SourceDoc {
+        id: format!("synthetic-{mb}mb"),
+        title: format!("Synthetic {mb} MB"),
+        text: text.to_string(),
+        source: "bench".into(),
+        links: Vec::new(),
+    };
+    reset_peak_rss();
+    let t = Instant::now();
+    let cpu = process_cpu();
+    let mut report = ingest::IngestReport::default();
+    ingest::ingest_docs(&mut kb, &pipeline, vec![doc], &mut (), &mut report)?;
+    kb.flush()?;
+    let wall = t.elapsed().as_secs_f64();
+    let cpu = process_cpu().zip(cpu).map(|(after, before)| after.since(before));
+    if let Some(e) = report.errors.first() {
+        return Err(crate::Error::Invalid(format!("the {mb} MB document failed: {e}")));
+    }
+    Ok(DocRun { wall, cpu, peak_rss: peak_rss_bytes(), stats: kb.stats() })
 }
 
 /// CPU seconds of this process (all threads), in user space and in the kernel: a large

@@ -238,6 +238,9 @@ pub enum BenchCommand {
         /// How the document's distinct names grow with its length.
         #[arg(long, value_enum, default_value = "gradual")]
         names: a2rag::bench::NameGrowth,
+        /// Ingest every size this many times, the sizes alternating, and report medians.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
     },
     /// What a KB costs as it grows: a synthetic encyclopaedia at each size, ingested, then
     /// opened and queried by a fresh process; ingest passages/s, open s, peak RSS, disk,

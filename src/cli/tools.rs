@@ -70,7 +70,9 @@ pub fn bench(door: &Door, bench: BenchCommand) -> Result<ExitCode> {
         BenchCommand::Retrieve { dataset, triples } => {
             a2rag::bench::retrieve(settings, &dataset, triples.as_deref(), &scratch)?
         }
-        BenchCommand::LargeDoc { megabytes, names } => a2rag::bench::large_doc(settings, &megabytes, names, &scratch)?,
+        BenchCommand::LargeDoc { megabytes, names, rounds } => {
+            a2rag::bench::large_doc(settings, &megabytes, names, rounds as usize, &scratch)?
+        }
         BenchCommand::Scale { sizes, questions, keep, dev } => {
             let options = ScaleOptions {
                 sizes,
