@@ -305,11 +305,6 @@ impl Backend for SledBackend {
         // Such a commit can be large (a document's records, a reindex's or a copy's vectors);
         // a large one goes in parts.
         let (kb_writes, undo_keys) = if audit_only && kb_writes.len() > sled_parts::PART {
-            // In key order, each part's reads and inserts walk a few neighbouring leaves
-            // instead of the whole tree: a large document's writes interleave a dozen key
-            // families, and its mentions' keys lead with nodes in no order at all.
-            let mut kb_writes = kb_writes;
-            kb_writes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             sled_parts::apply_leading_parts(&self.kb, kb_writes).map_err(|e| self.failed_halfway(e))?
         } else {
             (kb_writes, Vec::new())
