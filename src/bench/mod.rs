@@ -311,18 +311,16 @@ pub fn large_doc(
     rounds: usize,
     scratch: &Path,
 ) -> Result<String> {
-    let documents: Vec<(usize, String)> =
-        megabytes.iter().map(|&mb| (mb, synthetic_document(mb * 1_000_000, 17, names))).collect();
-    let mut runs: Vec<Vec<DocRun>> = documents.iter().map(|_| Vec::new()).collect();
+    let mut runs: Vec<Vec<DocRun>> = megabytes.iter().map(|_| Vec::new()).collect();
     for _ in 0..rounds.max(1) {
-        for ((mb, text), runs) in documents.iter().zip(&mut runs) {
-            runs.push(ingest_one_document(&settings, *mb, text, scratch)?);
+        for (&mb, runs) in megabytes.iter().zip(&mut runs) {
+            runs.push(ingest_one_document(&settings, mb, names, scratch)?);
         }
     }
     let mut lines = Vec::new();
     let mut base: Option<(f64, Option<f64>)> = None;
-    for ((mb, _), runs) in documents.iter().zip(&runs) {
-        let mb_f = (*mb).max(1) as f64;
+    for (&mb, runs) in megabytes.iter().zip(&runs) {
+        let mb_f = mb.max(1) as f64;
         let median = |figure: &dyn Fn(&DocRun) -> Option<f64>| {
             let xs: Vec<f64> = runs.iter().filter_map(figure).collect();
             (!xs.is_empty()).then(|| percentile(&xs, 0.5))
@@ -366,7 +364,9 @@ pub fn large_doc(
     }
     let rounds_note = match rounds {
         0 | 1 => String::new(),
-        n => format!("; medians of {n} rounds, the sizes alternating, each round's CPU s/MB in brackets"),
+        n => format!(
+            "; medians of {n} rounds, the sizes alternating, each round's CPU s/MB in brackets, the kernel's its own median, peak RSS the largest of the rounds"
+        ),
     };
     Ok(format!(
         "large-document ingest (one document each, {:?} name growth, rule extractor, embedder {}; xN = time per MB against the {} MB row; cpu = CPU seconds of all threads, the figure to compare on a shared machine, with its part in the kernel (page faults on fresh memory, mostly); peak RSS = the row's own{rounds_note}):\n{}",
@@ -385,12 +385,14 @@ struct DocRun {
     stats: crate::kb::Stats,
 }
 
-fn ingest_one_document(settings: &Settings, mb: usize, text: &str, scratch: &Path) -> Result<DocRun> {
+/// The document is made anew each time (the generator is seeded), so that no round holds
+/// another size's text.
+fn ingest_one_document(settings: &Settings, mb: usize, names: NameGrowth, scratch: &Path) -> Result<DocRun> {
     let (mut kb, pipeline) = scratch_kb(settings.clone(), scratch, &Remote::new())?;
     let doc = source::SourceDoc {
         id: format!("synthetic-{mb}mb"),
         title: format!("Synthetic {mb} MB"),
-        text: text.to_string(),
+        text: synthetic_document(mb * 1_000_000, 17, names),
         source: "bench".into(),
         links: Vec::new(),
     };

@@ -165,9 +165,9 @@ impl Pipeline {
         })
     }
 
-    /// Fills in the vectors of several drafts with two embedder calls in all, not two per
+    /// Fills in the vectors of several drafts with a few embedder calls in all, not two per
     /// document: one for the passages (chunks, indexed with their title, and summaries) and
-    /// one for the short texts (one per [`SHORT_TEXTS_PER_CALL`]). Large calls make large
+    /// one for the short texts (one per [`SHORT_TEXTS_PER_CALL`] of them). Large calls make large
     /// matrix products, and a name shared by several documents is embedded once (and, behind
     /// a cache, once per process).
     pub fn embed_drafts(&self, drafts: Vec<Draft>) -> Result<Vec<PreparedDoc>> {

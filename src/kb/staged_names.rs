@@ -10,8 +10,8 @@
 //! A member the sketch passes is then read where it lies: the group keeps its keys side by
 //! side, so a name whose key is further from the mention's than the edit threshold allows
 //! (nearly all of them: a sketch says what may match, not what does) is passed over without
-//! a look at its node, its key or its vector, each a miss of the processor's caches once a
-//! write holds a hundred thousand names.
+//! looking up its node, its entry in the write's names or its vector, each a miss of the
+//! processor's caches once a write holds a hundred thousand names.
 //!
 //! The candidates are exactly the members [`NameSketch::may_be_same`] passes, as a scan of
 //! [`super::align::AliasBlocks`] finds them, less those [`super::align::same_entity`] cannot
@@ -40,7 +40,8 @@ struct StagedBlock {
 }
 
 /// The members of a block whose keys have `chars` characters, as parallel lists; member
-/// `i`'s key is `keys[key_ends[i - 1]..key_ends[i]]`.
+/// `i`'s key is `keys[start..key_ends[i]]`, `start` being `key_ends[i - 1]`, or 0 for the
+/// first.
 struct LengthGroup {
     chars: u16,
     ids: Vec<NodeId>,
@@ -179,10 +180,10 @@ mod tests {
     /// Names drawn from few letters, so that many are a few edits apart, acronyms among
     /// them, in a few shared blocks: every mention gets the candidates a scan of the same
     /// names in [`AliasBlocks`] gives, less those whose keys are too far from the mention's,
-    /// at several thresholds; and the matcher takes none of those left out, even at a cosine
-    /// of 1.
+    /// at several thresholds, nodes sitting in the blocks of other aliases too; and the
+    /// matcher takes none of those left out, even at a cosine of 1.
     #[test]
-    fn candidates_are_the_sketch_scans() {
+    fn candidates_are_the_sketch_scans_less_what_keys_rule_out() {
         let alphabet: Vec<char> = "abéo ".chars().collect();
         let firsts = ["Anna", "Anne", "Boris", "CFH", "AB"];
         for (seed, threshold) in [(1, 0.88), (2, 0.8), (3, 0.6), (4, 0.0)] {
@@ -223,6 +224,12 @@ mod tests {
                 names.create(id, &key, sketch);
                 names.index_alias(id, &mention);
                 scan.insert_normalized(&mention, &key, id, sketch);
+                // A node also sits in the blocks of its other aliases, with its name's key.
+                if id % 3 == 0 {
+                    let alias = format!("{} Boris", firsts[rng.random_range(0..firsts.len())]);
+                    names.index_alias(id, &alias);
+                    scan.insert_normalized(&alias, &normalize_entity(&alias), id, sketch);
+                }
             }
             assert!(found >= 1_000, "threshold {threshold}: only {found} candidates");
             if threshold >= 0.8 {

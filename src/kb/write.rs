@@ -252,6 +252,8 @@ impl<'kb> Staging<'kb> {
         let alias = &self.kb.settings.alias;
         let staged = self.names.candidates(&blocks, sketch, key, alias);
         let me = Mention { surface: mention, key };
+        // Decoded at the dimension of the KB's embedder, which made the row (the pipeline's
+        // embedders check their output's dimension): a row of another is no vector here.
         let vector = std::cell::OnceCell::new();
         self.kb.alias_candidates_like(&blocks, sketch).into_iter().chain(staged).find(|&id| {
             let Some(node) = self.node_ref(id) else {
