@@ -3,6 +3,7 @@
 //! it, see [`KbBatch::put_fact_vector_ahead`]), then [`Changes`] are applied to memory.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use super::align::{Mention, NameSketch, same_entity};
 use super::audit::{Action, AuditEntry, Author};
@@ -37,7 +38,7 @@ pub struct PreparedDoc {
     /// the committing thread embeds nothing; a text missing here is embedded when needed.
     /// Held as the rows the store keeps (a tenth of the f32 for the hash embedder's names
     /// and facts): a large document's short texts are hundreds of thousands.
-    pub text_vectors: std::collections::HashMap<String, packed::Row>,
+    pub text_vectors: HashMap<String, packed::Row>,
 }
 
 #[derive(Debug, Clone)]
@@ -88,7 +89,7 @@ pub(super) struct Changes {
     pub(super) fact_vectors: Table<EdgeId, packed::Row>,
     /// Embeddings prepared with the document (see `PreparedDoc::text_vectors`): read for new
     /// nodes while staging, for relation labels new to the KB when applying.
-    pub(super) text_vectors: std::collections::HashMap<String, packed::Row>,
+    pub(super) text_vectors: HashMap<String, packed::Row>,
     /// The store's number for this change, where it keeps a change log.
     pub(super) change: Option<u64>,
 }
@@ -220,13 +221,19 @@ impl<'kb> Staging<'kb> {
         Ok(Some(id))
     }
 
+    /// The vector prepared for `text` with the document, taken out of `text_vectors`, or,
+    /// where the document did not prepare it, embedded now.
+    fn take_prepared_row(&mut self, text: &str) -> Result<packed::Row> {
+        match self.changes.text_vectors.remove(text) {
+            Some(row) => Ok(row),
+            None => Ok(packed::Row::of(&self.kb.embedder.embed_one(text)?)),
+        }
+    }
+
     fn match_or_create(&mut self, mention: &str, key: &str) -> Result<NodeId> {
         // Taken, not copied: `resolve` keys the mention to its node, so it never asks again,
         // and a relation label that happens to be the same text is embedded again when applied.
-        let row = match self.changes.text_vectors.remove(mention) {
-            Some(row) => row,
-            None => packed::Row::of(&self.kb.embedder.embed_one(mention)?),
-        };
+        let row = self.take_prepared_row(mention)?;
         let sketch = NameSketch::of(mention, key);
         if self.kb.settings.alias.enabled
             && let Some(id) = self.merge_target(mention, key, &sketch, &row)
@@ -297,10 +304,7 @@ impl<'kb> Staging<'kb> {
             if first_kept.is_none_or(|first| edge.id < first) {
                 let text = fact_text(triple);
                 // Taken, not copied: a large document's fact vectors are most of its memory.
-                let row = match self.changes.text_vectors.remove(&text) {
-                    Some(row) => row,
-                    None => packed::Row::of(&self.kb.embedder.embed_one(&text)?),
-                };
+                let row = self.take_prepared_row(&text)?;
                 self.batch.put_fact_vector_ahead(edge.id, &row);
                 if let Some(first) = first_kept {
                     self.batch.remove_vector(Family::FactVec, first);
