@@ -567,10 +567,12 @@ mod tests {
     /// new keys after the replaced and removed ones, and its audit entry.
     fn before_a_large_write(store: &SledBackend) -> Vec<Write> {
         let put = |key: &[u8], value: &[u8]| Write { space: Space::Kb, key: key.to_vec(), value: Some(value.to_vec()) };
-        let before = vec![put(b"old/kept", b"k"), put(b"old/replaced", b"r"), put(b"old/removed", b"x")];
+        let before = vec![put(b"before/kept", b"k"), put(b"before/replaced", b"r"), put(b"before/removed", b"x")];
         store.commit(Commit { ahead: vec![], writes: before, author: "tester".into() }).unwrap();
-        let mut writes =
-            vec![put(b"old/replaced", b"R"), Write { space: Space::Kb, key: b"old/removed".to_vec(), value: None }];
+        let mut writes = vec![
+            put(b"before/replaced", b"R"),
+            Write { space: Space::Kb, key: b"before/removed".to_vec(), value: None },
+        ];
         writes.extend((0..sled_parts::PART * 2 + 7).map(|i| put(format!("new/{i:06}").as_bytes(), b"n")));
         writes.push(Write {
             space: Space::Curation(Keyspace::Audit),
@@ -594,9 +596,9 @@ mod tests {
         let keys = writes.len() - 1;
         assert_eq!(store.commit(Commit { ahead: vec![], writes, author: "tester".into() }).unwrap(), Some(2));
         assert_eq!(store.kb.scan_prefix(b"new/").count(), sled_parts::PART * 2 + 7);
-        assert_eq!(store.get(Space::Kb, b"old/replaced").unwrap(), Some(b"R".to_vec()));
-        assert_eq!(store.get(Space::Kb, b"old/removed").unwrap(), None);
-        assert_eq!(store.get(Space::Kb, b"old/kept").unwrap(), Some(b"k".to_vec()));
+        assert_eq!(store.get(Space::Kb, b"before/replaced").unwrap(), Some(b"R".to_vec()));
+        assert_eq!(store.get(Space::Kb, b"before/removed").unwrap(), None);
+        assert_eq!(store.get(Space::Kb, b"before/kept").unwrap(), Some(b"k".to_vec()));
         assert_eq!(store.get(Space::Curation(Keyspace::Audit), b"entry").unwrap(), Some(b"e".to_vec()));
         assert_eq!(undo_records(&store), 0);
         assert!(
@@ -617,17 +619,17 @@ mod tests {
             let (last, undo_keys) = sled_parts::apply_leading_parts(&store.kb, kb_writes).unwrap();
             assert_eq!((last.len(), undo_keys.len()), (sled_parts::PART, 2));
             // The parts are in the tree, as a crash would leave them.
-            assert_eq!(store.get(Space::Kb, b"old/replaced").unwrap(), Some(b"R".to_vec()));
-            assert_eq!(store.get(Space::Kb, b"old/removed").unwrap(), None);
+            assert_eq!(store.get(Space::Kb, b"before/replaced").unwrap(), Some(b"R".to_vec()));
+            assert_eq!(store.get(Space::Kb, b"before/removed").unwrap(), None);
             assert_eq!(store.kb.scan_prefix(b"new/").count(), sled_parts::PART + 7);
             assert_eq!(undo_records(&store), 2);
             store.flush().unwrap();
         }
         let store = SledBackend::open(dir.path()).unwrap();
         assert_eq!(store.kb.scan_prefix(b"new/").count(), 0);
-        assert_eq!(store.get(Space::Kb, b"old/replaced").unwrap(), Some(b"r".to_vec()));
-        assert_eq!(store.get(Space::Kb, b"old/removed").unwrap(), Some(b"x".to_vec()));
-        assert_eq!(store.get(Space::Kb, b"old/kept").unwrap(), Some(b"k".to_vec()));
+        assert_eq!(store.get(Space::Kb, b"before/replaced").unwrap(), Some(b"r".to_vec()));
+        assert_eq!(store.get(Space::Kb, b"before/removed").unwrap(), Some(b"x".to_vec()));
+        assert_eq!(store.get(Space::Kb, b"before/kept").unwrap(), Some(b"k".to_vec()));
         assert_eq!(undo_records(&store), 0);
         assert_eq!(store.latest_change().unwrap(), 1, "the cut write is no change");
         // The next write commits as usual.
