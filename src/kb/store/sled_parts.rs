@@ -53,7 +53,7 @@ fn apply_part(tree: &sled::Tree, undo_key: &[u8], part: &[KbWrite]) -> Result<()
 
 /// What each key of `part`, sorted by key, holds now (`None`: absent). A large write's keys
 /// are mostly new ones, and a lookup per key walked sled's tree from its root for nothing:
-/// a fifth of a 16 MB document's commit, growing with the tree. So the part's range of keys
+/// a quarter of a 16 MB document's commit, growing with the tree. So the part's range of keys
 /// is read in one pass, which finds the few that exist; where the range holds many other
 /// keys (a write touching keys spread among many it leaves alone), the rest are looked up
 /// one by one after all.
