@@ -821,15 +821,25 @@ impl Drop for VectorIndex {
 }
 
 /// Links each part into its graph, the parts side by side on up to one thread per core
-/// (per `build_threads` threads, which each part's graph is linked on).
+/// (per `build_threads` threads, which each part's graph is linked on), the cores shared
+/// with every other index's pass ([`LINK_SLOTS`]).
 fn link_parts(parts: &[Part], build_threads: usize) -> Vec<Result<()>> {
-    let side_by_side = (cores() / build_threads.max(1)).clamp(1, parts.len().max(1));
+    let side_by_side = side_by_side_at_most(build_threads).min(parts.len().max(1));
     // Thread t links parts t, t + side_by_side, ...
     let share = |t: usize| (t..parts.len()).step_by(side_by_side);
     let mut outcomes: Vec<Result<()>> = parts.iter().map(|_| Ok(())).collect();
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..side_by_side)
-            .map(|t| scope.spawn(move || share(t).map(|i| link_into(&parts[i], build_threads)).collect::<Vec<_>>()))
+            .map(|t| {
+                scope.spawn(move || {
+                    share(t)
+                        .map(|i| {
+                            let _linking = LINK_SLOTS.take(side_by_side_at_most(build_threads));
+                            link_into(&parts[i], build_threads)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
             .collect();
         for (t, worker) in workers.into_iter().enumerate() {
             let results = worker.join().unwrap_or_else(|_| {
@@ -841,6 +851,51 @@ fn link_parts(parts: &[Part], build_threads: usize) -> Vec<Result<()>> {
         }
     });
     outcomes
+}
+
+/// Graphs linked at once, in all indexes of the process together, on `build_threads` each.
+fn side_by_side_at_most(build_threads: usize) -> usize {
+    (cores() / build_threads.max(1)).max(1)
+}
+
+/// Graphs being linked in this process. The indexes of a KB link side by side (the five
+/// of one write's pass start together), each its graphs side by side; without a common
+/// bound, one large document's pass ran ten linking threads on two cores, and graphs that
+/// each fit the cache alone evicted each other at every switch.
+static LINK_SLOTS: LinkSlots = LinkSlots::new();
+
+struct LinkSlots {
+    taken: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl LinkSlots {
+    const fn new() -> Self {
+        LinkSlots { taken: std::sync::Mutex::new(0), freed: std::sync::Condvar::new() }
+    }
+
+    /// Waits until fewer than `limit` graphs are being linked, and counts one more until the
+    /// slot is dropped.
+    fn take(&self, limit: usize) -> LinkSlot<'_> {
+        // A thread that panicked while holding the lock left the count right (it only ever
+        // changes by one under it), so a poisoned lock is still good.
+        let mut taken = self.taken.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while *taken >= limit {
+            taken = self.freed.wait(taken).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *taken += 1;
+        LinkSlot(self)
+    }
+}
+
+struct LinkSlot<'a>(&'a LinkSlots);
+
+impl Drop for LinkSlot<'_> {
+    fn drop(&mut self) {
+        let mut taken = self.0.taken.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *taken -= 1;
+        self.0.freed.notify_one();
+    }
 }
 
 /// Links one part's keys into its graph, which has room for them, on `build_threads` threads.
@@ -892,6 +947,31 @@ mod tests {
     use super::*;
     use crate::config::Settings;
     use crate::embed::cosine;
+
+    /// Threads that all want a slot at once never hold more than the limit together, and
+    /// every one of them gets one in the end.
+    #[test]
+    fn link_slots_bound_the_graphs_linked_at_once() {
+        let slots = LinkSlots::new();
+        let (holding, most, served) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    for _ in 0..20 {
+                        let _slot = slots.take(3);
+                        let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                        holding.fetch_sub(1, Ordering::SeqCst);
+                        served.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert_eq!(served.load(Ordering::SeqCst), 160);
+        assert_eq!(most.load(Ordering::SeqCst), 3, "three slots, eight threads wanting them");
+        assert_eq!(*slots.taken.lock().expect("not poisoned"), 0, "every slot given back");
+    }
 
     /// An index that links every vector into its graph (no exact-search range).
     fn index(dim: usize) -> VectorIndex {
