@@ -301,9 +301,11 @@ pub async fn rpc(
 
 /// Seconds to ingest one synthetic document of each size in `megabytes`, each into a fresh
 /// KB, and the time per MB relative to the smallest: linear ingest keeps the ratio near 1.
-/// With several `rounds`, every size is ingested once per round, the sizes alternating, and
-/// each row reports its medians: a small document's CPU seconds swing by half on a shared
-/// host from one minute to the next, and alternating lets both rows meet the same minutes.
+/// Every size is ingested as many times as the largest holds it (the 1 MB document 16 times
+/// beside one 16 MB document), so that each row's figure covers about as much of the
+/// machine's time: on a shared host the speed swings by half from one second to the next,
+/// and a large document's seconds average those swings where a few short ones would not.
+/// With several `rounds`, the sizes alternate and each row reports its medians.
 pub fn large_doc(
     settings: Settings,
     megabytes: &[usize],
@@ -311,48 +313,57 @@ pub fn large_doc(
     rounds: usize,
     scratch: &Path,
 ) -> Result<String> {
+    let documents = documents_per_round(megabytes);
     let mut runs: Vec<Vec<DocRun>> = megabytes.iter().map(|_| Vec::new()).collect();
     for _ in 0..rounds.max(1) {
-        for (&mb, runs) in megabytes.iter().zip(&mut runs) {
-            runs.push(ingest_one_document(&settings, mb, names, scratch)?);
+        for ((&mb, &documents), runs) in megabytes.iter().zip(&documents).zip(&mut runs) {
+            let mut round = ingest_one_document(&settings, mb, names, scratch)?;
+            for _ in 1..documents {
+                round.add(ingest_one_document(&settings, mb, names, scratch)?);
+            }
+            runs.push(round);
         }
     }
     let mut lines = Vec::new();
     let mut base: Option<(f64, Option<f64>)> = None;
-    for (&mb, runs) in megabytes.iter().zip(&runs) {
-        let mb_f = mb.max(1) as f64;
+    for ((&mb, &documents), runs) in megabytes.iter().zip(&documents).zip(&runs) {
         let median = |figure: &dyn Fn(&DocRun) -> Option<f64>| {
             let xs: Vec<f64> = runs.iter().filter_map(figure).collect();
             (!xs.is_empty()).then(|| percentile(&xs, 0.5))
         };
-        let per_mb = median(&|run| Some(run.wall)).unwrap_or_default() / mb_f;
-        let cpu_per_mb = median(&|run| run.cpu.map(|cpu| cpu.total() / mb_f));
+        let per_mb = median(&|run| Some(run.wall / run.megabytes())).unwrap_or_default();
+        let cpu_per_mb = median(&|run| run.cpu.map(|cpu| cpu.total() / run.megabytes()));
         let (base_wall, base_cpu) = *base.get_or_insert((per_mb, cpu_per_mb));
-        let cpu_column = match (cpu_per_mb, base_cpu, median(&|run| run.cpu.map(|cpu| cpu.kernel))) {
+        let mb_f = mb.max(1) as f64;
+        let cpu_column = match (cpu_per_mb, base_cpu, median(&|run| run.cpu.map(|cpu| cpu.kernel / run.megabytes()))) {
             (Some(cpu), Some(base_cpu), Some(kernel)) => {
                 let each = match runs.len() {
                     1 => String::new(),
                     _ => {
                         let each: Vec<String> = runs
                             .iter()
-                            .filter_map(|run| run.cpu)
-                            .map(|cpu| format!("{:.2}", cpu.total() / mb_f))
+                            .filter_map(|run| run.cpu.map(|cpu| format!("{:.2}", cpu.total() / run.megabytes())))
                             .collect();
                         format!(" [rounds {}]", each.join(", "))
                     }
                 };
                 format!(
-                    "  cpu {:>7.2} s  {cpu:.3} s/MB  x{:.2}{each}  (kernel {kernel:.2} s)",
+                    "  cpu {:>7.2} s  {cpu:.3} s/MB  x{:.2}{each}  (kernel {:.2} s)",
                     cpu * mb_f,
-                    cpu / base_cpu.max(1e-9)
+                    cpu / base_cpu.max(1e-9),
+                    kernel * mb_f
                 )
             }
             _ => String::new(),
         };
         let peak = runs.iter().map(|run| run.peak_rss).max().unwrap_or_default();
         let stats = runs.last().map(|run| &run.stats);
+        let each_round = match documents {
+            1 => String::new(),
+            n => format!("; {n} documents a round"),
+        };
         lines.push(format!(
-            "  {mb:>3} MB: wall {:>7.2} s  {per_mb:.3} s/MB  x{:.2}{cpu_column}  peak RSS {:.2} GB  ({} chunks, {} nodes, {} edges, {} distinct facts)",
+            "  {mb:>3} MB: wall {:>7.2} s  {per_mb:.3} s/MB  x{:.2}{cpu_column}  peak RSS {:.2} GB  ({} chunks, {} nodes, {} edges, {} distinct facts{each_round})",
             per_mb * mb_f,
             per_mb / base_wall.max(1e-9),
             peak as f64 / 1e9,
@@ -369,7 +380,7 @@ pub fn large_doc(
         ),
     };
     Ok(format!(
-        "large-document ingest (one document each, {:?} name growth, rule extractor, embedder {}; xN = time per MB against the {} MB row; cpu = CPU seconds of all threads, the figure to compare on a shared machine, with its part in the kernel (page faults on fresh memory, mostly); peak RSS = the row's own{rounds_note}):\n{}",
+        "large-document ingest (one document per KB, {:?} name growth, rule extractor, embedder {}; each size ingested as many times a round as the largest holds it, its figures per document; xN = time per MB against the {} MB row; cpu = CPU seconds of all threads, the figure to compare on a shared machine, with its part in the kernel (page faults on fresh memory, mostly); peak RSS = the row's own{rounds_note}):\n{}",
         names,
         settings.embed.provider.name(),
         megabytes.first().copied().unwrap_or_default(),
@@ -377,12 +388,37 @@ pub fn large_doc(
     ))
 }
 
-/// One ingest of one synthetic document into a fresh KB, measured.
+/// How many documents of each size a round of `large_doc` ingests: as many as the largest
+/// size holds it, rounded up.
+fn documents_per_round(megabytes: &[usize]) -> Vec<usize> {
+    let largest = megabytes.iter().copied().max().unwrap_or(1).max(1);
+    megabytes.iter().map(|&mb| largest.div_ceil(mb.max(1))).collect()
+}
+
+/// Ingests of one size's synthetic document, each into a fresh KB, measured together.
 struct DocRun {
+    documents: usize,
+    mb: usize,
     wall: f64,
     cpu: Option<CpuTime>,
     peak_rss: u64,
     stats: crate::kb::Stats,
+}
+
+impl DocRun {
+    fn megabytes(&self) -> f64 {
+        (self.documents * self.mb.max(1)) as f64
+    }
+
+    /// Counts `next`, one more ingest of the same document, in this run: times add up, the
+    /// peak is the larger, the stats are the last KB's.
+    fn add(&mut self, next: DocRun) {
+        self.documents += next.documents;
+        self.wall += next.wall;
+        self.cpu = self.cpu.zip(next.cpu).map(|(a, b)| CpuTime { user: a.user + b.user, kernel: a.kernel + b.kernel });
+        self.peak_rss = self.peak_rss.max(next.peak_rss);
+        self.stats = next.stats;
+    }
 }
 
 /// The document is made anew each time (the generator is seeded), so that no round holds
@@ -407,7 +443,7 @@ fn ingest_one_document(settings: &Settings, mb: usize, names: NameGrowth, scratc
     if let Some(e) = report.errors.first() {
         return Err(crate::Error::Invalid(format!("the {mb} MB document failed: {e}")));
     }
-    Ok(DocRun { wall, cpu, peak_rss: peak_rss_bytes(), stats: kb.stats() })
+    Ok(DocRun { documents: 1, mb, wall, cpu, peak_rss: peak_rss_bytes(), stats: kb.stats() })
 }
 
 /// CPU seconds of this process (all threads), in user space and in the kernel: a large
@@ -616,6 +652,30 @@ pub fn store(settings: Settings, dataset_dir: &Path, postgres: &str, scratch: &P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A round ingests about the largest size's megabytes of every size, and a row's figures
+    /// are per MB over all its documents.
+    #[test]
+    fn every_size_covers_the_largest_ones_megabytes() {
+        assert_eq!(documents_per_round(&[1, 4, 16]), vec![16, 4, 1]);
+        assert_eq!(documents_per_round(&[3, 8]), vec![3, 1]);
+        assert_eq!(documents_per_round(&[5]), vec![1]);
+        let run = |wall: f64, user: f64| DocRun {
+            documents: 1,
+            mb: 2,
+            wall,
+            cpu: Some(CpuTime { user, kernel: 0.5 }),
+            peak_rss: (wall * 1e9) as u64,
+            stats: crate::kb::Stats::default(),
+        };
+        let mut two = run(3.0, 2.0);
+        two.add(run(1.0, 4.0));
+        assert_eq!(two.megabytes(), 4.0);
+        assert_eq!(two.wall, 4.0);
+        let cpu = two.cpu.expect("both measured");
+        assert_eq!((cpu.total() / two.megabytes(), cpu.kernel), (1.75, 1.0));
+        assert_eq!(two.peak_rss, 3_000_000_000, "the larger peak");
+    }
 
     /// Each large-document row reports its own peak: memory touched and freed before a reset
     /// no longer counts after it.

@@ -297,7 +297,7 @@ impl From<&RetrieveSettings> for TextFusion {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Stats {
     pub documents: usize,
     pub chunks: usize,
