@@ -824,7 +824,8 @@ impl Drop for VectorIndex {
 /// (per `build_threads` threads, which each part's graph is linked on), the cores shared
 /// with every other index's pass ([`LINK_SLOTS`]).
 fn link_parts(parts: &[Part], build_threads: usize) -> Vec<Result<()>> {
-    let side_by_side = side_by_side_at_most(build_threads).min(parts.len().max(1));
+    let slots = side_by_side_at_most(build_threads);
+    let side_by_side = slots.min(parts.len().max(1));
     // Thread t links parts t, t + side_by_side, ...
     let share = |t: usize| (t..parts.len()).step_by(side_by_side);
     let mut outcomes: Vec<Result<()>> = parts.iter().map(|_| Ok(())).collect();
@@ -834,7 +835,7 @@ fn link_parts(parts: &[Part], build_threads: usize) -> Vec<Result<()>> {
                 scope.spawn(move || {
                     share(t)
                         .map(|i| {
-                            let _linking = LINK_SLOTS.take(side_by_side_at_most(build_threads));
+                            let _linking = LINK_SLOTS.take(slots);
                             link_into(&parts[i], build_threads)
                         })
                         .collect::<Vec<_>>()
