@@ -305,7 +305,10 @@ pub async fn rpc(
 /// beside one 16 MB document), so that each row's figure covers about as much of the
 /// machine's time: on a shared host the speed swings by half from one second to the next,
 /// and a large document's seconds average those swings where a few short ones would not.
-/// With several `rounds`, the sizes alternate and each row reports its medians.
+/// A round runs half of each smaller size's documents before the larger sizes and half
+/// after ([`round_order`]), so that a drift of the host's speed over the round (it runs for
+/// minutes) weighs on every row alike instead of on whichever ran in the slower part.
+/// With several `rounds`, each row reports its medians.
 pub fn large_doc(
     settings: Settings,
     megabytes: &[usize],
@@ -316,12 +319,16 @@ pub fn large_doc(
     let documents = documents_per_round(megabytes);
     let mut runs: Vec<Vec<DocRun>> = megabytes.iter().map(|_| Vec::new()).collect();
     for _ in 0..rounds.max(1) {
-        for ((&mb, &documents), runs) in megabytes.iter().zip(&documents).zip(&mut runs) {
-            let mut round = ingest_one_document(&settings, mb, names, scratch)?;
-            for _ in 1..documents {
-                round.add(ingest_one_document(&settings, mb, names, scratch)?);
+        let mut round: Vec<Option<DocRun>> = megabytes.iter().map(|_| None).collect();
+        for size in round_order(&documents) {
+            let run = ingest_one_document(&settings, megabytes[size], names, scratch)?;
+            match &mut round[size] {
+                Some(so_far) => so_far.add(run),
+                empty => *empty = Some(run),
             }
-            runs.push(round);
+        }
+        for (runs, run) in runs.iter_mut().zip(round) {
+            runs.extend(run);
         }
     }
     let mut lines = Vec::new();
@@ -380,7 +387,7 @@ pub fn large_doc(
         ),
     };
     Ok(format!(
-        "large-document ingest (one document per KB, {:?} name growth, rule extractor, embedder {}; each size ingested as many times a round as the largest holds it, its figures per document; xN = time per MB against the {} MB row; cpu = CPU seconds of all threads, the figure to compare on a shared machine, with its part in the kernel (page faults on fresh memory, mostly); peak RSS = the row's own{rounds_note}):\n{}",
+        "large-document ingest (one document per KB, {:?} name growth, rule extractor, embedder {}; each size ingested as many times a round as the largest holds it, half of them before the larger sizes and half after, its figures per document; xN = time per MB against the {} MB row; cpu = CPU seconds of all threads, the figure to compare on a shared machine, with its part in the kernel (page faults on fresh memory, mostly); peak RSS = the row's own{rounds_note}):\n{}",
         names,
         settings.embed.provider.name(),
         megabytes.first().copied().unwrap_or_default(),
@@ -393,6 +400,19 @@ pub fn large_doc(
 fn documents_per_round(megabytes: &[usize]) -> Vec<usize> {
     let largest = megabytes.iter().copied().max().unwrap_or(1).max(1);
     megabytes.iter().map(|&mb| largest.div_ceil(mb.max(1))).collect()
+}
+
+/// The order of one round's ingests, as indexes of `documents` (how many of each size a
+/// round ingests): the first half of each size's documents in the order the sizes are
+/// given, then the odd ones left over, then the second halves in reverse. With each size
+/// odd at most once (the largest size's one document) the order reads the same both ways,
+/// so every size's documents are centred on the round's middle.
+fn round_order(documents: &[usize]) -> Vec<usize> {
+    let halves = |size: usize| std::iter::repeat_n(size, documents[size] / 2);
+    let first = (0..documents.len()).flat_map(halves);
+    let odd = (0..documents.len()).filter(|&size| documents[size] % 2 == 1);
+    let second = (0..documents.len()).rev().flat_map(halves);
+    first.chain(odd).chain(second).collect()
 }
 
 /// Ingests of one size's synthetic document, each into a fresh KB, measured together.
@@ -432,6 +452,7 @@ fn ingest_one_document(settings: &Settings, mb: usize, names: NameGrowth, scratc
         source: "bench".into(),
         links: Vec::new(),
     };
+    release_freed_memory();
     reset_peak_rss();
     let t = Instant::now();
     let cpu = process_cpu();
@@ -494,6 +515,15 @@ fn process_cpu_seconds() -> Option<f64> {
 /// The peak resident set of this process so far (VmHWM), 0 where the platform does not say.
 fn peak_rss_bytes() -> u64 {
     status_bytes("VmHWM:")
+}
+
+/// Returns to the system the memory the allocator holds freed (mimalloc, the binary's), so
+/// that a document measured after a larger one neither counts that memory in its peak nor
+/// reuses it instead of faulting its own: each document starts from the same state.
+fn release_freed_memory() {
+    // SAFETY: mi_collect takes no pointers; it only frees what mimalloc holds unused, and
+    // is a no-op where another allocator serves the process.
+    unsafe { libmimalloc_sys::mi_collect(true) };
 }
 
 /// Starts the peak resident set ([`peak_rss_bytes`]) again from what is resident now, where
@@ -675,6 +705,20 @@ mod tests {
         let cpu = two.cpu.expect("both measured");
         assert_eq!((cpu.total() / two.megabytes(), cpu.kernel), (1.75, 1.0));
         assert_eq!(two.peak_rss, 3_000_000_000, "the larger peak");
+    }
+
+    /// Every size's documents are split around the middle of a round, each size as often
+    /// as a round ingests it.
+    #[test]
+    fn a_round_reads_the_same_both_ways() {
+        assert_eq!(round_order(&[4, 1]), vec![0, 0, 1, 0, 0]);
+        assert_eq!(round_order(&[4, 2, 1]), vec![0, 0, 1, 2, 1, 0, 0]);
+        assert_eq!(round_order(&[1]), vec![0]);
+        let order = round_order(&[16, 4, 1]);
+        assert_eq!(order.iter().rev().copied().collect::<Vec<_>>(), order);
+        assert_eq!([0, 1, 2].map(|size| order.iter().filter(|&&s| s == size).count()), [16, 4, 1]);
+        // Two odd counts cannot both sit in the middle; each size is still ingested as often.
+        assert_eq!(round_order(&[3, 1]), vec![0, 0, 1, 0]);
     }
 
     /// Each large-document row reports its own peak: memory touched and freed before a reset

@@ -238,8 +238,9 @@ pub enum BenchCommand {
         /// How the document's distinct names grow with its length.
         #[arg(long, value_enum, default_value = "gradual")]
         names: a2rag::bench::NameGrowth,
-        /// Ingest every size this many times, the sizes alternating, and report medians; a
-        /// round ingests a smaller size as many times as the largest holds it.
+        /// Ingest every size this many times and report medians; a round ingests a smaller
+        /// size as many times as the largest holds it, half before the larger sizes and half
+        /// after.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
         rounds: u32,
     },
