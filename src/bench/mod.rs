@@ -403,15 +403,18 @@ fn documents_per_round(megabytes: &[usize]) -> Vec<usize> {
 }
 
 /// The order of one round's ingests, as indexes of `documents` (how many of each size a
-/// round ingests): the first half of each size's documents in the order the sizes are
-/// given, then the odd ones left over, then the second halves in reverse. With each size
-/// odd at most once (the largest size's one document) the order reads the same both ways,
-/// so every size's documents are centred on the round's middle.
+/// round ingests): the first half of each size's documents, smallest size (most documents)
+/// first whatever order the sizes were given in, then the odd ones left over, then the
+/// second halves in reverse. With each size odd at most once (the largest size's one
+/// document) the order reads the same both ways, so every size's documents are centred on
+/// the round's middle.
 fn round_order(documents: &[usize]) -> Vec<usize> {
-    let halves = |size: usize| std::iter::repeat_n(size, documents[size] / 2);
-    let first = (0..documents.len()).flat_map(halves);
-    let odd = (0..documents.len()).filter(|&size| documents[size] % 2 == 1);
-    let second = (0..documents.len()).rev().flat_map(halves);
+    let mut sizes: Vec<usize> = (0..documents.len()).collect();
+    sizes.sort_by_key(|&size| std::cmp::Reverse(documents[size]));
+    let halves = |&size: &usize| std::iter::repeat_n(size, documents[size] / 2);
+    let first = sizes.iter().flat_map(halves);
+    let odd = sizes.iter().copied().filter(|&size| documents[size] % 2 == 1);
+    let second = sizes.iter().rev().flat_map(halves);
     first.chain(odd).chain(second).collect()
 }
 
@@ -714,6 +717,8 @@ mod tests {
         assert_eq!(round_order(&[4, 1]), vec![0, 0, 1, 0, 0]);
         assert_eq!(round_order(&[4, 2, 1]), vec![0, 0, 1, 2, 1, 0, 0]);
         assert_eq!(round_order(&[1]), vec![0]);
+        // Sizes given out of order (`--megabytes 8,4,16`) still put the smallest outermost.
+        assert_eq!(round_order(&[2, 4, 1]), vec![1, 1, 0, 2, 0, 1, 1]);
         let order = round_order(&[16, 4, 1]);
         assert_eq!(order.iter().rev().copied().collect::<Vec<_>>(), order);
         assert_eq!([0, 1, 2].map(|size| order.iter().filter(|&&s| s == size).count()), [16, 4, 1]);
